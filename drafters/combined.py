@@ -1,0 +1,28 @@
+"""Use several drafters: each step, the proposal most likely to be accepted wins."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .base import Draft, Drafter
+
+
+class CombinedDrafter:
+    name = "combined"
+
+    def __init__(self, *drafters: Drafter):
+        self.drafters = drafters
+        self._owner: dict[int, Drafter] = {}
+
+    def propose(self, tokens: Sequence[int], prompt_length: int, limit: int) -> Draft | None:
+        best: Draft | None = None
+        for drafter in self.drafters:
+            draft = drafter.propose(tokens, prompt_length, limit)
+            if draft and (best is None or draft.acceptance > best.acceptance):
+                best, self._owner[id(draft)] = draft, drafter
+        return best
+
+    def feedback(self, draft: Draft, accepted: int) -> None:
+        owner = self._owner.pop(id(draft), None)
+        self._owner.clear()
+        if owner is not None:
+            owner.feedback(draft, accepted)

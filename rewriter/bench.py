@@ -1,0 +1,229 @@
+"""`rewriter bench`: plain greedy, transformers' prompt lookup and ours, side by side.
+
+Each case is decoded three ways on the same model, prompt and stopping rule (end of turn or
+the closing fence). Figures are per case and, in the summary, medians and ratios.
+"""
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+
+from .rewrite import Rewriter
+from .prompt import SourceText
+
+
+@dataclass
+class Case:
+    id: str
+    language: str
+    before: str
+    instruction: str
+
+
+def load_cases(path: str | Path) -> list[Case]:
+    cases = []
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                cases.append(Case(str(row["id"]), row.get("language", ""), row["before"], row["instruction"]))
+            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                raise ValueError(f"{path}:{number}: not a benchmark case ({error})") from error
+    return cases
+
+
+class _FenceCriteria(StoppingCriteria):
+    """transformers-side twin of the decoder's closing-fence stop, for the baselines."""
+
+    def __init__(self, rewriter: Rewriter, prompt_length: int):
+        self.stop = rewriter.stop
+        self.prompt_length = prompt_length
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        done = self.stop(input_ids[0, self.prompt_length:].tolist()) is not None
+        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
+
+
+class _PassCounter:
+    def __init__(self, model: torch.nn.Module):
+        self.count = 0
+        self._hook = model.register_forward_pre_hook(self._seen)
+
+    def _seen(self, module, args):
+        self.count += 1
+
+    def close(self):
+        self._hook.remove()
+
+
+def _baseline(rewriter: Rewriter, prompt_ids: list[int], budget: int, **options) -> dict:
+    model = rewriter.loaded.model
+    ids = torch.tensor([prompt_ids], device=rewriter.loaded.device)
+    counter = _PassCounter(model)
+    start = time.perf_counter()
+    try:
+        with torch.inference_mode():
+            out = model.generate(
+                ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=budget,
+                eos_token_id=sorted(rewriter.decoder.eos_ids), pad_token_id=rewriter.tokenizer.pad_token_id,
+                stopping_criteria=StoppingCriteriaList([_FenceCriteria(rewriter, len(prompt_ids))]),
+                **options,
+            )
+    finally:
+        counter.close()
+    seconds = time.perf_counter() - start
+    tokens = out[0, len(prompt_ids):].tolist()
+    return {"tokens": tokens, "seconds": seconds, "forward_passes": counter.count}
+
+
+def _prefill_seconds(rewriter: Rewriter, prompt_ids: list[int]) -> float:
+    model = rewriter.loaded.model
+    ids = torch.tensor([prompt_ids], device=rewriter.loaded.device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        model(input_ids=ids, logits_to_keep=1)
+    return time.perf_counter() - start
+
+
+def run_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None) -> dict:
+    code = SourceText.from_text(case.before).code
+    prompt_ids, prediction, budget = rewriter.plan(code, case.instruction, case.language, None, max_new_tokens)
+    prefill = _prefill_seconds(rewriter, prompt_ids)
+    greedy = _baseline(rewriter, prompt_ids, budget)
+    lookup = _baseline(rewriter, prompt_ids, budget, prompt_lookup_num_tokens=10)
+
+    start = time.perf_counter()
+    tokens: list[int] = []
+    for step in rewriter.decoder.generate(prompt_ids, rewriter.drafter(prediction), budget, rewriter.stop):
+        tokens.extend(step.tokens)
+        stats = step.stats
+    ours_seconds = time.perf_counter() - start
+
+    n = len(greedy["tokens"])
+
+    def decode_rate(seconds: float, prefill_s: float, count: int) -> float:
+        return (count - 1) / max(seconds - prefill_s, 1e-9)
+
+    return {
+        "id": case.id,
+        "prompt_tokens": len(prompt_ids),
+        "prediction_tokens": len(prediction),
+        "output_tokens": len(tokens),
+        "greedy_output_tokens": n,
+        "identical_to_greedy": tokens == greedy["tokens"],
+        "identical_lookup_to_greedy": lookup["tokens"] == greedy["tokens"],
+        "greedy_s": greedy["seconds"],
+        "prompt_lookup_s": lookup["seconds"],
+        "ours_s": ours_seconds,
+        "greedy_tokens_per_s": n / greedy["seconds"],
+        "prompt_lookup_tokens_per_s": len(lookup["tokens"]) / lookup["seconds"],
+        "ours_tokens_per_s": len(tokens) / ours_seconds,
+        "speedup_vs_greedy": greedy["seconds"] / ours_seconds,
+        "speedup_vs_prompt_lookup": lookup["seconds"] / ours_seconds,
+        "prompt_lookup_speedup_vs_greedy": greedy["seconds"] / lookup["seconds"],
+        "decode_speedup_vs_greedy": decode_rate(ours_seconds, stats.prefill_s, len(tokens))
+        / decode_rate(greedy["seconds"], prefill, n),
+        "greedy_forward_passes": greedy["forward_passes"],
+        "prompt_lookup_forward_passes": lookup["forward_passes"],
+        "ours_forward_passes": stats.forward_passes,
+        "forward_passes_per_token": stats.forward_passes / max(len(tokens), 1),
+        "accepted_prediction_tokens": stats.accepted_prediction_tokens,
+        "rejected_prediction_tokens": stats.rejected_prediction_tokens,
+        "accepted_draft_tokens": stats.accepted_draft_tokens,
+        "rejected_draft_tokens": stats.rejected_draft_tokens,
+        "prefill_s": prefill,
+        "ttft_s": stats.ttft_s,
+        "finish_reason": stats.finish_reason,
+    }
+
+
+def summarize(rows: list[dict]) -> dict:
+    def median(key: str) -> float:
+        return statistics.median(row[key] for row in rows) if rows else 0.0
+
+    return {
+        "cases": len(rows),
+        "identical_to_greedy": sum(row["identical_to_greedy"] for row in rows),
+        "median_speedup_vs_greedy": median("speedup_vs_greedy"),
+        "median_speedup_vs_prompt_lookup": median("speedup_vs_prompt_lookup"),
+        "min_speedup_vs_prompt_lookup": min((row["speedup_vs_prompt_lookup"] for row in rows), default=0.0),
+        "median_prompt_lookup_speedup_vs_greedy": median("prompt_lookup_speedup_vs_greedy"),
+        "median_forward_passes_per_token": median("forward_passes_per_token"),
+        "median_decode_speedup_vs_greedy": median("decode_speedup_vs_greedy"),
+        "median_ttft_s": median("ttft_s"),
+        "median_tokens_per_s": {
+            "greedy": median("greedy_tokens_per_s"),
+            "prompt_lookup": median("prompt_lookup_tokens_per_s"),
+            "ours": median("ours_tokens_per_s"),
+        },
+        "accepted_prediction_tokens": sum(row["accepted_prediction_tokens"] for row in rows),
+        "rejected_prediction_tokens": sum(row["rejected_prediction_tokens"] for row in rows),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+TABLE_COLUMNS = [
+    ("case", "id", "{}"), ("out", "output_tokens", "{}"), ("greedy s", "greedy_s", "{:.1f}"),
+    ("lookup s", "prompt_lookup_s", "{:.1f}"), ("ours s", "ours_s", "{:.1f}"),
+    ("tok/s", "ours_tokens_per_s", "{:.1f}"), ("x greedy", "speedup_vs_greedy", "{:.2f}"),
+    ("x lookup", "speedup_vs_prompt_lookup", "{:.2f}"), ("passes/tok", "forward_passes_per_token", "{:.3f}"),
+    ("acc", "accepted_prediction_tokens", "{}"), ("rej", "rejected_prediction_tokens", "{}"),
+    ("same", "identical_to_greedy", "{}"),
+]
+
+
+def format_row(row: dict) -> str:
+    cells = [fmt.format(row[key]) for _, key, fmt in TABLE_COLUMNS]
+    cells[0] = cells[0].rsplit("/", 1)[-1]
+    return " | ".join(cells)
+
+
+def format_summary(summary: dict) -> str:
+    rates = summary["median_tokens_per_s"]
+    return "\n".join([
+        f"cases: {summary['cases']}, identical to greedy: {summary['identical_to_greedy']}/{summary['cases']}",
+        f"median tokens/s: greedy {rates['greedy']:.1f}, prompt lookup {rates['prompt_lookup']:.1f}, ours {rates['ours']:.1f}",
+        f"median speed-up: {summary['median_speedup_vs_greedy']:.2f}x vs greedy "
+        f"({summary['median_decode_speedup_vs_greedy']:.2f}x decoding only), "
+        f"{summary['median_speedup_vs_prompt_lookup']:.2f}x vs prompt lookup "
+        f"(lowest {summary['min_speedup_vs_prompt_lookup']:.2f}x); prompt lookup itself "
+        f"{summary['median_prompt_lookup_speedup_vs_greedy']:.2f}x vs greedy",
+        f"median forward passes per token: {summary['median_forward_passes_per_token']:.3f}, "
+        f"median time to first token: {summary['median_ttft_s']:.2f}s, peak RSS: {summary['peak_rss_mb']:.0f} MB",
+        f"prediction tokens: {summary['accepted_prediction_tokens']} accepted, "
+        f"{summary['rejected_prediction_tokens']} rejected",
+    ])
+
+
+def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
+              out=sys.stdout) -> dict:
+    # One warm-up pass so the first case does not pay for allocator and kernel start-up.
+    _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
+    print(" | ".join(title for title, _, _ in TABLE_COLUMNS), file=out, flush=True)
+    rows = []
+    for case in cases:
+        row = run_case(rewriter, case, max_new_tokens)
+        rows.append(row)
+        print(format_row(row), file=out, flush=True)
+        if json_path:  # keep partial results of long runs
+            _write_report(json_path, rows)
+    summary = summarize(rows)
+    print(format_summary(summary), file=out, flush=True)
+    if json_path:
+        _write_report(json_path, rows, summary)
+    return {"cases": rows, "summary": summary}
+
+
+def _write_report(path: str, rows: list[dict], summary: dict | None = None) -> None:
+    report = {"summary": summary or summarize(rows), "cases": rows}
+    Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,221 @@
+"""The speculative decoding loop: draft, verify in one forward pass, keep what matches.
+
+One step feeds the last token plus a draft through the model with the KV cache, lets the
+verifier accept a prefix of the draft and add the model's own next token, and drops the
+rejected tail from the cache. With the greedy verifier the tokens are exactly those of plain
+greedy decoding; only the number of forward passes changes.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterator, Sequence
+
+import torch
+from transformers import DynamicCache
+
+from drafters.base import Drafter
+from .lookahead import Lookahead
+from .verify import GreedyVerifier, Verifier
+
+# Returns the number of output tokens to keep once the output is complete, else None.
+StopCheck = Callable[[list[int]], "int | None"]
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # prompt tokens whose KV cache was reused from an earlier request
+    output_tokens: int = 0
+    forward_passes: int = 0
+    accepted_prediction_tokens: int = 0  # drafted from the prediction and accepted
+    rejected_prediction_tokens: int = 0  # drafted from the prediction and rejected
+    accepted_draft_tokens: int = 0  # from any drafter
+    rejected_draft_tokens: int = 0
+    prefill_s: float = 0.0
+    ttft_s: float = 0.0
+    total_s: float = 0.0
+    finish_reason: str = ""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.output_tokens / self.total_s if self.total_s else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        decode_s = self.total_s - self.prefill_s
+        return (self.output_tokens - 1) / decode_s if decode_s > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "tokens_per_s": self.tokens_per_s}
+
+
+@dataclass
+class Step:
+    """What one decoding step added: its tokens, the text they settle, the running stats."""
+
+    tokens: list[int]
+    text: str
+    stats: Stats
+    done: bool = False
+
+
+class PrefixCache:
+    """The KV cache of the last prompt, so that a request sharing its prefix prefills only the rest.
+
+    Repeated requests on one file (a user trying instructions one after another) share the
+    system message and the code, which the prompt puts before the instruction.
+    """
+
+    def __init__(self):
+        self.tokens: list[int] = []
+        self.cache: DynamicCache | None = None
+
+    def take(self, prompt: Sequence[int]) -> tuple[DynamicCache | None, int]:
+        """A private copy of the cache for the longest shared prefix, and that prefix's length."""
+        if self.cache is None:
+            return None, 0
+        shared = 0
+        limit = min(len(prompt) - 1, len(self.tokens))  # the last prompt token must be fed for its logits
+        while shared < limit and prompt[shared] == self.tokens[shared]:
+            shared += 1
+        if shared == 0:
+            return None, 0
+        cache = copy.deepcopy(self.cache)
+        if len(self.tokens) > shared:
+            cache.crop(shared - len(self.tokens))
+        return cache, shared
+
+    def store(self, prompt: Sequence[int], cache: DynamicCache) -> None:
+        self.tokens = list(prompt)
+        self.cache = copy.deepcopy(cache)
+
+
+class Decoder:
+    """Decodes one request at a time with one model (not thread-safe: callers serialise)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer, verifier: Verifier | None = None,
+                 lookahead: Lookahead | None = None, prefix_cache: bool = False):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.verifier = verifier or GreedyVerifier()
+        self.device = next(model.parameters()).device
+        # One window policy per decoder: what passes cost on this device carries across requests.
+        self.lookahead = lookahead or Lookahead(self.device.type)
+        eos = model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if tokenizer.eos_token_id is not None:
+            eos_ids.add(tokenizer.eos_token_id)
+        self.eos_ids = frozenset(eos_ids)
+        self.prefix_cache = PrefixCache() if prefix_cache else None
+
+    @torch.inference_mode()
+    def _forward(self, tokens: Sequence[int], cache: DynamicCache, last_only: bool = False) -> torch.Tensor:
+        ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True,
+                         logits_to_keep=1 if last_only else 0)
+        return out.logits[0].float()
+
+    def _prefill(self, prompt: Sequence[int], stats: Stats) -> tuple[DynamicCache, torch.Tensor]:
+        cache, reused = self.prefix_cache.take(prompt) if self.prefix_cache else (None, 0)
+        cache = cache or DynamicCache(config=self.model.config)
+        logits = self._forward(prompt[reused:], cache, last_only=True)[-1]
+        if self.prefix_cache:
+            self.prefix_cache.store(prompt, cache)
+        stats.cached_prompt_tokens = reused
+        return cache, logits
+
+    def generate(self, prompt: Sequence[int], drafter: Drafter | None, max_new_tokens: int,
+                 stop: StopCheck | None = None, verifier: Verifier | None = None) -> Iterator[Step]:
+        """Decode after `prompt`, yielding a Step each time tokens are accepted.
+
+        `verifier` overrides the decoder's own for this request (e.g. one seeded sampler).
+        """
+        if not prompt:
+            raise ValueError("the prompt is empty")
+        if max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+        verifier = verifier or self.verifier
+        start = time.perf_counter()
+        stats = Stats(prompt_tokens=len(prompt))
+        prompt = list(prompt)
+        cache, logits = self._prefill(prompt, stats)
+        first = verifier.first_token(logits)
+        stats.forward_passes = 1
+        stats.prefill_s = stats.ttft_s = time.perf_counter() - start
+        output: list[int] = []
+        pending = [first]
+        text = _Detokenizer(self.tokenizer)
+        while True:
+            before = len(output)
+            output.extend(pending)
+            keep = self._finish(output, before, max_new_tokens, stop, stats)
+            if keep is not None:
+                del output[keep:]
+            stats.output_tokens = len(output)
+            stats.total_s = time.perf_counter() - start
+            yield Step(tokens=output[before:], text=text.settle(output, final=keep is not None),
+                       stats=stats, done=keep is not None)
+            if keep is not None:
+                return
+
+            room = max_new_tokens - len(output) - 1  # the step's own next token takes one
+            draft = drafter.propose(prompt + output, len(prompt), room) if drafter and room > 0 else None
+            if draft is not None:
+                window = self.lookahead.window(draft.acceptance, min(room, len(draft.tokens)))
+                draft.tokens = draft.tokens[:window]
+                if not draft.tokens:
+                    draft = None
+            drafted = draft.tokens if draft else []
+            step_start = time.perf_counter()
+            logits = self._forward([output[-1]] + drafted, cache)
+            if draft is None:
+                accepted, following = 0, verifier.first_token(logits[-1])
+            else:
+                accepted, following = verifier.verify(logits, draft)
+                drafter.feedback(draft, accepted)
+            rejected = len(drafted) - accepted
+            if rejected:
+                cache.crop(-rejected)
+            self.lookahead.record(len(drafted) + 1, time.perf_counter() - step_start)
+            stats.forward_passes += 1
+            stats.accepted_draft_tokens += accepted
+            stats.rejected_draft_tokens += rejected
+            if draft is not None and draft.source == "prediction":
+                stats.accepted_prediction_tokens += accepted
+                stats.rejected_prediction_tokens += rejected
+            pending = drafted[:accepted] + [following]
+
+    def _finish(self, output: list[int], checked: int, max_new_tokens: int,
+                stop: StopCheck | None, stats: Stats) -> int | None:
+        """How many output tokens to keep if decoding is over, else None."""
+        for i in range(checked, len(output)):
+            if output[i] in self.eos_ids:
+                stats.finish_reason = "stop"
+                return min(i + 1, max_new_tokens)
+        if stop is not None:
+            keep = stop(output)
+            if keep is not None:
+                stats.finish_reason = "stop"
+                return keep
+        if len(output) >= max_new_tokens:
+            stats.finish_reason = "length"
+            return max_new_tokens
+        return None
+
+
+class _Detokenizer:
+    """Turns the growing output into text increments, holding back incomplete characters."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.sent = 0
+
+    def settle(self, output: list[int], final: bool = False) -> str:
+        text = self.tokenizer.decode(output, skip_special_tokens=True)
+        if not final:
+            text = text.rstrip("\ufffd")
+        piece = text[self.sent:]
+        self.sent = max(self.sent, len(text))
+        return piece

@@ -1,0 +1,69 @@
+"""How many draft tokens to verify in the next forward pass.
+
+A pass over n tokens costs t(n); a draft of k tokens whose tokens are each accepted with
+chance a yields on average 1 + a + ... + a^k tokens. We pick the window k that maximises
+tokens per second. t(n) starts from a device-shaped prior and follows what this device
+actually measures, so rejected drafts stay cheap where wide passes cost much (CPUs) and the
+window grows where they are nearly free (GPUs).
+"""
+from __future__ import annotations
+
+import math
+
+# Window sizes tried: passes of 1, 2, 4, ... tokens, where matrix kernels change cost steps.
+PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+# Relative cost of a pass of n tokens before anything is measured.
+# CPU: measured for the 0.5B model on 2 cores (../shared/MODELS.md); GPU: nearly flat.
+CPU_PRIOR = {1: 1.0, 2: 1.5, 4: 1.58, 8: 1.58, 16: 2.62, 32: 2.75, 64: 4.0, 128: 7.2}
+GPU_PRIOR = {n: 1.0 + n / 256 for n in PASS_SIZES}
+
+
+def expected_tokens(acceptance: float, draft_length: int) -> float:
+    """Mean tokens one pass yields: accepted draft tokens plus the model's own next token."""
+    if acceptance >= 1.0:
+        return draft_length + 1.0
+    return (1.0 - acceptance ** (draft_length + 1)) / (1.0 - acceptance)
+
+
+class Lookahead:
+    def __init__(self, device_type: str = "cpu", max_window: int = 127, smoothing: float = 0.3):
+        self.prior = GPU_PRIOR if device_type == "cuda" else CPU_PRIOR
+        self.max_window = max_window
+        self.smoothing = smoothing
+        self.measured: dict[int, float] = {}  # pass size -> smoothed seconds
+
+    def _bucket(self, pass_tokens: int) -> int:
+        for size in PASS_SIZES:
+            if pass_tokens <= size:
+                return size
+        return PASS_SIZES[-1]
+
+    def record(self, pass_tokens: int, seconds: float) -> None:
+        bucket = self._bucket(pass_tokens)
+        old = self.measured.get(bucket)
+        self.measured[bucket] = seconds if old is None else old + self.smoothing * (seconds - old)
+
+    def cost(self, pass_tokens: int) -> float:
+        bucket = self._bucket(pass_tokens)
+        if bucket in self.measured:
+            return self.measured[bucket]
+        if not self.measured:
+            return self.prior[bucket]
+        # Scale the prior's shape to the sizes measured so far.
+        scale = math.exp(
+            sum(math.log(t / self.prior[n]) for n, t in self.measured.items()) / len(self.measured)
+        )
+        return self.prior[bucket] * scale
+
+    def window(self, acceptance: float, available: int) -> int:
+        """The draft length to verify next (0 means a plain one-token step)."""
+        best_length, best_rate = 0, 1.0 / self.cost(1)
+        limit = min(available, self.max_window)
+        for size in PASS_SIZES[1:]:
+            length = min(size - 1, limit)
+            rate = expected_tokens(acceptance, length) / self.cost(length + 1)
+            if rate > best_rate:
+                best_length, best_rate = length, rate
+            if length == limit:
+                break
+        return best_length

