@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
-from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
+from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
 from .decode import Decoder, Stats, StopCheck
 from .models import LoadedModel
 from .prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, extract_code
+from .sampling import SamplingParams, make_verifier
+from .verify import Verifier
 
 
 class RewriteError(ValueError):
@@ -89,13 +91,22 @@ class Rewriter:
         return prompt_ids, prediction, min(wanted, room)
 
     def stream(self, text: str, instruction: str, language: str = "", context: str | None = None,
-               max_new_tokens: int | None = None) -> Iterator[Progress | RewriteResult]:
-        """Yield the answer's text as it is accepted, then the RewriteResult."""
+               max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
+               drafter: Callable[[list[int]], Drafter] | None = None,
+               verifier: Verifier | None = None) -> Iterator[Progress | RewriteResult]:
+        """Yield the answer's text as it is accepted, then the RewriteResult.
+
+        `sampling` (default greedy) picks the verifier; `drafter` maps the prediction's ids to
+        the request's drafter (default: prediction plus prompt lookup); `verifier` overrides
+        the one `sampling` picks (MJSD's, which changes the output).
+        """
         source = SourceText.from_text(text)
         prompt_ids, prediction, budget = self.plan(source.code, instruction, language, context, max_new_tokens)
+        verifier = verifier or (make_verifier(sampling) if sampling is not None else None)
+        drafts = (drafter or self.drafter)(prediction)
         answer = []
         stats = Stats()
-        for step in self.decoder.generate(prompt_ids, self.drafter(prediction), budget, self.stop):
+        for step in self.decoder.generate(prompt_ids, drafts, budget, self.stop, verifier=verifier):
             stats = step.stats
             if step.text:
                 answer.append(step.text)
@@ -104,8 +115,8 @@ class Rewriter:
         yield RewriteResult(text=source.restore(extract_code(raw)), answer=raw, stats=stats)
 
     def rewrite(self, text: str, instruction: str, language: str = "", context: str | None = None,
-                max_new_tokens: int | None = None) -> RewriteResult:
-        for event in self.stream(text, instruction, language, context, max_new_tokens):
+                max_new_tokens: int | None = None, **decoding) -> RewriteResult:
+        for event in self.stream(text, instruction, language, context, max_new_tokens, **decoding):
             if isinstance(event, RewriteResult):
                 return event
         raise AssertionError("stream ended without a result")

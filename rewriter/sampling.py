@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .verify import GreedyVerifier, Verifier
+from .verify import BlockVerifier, GreedyVerifier, LogitsShaper, TokenVerifier, Verifier
 
 
 @dataclass(frozen=True)
@@ -33,5 +33,10 @@ def make_verifier(params: SamplingParams) -> Verifier:
     """The verifier for one request's settings."""
     if params.greedy:
         return GreedyVerifier()
-    # Sampling verifiers (token and block verification) are being added under issue 6.
-    raise ValueError("sampling (temperature > 0) is not available yet")
+    verifier = TokenVerifier if params.verification == "token" else BlockVerifier
+    return verifier(shaper(params), seed=params.seed)
+
+
+def shaper(params: SamplingParams) -> LogitsShaper:
+    """The sampling distribution these settings ask for (temperature > 0)."""
+    return LogitsShaper(params.temperature, params.top_p, params.top_k)
