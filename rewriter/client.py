@@ -1,0 +1,301 @@
+"""A remote engine: rewrite through our service or any OpenAI-compatible endpoint.
+
+`RemoteRewriter.stream(text, instruction, language, context, max_new_tokens)` has the same
+signature and events as the in-process `Rewriter.stream` (Progress increments of the model's
+answer, then a RewriteResult), so the CLI and the language server take either engine.
+`RemoteRewriter.edits(...)` also yields settled diff hunks: our service sends them; for a plain
+OpenAI endpoint, which only streams text, `AnswerHunks` derives them here.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, fields
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import httpx
+
+from .hunks import Hunk, HunkStream
+from .prompt import NoCodeBlock, SourceText, build_prompt, extract_code
+
+MAX_RETRY_WAIT_S = 30.0
+
+
+class ServiceError(RuntimeError):
+    """The endpoint refused or failed a request; `status` is the HTTP status (0: no answer)."""
+
+    def __init__(self, message: str, status: int = 0, code: str | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.retry_after = retry_after
+
+
+class AnswerHunks:
+    """Turn a growing model answer (a fenced code block) into settled hunks against the original.
+
+    Hunks are in the original's line numbering; the new lines carry the original's line endings,
+    as the final RewriteResult.text does, so applying every hunk in order gives that text.
+    """
+
+    def __init__(self, original: str):
+        self.source = SourceText.from_text(original)
+        self.stream = HunkStream(original)
+
+    def feed(self, answer: str) -> list[Hunk]:
+        """Hunks settled by the answer so far (the whole answer, not an increment)."""
+        try:
+            code = extract_code(answer)
+        except NoCodeBlock:
+            return []  # the opening fence line is not complete yet
+        if self.source.newline != "\n":
+            code = code.replace("\n", self.source.newline)
+        return self.stream.feed(code)
+
+    def finish(self, final_text: str) -> list[Hunk]:
+        """The remaining hunks, given the result's final text."""
+        return self.stream.feed(final_text, final=True)
+
+
+@dataclass
+class _Request:
+    text: str
+    instruction: str
+    language: str
+    context: str | None
+    max_new_tokens: int | None
+
+
+def stats_from(data: dict | None):
+    """A Stats from its JSON form, ignoring fields this version does not know."""
+    from .decode import Stats
+
+    known = {f.name for f in fields(Stats)}
+    return Stats(**{k: v for k, v in (data or {}).items() if k in known})
+
+
+class RemoteRewriter:
+    """An engine that decodes on a server: ours (/v1/rewrites) or any OpenAI-compatible one.
+
+    `base_url` is the API root as OpenAI clients take it (e.g. http://127.0.0.1:8000/v1; a URL
+    without a path gets /v1). `protocol`: "rewriter", "openai", or "auto" (ask the server once).
+    The API key defaults to REWRITER_API_KEY, then OPENAI_API_KEY.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None = None, model: str | None = None,
+                 protocol: str = "auto", timeout: float = 600.0, retries: int = 3,
+                 http: httpx.Client | None = None):
+        if protocol not in ("auto", "rewriter", "openai"):
+            raise ValueError(f"protocol must be auto, rewriter or openai, got {protocol!r}")
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self.base_url = base_url.rstrip("/") if parts.path.strip("/") else base_url.rstrip("/") + "/v1"
+        key = api_key or os.environ.get("REWRITER_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.http = http or httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0), headers=headers)
+        self.model = model
+        self.retries = retries
+        self._protocol = protocol
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> "RemoteRewriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def protocol(self) -> str:
+        if self._protocol == "auto":
+            try:
+                answer = self.http.get(f"{self.base_url}/rewrites")
+                ours = answer.status_code == 200 and answer.json().get("object") == "rewriter.service"
+            except (httpx.HTTPError, ValueError, AttributeError):
+                ours = False
+            self._protocol = "rewriter" if ours else "openai"
+        return self._protocol
+
+    # The engine interface -------------------------------------------------------------------
+
+    def stream(self, text: str, instruction: str, language: str = "", context: str | None = None,
+               max_new_tokens: int | None = None):
+        """Yield Progress (answer text increments) and finally a RewriteResult, like Rewriter.stream."""
+        for event in self.edits(text, instruction, language, context, max_new_tokens):
+            if not isinstance(event, Hunk):
+                yield event
+
+    def rewrite(self, text: str, instruction: str, language: str = "", context: str | None = None,
+                max_new_tokens: int | None = None):
+        for event in self.stream(text, instruction, language, context, max_new_tokens):
+            if not hasattr(event, "answer"):
+                continue
+            return event
+        raise ServiceError("the stream ended without a result")
+
+    def edits(self, text: str, instruction: str, language: str = "", context: str | None = None,
+              max_new_tokens: int | None = None) -> Iterator:
+        """Like stream(), with each settled Hunk (in `text`'s line numbering) as it settles."""
+        from .rewrite import RewriteError
+
+        if not instruction or not instruction.strip():
+            raise RewriteError("the instruction is empty")
+        request = _Request(text, instruction, language, context, max_new_tokens)
+        if self.protocol == "rewriter":
+            return self._edits_rewriter(request)
+        return self._edits_openai(request)
+
+    # Our service ------------------------------------------------------------------------------
+
+    def _edits_rewriter(self, request: _Request) -> Iterator:
+        from .rewrite import Progress, RewriteResult
+
+        body = {"text": request.text, "instruction": request.instruction, "language": request.language}
+        if request.context is not None:
+            body["context"] = request.context
+        if request.max_new_tokens:
+            body["max_tokens"] = request.max_new_tokens
+        stats = stats_from(None)
+        for event, data in self._sse("/rewrites", body):
+            if event == "delta":
+                yield Progress(data["text"], stats)
+            elif event == "stats":
+                stats = stats_from(data)
+            elif event == "hunk":
+                yield Hunk(data["start"], data["end"], tuple(data["lines"]))
+            elif event == "result":
+                yield RewriteResult(text=data["text"], answer=data["answer"], stats=stats_from(data["stats"]))
+                return
+            elif event == "error":
+                raise _error_from(data, 200)
+        raise ServiceError("the server closed the stream before the result")
+
+    # Any OpenAI-compatible endpoint -----------------------------------------------------------
+
+    def _edits_openai(self, request: _Request) -> Iterator:
+        from .rewrite import Progress, RewriteResult
+
+        source = SourceText.from_text(request.text)
+        prompt = build_prompt(source.code, request.instruction, request.language, request.context)
+        body = {
+            "messages": prompt.messages,
+            "prediction": {"type": "content", "content": prompt.prediction},
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.model:
+            body["model"] = self.model
+        if request.max_new_tokens:
+            body["max_completion_tokens"] = request.max_new_tokens
+        hunks = AnswerHunks(request.text)
+        stats = stats_from(None)
+        answer = ""
+        started = time.perf_counter()
+        for _, data in self._sse("/chat/completions", body):
+            if "error" in data:
+                raise _error_from(data, 200)
+            for choice in data.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content") or ""
+                if choice.get("finish_reason"):
+                    stats.finish_reason = choice["finish_reason"]
+                if not piece:
+                    continue
+                if not answer:
+                    stats.ttft_s = time.perf_counter() - started
+                answer += piece
+                stats.total_s = time.perf_counter() - started
+                yield Progress(piece, stats)
+                yield from hunks.feed(answer)
+            if data.get("usage"):
+                _usage_into(stats, data["usage"])
+        stats.total_s = time.perf_counter() - started
+        text = source.restore(extract_code(answer))  # NoCodeBlock, as the local engine raises
+        yield from hunks.finish(text)
+        yield RewriteResult(text=text, answer=answer, stats=stats)
+
+    # Transport --------------------------------------------------------------------------------
+
+    def _sse(self, path: str, body: dict) -> Iterator[tuple[str, dict]]:
+        """POST and yield (event name, JSON data) of a server-sent event stream, retrying when busy."""
+        for attempt in range(self.retries + 1):
+            try:
+                with self.http.stream("POST", f"{self.base_url}{path}", json=body,
+                                      headers={"Accept": "text/event-stream"}) as response:
+                    if response.status_code in (429, 503) and attempt < self.retries:
+                        wait = _retry_after(response)
+                        response.close()
+                        time.sleep(min(wait, MAX_RETRY_WAIT_S))
+                        continue
+                    if response.status_code != 200:
+                        response.read()
+                        raise _error_from(_json_or_text(response), response.status_code,
+                                          _retry_after(response))
+                    yield from _parse_sse(response.iter_lines())
+                    return
+            except httpx.HTTPError as error:
+                raise ServiceError(f"cannot reach {self.base_url}: {error}") from error
+
+
+def _parse_sse(lines: Iterator[str]) -> Iterator[tuple[str, dict]]:
+    event, data = "message", []
+    for line in lines:
+        if line == "":
+            if data:
+                payload = "\n".join(data)
+                if payload.strip() == "[DONE]":
+                    return
+                try:
+                    yield event, json.loads(payload)
+                except ValueError as error:
+                    raise ServiceError(f"the server sent an event that is not JSON: {payload[:200]!r}") from error
+            event, data = "message", []
+        elif line.startswith(":"):
+            continue  # a comment (keep-alive)
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "1")))
+    except ValueError:
+        return 1.0
+
+
+def _json_or_text(response: httpx.Response) -> dict:
+    try:
+        data = response.json()
+        return data if isinstance(data, dict) else {"error": {"message": str(data)}}
+    except ValueError:
+        return {"error": {"message": response.text[:500] or response.reason_phrase}}
+
+
+def _error_from(data: dict, status: int, retry_after: float | None = None) -> Exception:
+    from .rewrite import RewriteError
+
+    error = data.get("error") if isinstance(data.get("error"), dict) else {"message": str(data.get("error", data))}
+    message = error.get("message") or "unknown error"
+    code = error.get("code")
+    if code == "no_code_block":
+        return NoCodeBlock(message)
+    if code == "invalid_rewrite" or (status == 400 and error.get("type") == "invalid_request_error"):
+        return RewriteError(message)
+    return ServiceError(f"HTTP {status}: {message}" if status != 200 else message, status, code, retry_after)
+
+
+def _usage_into(stats, usage: dict) -> None:
+    stats.prompt_tokens = usage.get("prompt_tokens") or 0
+    stats.output_tokens = usage.get("completion_tokens") or 0
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    stats.cached_prompt_tokens = cached or 0
+    details = usage.get("completion_tokens_details") or {}
+    stats.accepted_prediction_tokens = details.get("accepted_prediction_tokens") or 0
+    stats.rejected_prediction_tokens = details.get("rejected_prediction_tokens") or 0
