@@ -1,0 +1,456 @@
+"""Which parts of a file to rewrite, found with tree-sitter: nodes of a kind, line ranges, splits.
+
+Every span covers whole lines where it can (indentation, decorators, doc comments and a
+trailing `;` included), so each rewrite sees a self-contained piece of code; spans never
+overlap (an outer match swallows its nested matches).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import PurePath
+
+from .prompt import language_for
+
+
+class ScopeError(ValueError):
+    """A scope that cannot be applied to a file; the message says why."""
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int  # character offsets into the file's text
+    end: int
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    kind: str = "lines"
+    name: str = ""
+
+    def label(self) -> str:
+        where = f"lines {self.start_line}-{self.end_line}"
+        return f"{self.kind} {self.name} ({where})" if self.name else f"{self.kind} ({where})"
+
+
+# Our language names (rewriter.prompt) that tree-sitter knows under another name.
+TREE_SITTER_NAMES = {"jsx": "javascript"}
+
+COMMENTS = {"comment", "line_comment", "block_comment"}
+# Nodes that carry a definition plus what belongs to it (decorators, templates, export).
+WRAPPERS = {"decorated_definition", "template_declaration", "export_statement"}
+# Rust attributes (#[derive(..)]) stand before their item as siblings.
+LEADING_SIBLINGS = COMMENTS | {"attribute_item"}
+
+_JS_FUNCTIONS = {"function_declaration", "generator_function_declaration", "method_definition"}
+_JS_VALUE_FUNCTIONS = {"arrow_function", "function_expression", "function", "generator_function"}
+
+# alias -> language -> node types. Methods are refined by `_is_method`.
+ALIASES: dict[str, dict[str, set[str]]] = {
+    "function": {
+        "python": {"function_definition"},
+        "javascript": _JS_FUNCTIONS | _JS_VALUE_FUNCTIONS,
+        "typescript": _JS_FUNCTIONS | _JS_VALUE_FUNCTIONS,
+        "tsx": _JS_FUNCTIONS | _JS_VALUE_FUNCTIONS,
+        "go": {"function_declaration", "method_declaration"},
+        "rust": {"function_item"},
+        "java": {"method_declaration", "constructor_declaration"},
+        "c": {"function_definition"},
+        "cpp": {"function_definition"},
+        "csharp": {"method_declaration", "constructor_declaration", "local_function_statement"},
+        "ruby": {"method", "singleton_method"},
+    },
+    "method": {
+        "python": {"function_definition"},
+        "javascript": {"method_definition"},
+        "typescript": {"method_definition"},
+        "tsx": {"method_definition"},
+        "go": {"method_declaration"},
+        "rust": {"function_item"},
+        "java": {"method_declaration", "constructor_declaration"},
+        "cpp": {"function_definition"},
+        "csharp": {"method_declaration", "constructor_declaration"},
+        "ruby": {"method", "singleton_method"},
+    },
+    "class": {
+        "python": {"class_definition"},
+        "javascript": {"class_declaration"},
+        "typescript": {"class_declaration", "abstract_class_declaration", "interface_declaration"},
+        "tsx": {"class_declaration", "abstract_class_declaration", "interface_declaration"},
+        "go": {"type_declaration"},
+        "rust": {"struct_item", "enum_item", "union_item", "trait_item", "impl_item"},
+        "java": {"class_declaration", "interface_declaration", "enum_declaration", "record_declaration"},
+        "cpp": {"class_specifier", "struct_specifier"},
+        "csharp": {"class_declaration", "struct_declaration", "interface_declaration", "record_declaration"},
+        "ruby": {"class", "module"},
+    },
+}
+# Where a function is a method: the nearest enclosing definition is one of these.
+METHOD_CONTAINERS = {
+    "python": {"class_definition"},
+    "rust": {"impl_item", "trait_item"},
+    "cpp": {"class_specifier", "struct_specifier"},
+    "ruby": {"class", "module"},
+}
+DEFINITIONS = {
+    "function_definition", "function_item", "class_definition", "impl_item", "trait_item",
+    "class_specifier", "struct_specifier", "method", "class", "module",
+}
+
+
+def tree_language(path: str | PurePath) -> str | None:
+    """The tree-sitter grammar for a file name, or None when there is none."""
+    language = language_for(path)
+    if not language:
+        return None
+    name = TREE_SITTER_NAMES.get(language, language)
+    return name if _language(name) is not None else None
+
+
+@lru_cache(maxsize=None)
+def _language(name: str):
+    try:
+        from tree_sitter_language_pack import get_language
+        return get_language(name)
+    except Exception:  # unknown name, or a grammar the installed pack lacks
+        return None
+
+
+@lru_cache(maxsize=None)
+def _parser(name: str):
+    from tree_sitter import Parser
+    return Parser(_language(name))
+
+
+class SyntaxTree:
+    """A parsed file with offsets in characters, as Python strings count them."""
+
+    def __init__(self, text: str, language: str):
+        self.text = text
+        self.language = language
+        self.data = text.encode("utf-8")
+        self.tree = _parser(language).parse(self.data)
+        self.root = self.tree.root_node
+        self._ascii = len(self.data) == len(text)
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def char(self, byte_offset: int) -> int:
+        return byte_offset if self._ascii else len(self.data[:byte_offset].decode("utf-8", "replace"))
+
+    def byte(self, char_offset: int) -> int:
+        return char_offset if self._ascii else len(self.text[:char_offset].encode("utf-8"))
+
+    def line_of(self, offset: int) -> int:
+        """1-based line of a character offset."""
+        low, high = 0, len(self._line_starts) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self._line_starts[middle] <= offset:
+                low = middle
+            else:
+                high = middle - 1
+        return low + 1
+
+    def has_errors(self) -> bool:
+        return self.root.has_error
+
+    def first_error_line(self) -> int | None:
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if not node.has_error:
+                continue
+            if node.type == "ERROR" or node.is_missing:
+                return node.start_point.row + 1
+            stack.extend(reversed(node.children))
+        return None
+
+
+def parse(text: str, language: str) -> SyntaxTree:
+    return SyntaxTree(text, language)
+
+
+def syntax_error_line(text: str, language: str | None) -> int | None:
+    """The line of the first parse error, or None when the text parses (or has no grammar)."""
+    if not language:
+        return None
+    tree = SyntaxTree(text, language)
+    return tree.first_error_line() if tree.has_errors() else None
+
+
+# ---- spans from offsets ------------------------------------------------------------------
+
+_TRAILER = re.compile(r"[ \t]*[;,]?[ \t]*(\r?\n|$)")
+
+
+def whole_lines(tree_or_text, start: int, end: int, kind: str = "lines", name: str = "") -> Span:
+    """A span grown to whole lines where only blanks (or a closing `;`) lie beside it."""
+    text = tree_or_text.text if isinstance(tree_or_text, SyntaxTree) else tree_or_text
+    line_start = text.rfind("\n", 0, start) + 1
+    if not text[line_start:start].strip():
+        start = line_start
+    trailer = _TRAILER.match(text, end) if end and text[end - 1] != "\n" else None
+    if trailer:
+        end = trailer.end()
+    return _span(text, start, end, kind, name)
+
+
+def _span(text: str, start: int, end: int, kind: str, name: str) -> Span:
+    first = text.count("\n", 0, start) + 1
+    last = first + text.count("\n", start, max(start, end - 1))
+    return Span(start, end, first, last, kind, name)
+
+
+def line_span(text: str, first: int, last: int) -> Span:
+    """Lines first..last (1-based, inclusive) as one span."""
+    total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    if first < 1 or last < first:
+        raise ScopeError(f"bad line range {first}-{last}")
+    if first > total:
+        raise ScopeError(f"line {first} is past the end of the file ({total} lines)")
+    last = min(last, total)
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    start = starts[first - 1]
+    end = starts[last] if last < len(starts) else len(text)
+    return Span(start, end, first, last)
+
+
+def parse_line_range(value: str) -> tuple[int, int]:
+    match = re.fullmatch(r"\s*(\d+)\s*(?:[-:]\s*(\d+)\s*)?", value)
+    if not match:
+        raise ScopeError(f"--lines takes FIRST-LAST (like 10-40), not {value!r}")
+    first = int(match.group(1))
+    last = int(match.group(2) or first)
+    if first < 1 or last < first:
+        raise ScopeError(f"--lines {value}: the range must start at 1 or later and not run backwards")
+    return first, last
+
+
+# ---- nodes of a kind ---------------------------------------------------------------------
+
+def _name_of(tree: SyntaxTree, node) -> str:
+    current = node
+    for _ in range(4):  # the name sits in the node or a declarator a few levels down
+        named = current.child_by_field_name("name") or (
+            current.child_by_field_name("type") if current.type == "impl_item" else None)
+        if named is not None:
+            return named.text.decode("utf-8", "replace")
+        declarator = current.child_by_field_name("declarator")
+        if declarator is None:
+            break
+        if declarator.type in {"identifier", "field_identifier", "qualified_identifier",
+                               "destructor_name", "operator_name"}:
+            return declarator.text.decode("utf-8", "replace")
+        current = declarator
+    return ""
+
+
+def _nearest_definition(node):
+    parent = node.parent
+    while parent is not None and parent.type not in DEFINITIONS:
+        parent = parent.parent
+    return parent
+
+
+def _is_method(node, language: str) -> bool:
+    containers = METHOD_CONTAINERS.get(language)
+    if containers is None:
+        return True  # the alias's node types are methods already
+    if language == "cpp" and node.type == "function_definition":
+        declarator = node.child_by_field_name("declarator")
+        inner = declarator.child_by_field_name("declarator") if declarator is not None else None
+        if inner is not None and inner.type == "qualified_identifier":
+            return True  # int Widget::size() const { ... } outside the class
+    outer = _nearest_definition(node)
+    return outer is not None and outer.type in containers
+
+
+def _is_named_function_value(node) -> bool:
+    """An arrow function or function expression given a name: `const f = () => ...`."""
+    declarator = node.parent
+    if declarator is None or declarator.type != "variable_declarator":
+        return False
+    return declarator.child_by_field_name("value") == node
+
+
+def _widen(node):
+    """The node plus what belongs to it: its declaration, decorators, template, export."""
+    if node.type in _JS_VALUE_FUNCTIONS:
+        declarator = node.parent
+        declaration = declarator.parent if declarator is not None else None
+        if declaration is not None and declaration.type in {"lexical_declaration", "variable_declaration"} \
+                and declaration.named_child_count == 1:
+            node = declaration
+    while node.parent is not None and node.parent.type in WRAPPERS:
+        node = node.parent
+    return node
+
+
+def _leading_start(tree: SyntaxTree, node) -> int:
+    """Start byte including doc comments and attributes directly above the node."""
+    start = node.start_byte
+    row = node.start_point.row
+    sibling = node.prev_named_sibling
+    while sibling is not None and sibling.type in LEADING_SIBLINGS and sibling.end_point.row >= row - 1:
+        line_start = tree.data.rfind(b"\n", 0, sibling.start_byte) + 1
+        if tree.data[line_start:sibling.start_byte].strip():
+            break  # a comment that trails code on its line belongs to that code
+        start, row = sibling.start_byte, sibling.start_point.row
+        sibling = sibling.prev_named_sibling
+    return start
+
+
+def _node_span(tree: SyntaxTree, node, kind: str) -> Span:
+    if node.type in _JS_VALUE_FUNCTIONS and node.parent is not None and node.parent.type == "variable_declarator":
+        name = _name_of(tree, node.parent)
+    else:
+        name = _name_of(tree, node)
+    outer = _widen(node)
+    start = tree.char(_leading_start(tree, outer))
+    end = tree.char(outer.end_byte)
+    if not name:
+        name = _name_of(tree, outer)
+    return whole_lines(tree, start, end, kind, name)
+
+
+def outermost(spans: list[Span]) -> list[Span]:
+    """Keep each outer span once; spans inside (or overlapping) one already kept are dropped."""
+    kept: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        if kept and span.start < kept[-1].end:
+            continue
+        kept.append(span)
+    return kept
+
+
+def kinds_for(language: str) -> list[str]:
+    return sorted(alias for alias, languages in ALIASES.items() if language in languages)
+
+
+def select_nodes(tree: SyntaxTree, kind: str) -> list[Span]:
+    """Spans of every node of `kind`: an alias (function, method, class), a node type or a query."""
+    language = _language(tree.language)
+    if kind.lstrip().startswith(("(", "[")):
+        nodes = _query_nodes(tree, kind)
+        label = "match"
+    elif kind in ALIASES:
+        types = ALIASES[kind].get(tree.language)
+        if types is None:
+            known = ", ".join(kinds_for(tree.language)) or "none"
+            raise ScopeError(f"{tree.language} has no '{kind}' (aliases there: {known}); "
+                             "give a tree-sitter node type or query instead")
+        nodes = [n for n in _walk(tree.root) if n.type in types]
+        if tree.language in {"javascript", "typescript", "tsx"}:
+            nodes = [n for n in nodes if n.type not in _JS_VALUE_FUNCTIONS or _is_named_function_value(n)]
+        if kind == "method":
+            nodes = [n for n in nodes if _is_method(n, tree.language)]
+        label = kind
+    else:
+        if language.id_for_node_kind(kind, True) is None:
+            raise ScopeError(f"'{kind}' is not a {tree.language} node type "
+                             f"(aliases: {', '.join(kinds_for(tree.language)) or 'none'}; or a query in parentheses)")
+        nodes = [n for n in _walk(tree.root) if n.type == kind]
+        label = kind
+    return outermost([_node_span(tree, node, label) for node in nodes])
+
+
+def _query_nodes(tree: SyntaxTree, source: str) -> list:
+    from tree_sitter import Query, QueryCursor
+
+    try:
+        query = Query(_language(tree.language), source)
+    except Exception as error:  # QueryError, with the position of the problem
+        raise ScopeError(f"bad tree-sitter query for {tree.language}: {error}") from error
+    captures = QueryCursor(query).captures(tree.root)
+    if "scope" in captures:  # @scope names what to rewrite when a query captures more
+        return list(captures["scope"])
+    return [node for nodes in captures.values() for node in nodes]
+
+
+def _walk(root):
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+# ---- line ranges grown to whole syntax nodes ---------------------------------------------
+
+def expand_to_nodes(tree: SyntaxTree, span: Span) -> Span:
+    """Grow a span until it cuts no syntax node in two (nodes enclosing all of it may stay)."""
+    start, end = tree.byte(span.start), tree.byte(span.end)
+    while True:
+        changed = True
+        while changed:
+            changed = False
+            # The span's code without the blanks at its ends, which belong to no node.
+            core = tree.data[start:end]
+            core_start = start + len(core) - len(core.lstrip())
+            core_end = start + len(core.rstrip())
+            stack = [tree.root]
+            while stack:
+                node = stack.pop()
+                if node.end_byte <= core_start or node.start_byte >= core_end:
+                    continue  # apart from the span
+                if node.start_byte >= start and node.end_byte <= end:
+                    continue  # inside it
+                if node.start_byte <= core_start and node.end_byte >= core_end:
+                    stack.extend(node.children)  # around it: look inside
+                    continue
+                start, end = min(start, node.start_byte), max(end, node.end_byte)
+                changed = True
+        grown = whole_lines(tree, tree.char(start), tree.char(end))
+        grown_start, grown_end = tree.byte(grown.start), tree.byte(grown.end)
+        if (grown_start, grown_end) == (start, end):
+            break
+        start, end = grown_start, grown_end
+    return _span(tree.text, tree.char(start), tree.char(end), "lines", "")
+
+
+# ---- splitting a span that is too large for the model ------------------------------------
+
+def split_span(text: str, span: Span, tree: SyntaxTree | None = None) -> list[Span]:
+    """Two spans covering `span`, cut at a line where a syntax node starts (near the middle).
+
+    Empty when there is nowhere to cut.
+    """
+    cuts = _node_cuts(tree, span) if tree is not None else []
+    if not cuts:
+        cuts = _line_cuts(text, span, blank_only=True) or _line_cuts(text, span, blank_only=False)
+    if not cuts:
+        return []
+    middle = (span.start + span.end) / 2
+    cut = min(cuts, key=lambda offset: abs(offset - middle))
+    return [_span(text, span.start, cut, span.kind, span.name),
+            _span(text, cut, span.end, span.kind, span.name)]
+
+
+def _node_cuts(tree: SyntaxTree, span: Span) -> list[int]:
+    start, end = tree.byte(span.start), tree.byte(span.end)
+    cuts = set()
+    stack = [tree.root]
+    while stack:
+        node = stack.pop()
+        if node.end_byte <= start or node.start_byte >= end:
+            continue
+        inside = node.start_byte >= start and node.end_byte <= end
+        whole = tree.data[start:end].strip() == tree.data[node.start_byte:node.end_byte].strip()
+        if inside and not whole:
+            line_start = tree.data.rfind(b"\n", 0, node.start_byte) + 1
+            if not tree.data[line_start:node.start_byte].strip() and line_start > start:
+                cuts.add(tree.char(line_start))
+            continue
+        stack.extend(node.children)
+    return sorted(cuts)
+
+
+def _line_cuts(text: str, span: Span, blank_only: bool) -> list[int]:
+    """Line starts inside the span; with blank_only, only those just after a blank line."""
+    cuts = []
+    lines = text[span.start:span.end].splitlines(keepends=True)
+    offset = span.start
+    for previous, line in zip(lines, lines[1:]):
+        offset += len(previous)
+        if not blank_only or not previous.strip():
+            cuts.append(offset)
+    return cuts
