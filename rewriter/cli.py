@@ -66,44 +66,35 @@ def unified_diff(before: str, after: str, name: str) -> str:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from .rewrite import Progress, RewriteError
+    from .batch import Options, apply_command
+    from .scopes import parse_line_range
 
-    if not args.instruction or not args.instruction.strip():
-        _say("the instruction is empty: say what to change with -i")
-        return 2
-    source = read_source(args.file)
-    rewriter = _load_rewriter(args)
-    status = _LiveStatus(sys.stderr.isatty() and not args.quiet)
-    try:
-        for event in rewriter.stream(source.text, args.instruction, language_for(source.path),
-                                     max_new_tokens=args.max_new_tokens):
-            if isinstance(event, Progress):
-                status.update(event.stats)
-            else:
-                result = event
-    except RewriteError as error:
-        status.close()
-        _say(f"{source.path}: {error}")
-        return 2
-    except NoCodeBlock as error:
-        status.close()
-        _say(f"{source.path}: {error}; nothing changed")
-        return 1
-    status.close()
-    diff = unified_diff(source.text, result.text, str(args.file))
-    if diff:
-        sys.stdout.write(colorize(diff) if sys.stdout.isatty() else diff)
-    stats = result.stats
-    _say(f"{stats.output_tokens} tokens in {stats.total_s:.1f}s ({stats.tokens_per_s:.1f} tok/s), "
-         f"{stats.forward_passes} forward passes, prediction tokens {stats.accepted_prediction_tokens} "
-         f"accepted / {stats.rejected_prediction_tokens} rejected, time to first token {stats.ttft_s:.2f}s"
-         + (", stopped at the token limit" if stats.finish_reason == "length" else ""))
-    if not diff:
-        _say("no changes")
-    elif args.write:
-        atomic_write(source, result.text)
-        _say(f"wrote {source.path}")
-    return 0
+    options = Options(
+        instruction=args.instruction, lines=parse_line_range(args.lines) if args.lines else None,
+        expand=args.expand, each=args.each, write=args.write, check=args.check,
+        allow_syntax_errors=args.allow_syntax_errors, max_new_tokens=args.max_new_tokens,
+    )
+    if args.endpoint:
+        from .client import RemoteRewriter
+
+        key = None
+        if args.api_key_env:
+            key = os.environ.get(args.api_key_env)
+            if not key:
+                _say(f"--api-key-env {args.api_key_env}: that environment variable is not set")
+                return 2
+
+        def make_engine():
+            return RemoteRewriter(args.endpoint, api_key=key, model=args.model)
+
+        workers = args.jobs
+    else:
+        def make_engine():
+            return _load_rewriter(args)
+
+        workers = 1  # one in-process model decodes one request at a time
+    return apply_command(args.paths, options, make_engine, workers=workers, json_output=args.json,
+                         quiet=args.quiet, say=_say)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -131,12 +122,32 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--model", help="transformers path or hub id, or a .gguf file (default: the embedded Qwen2.5-Coder-0.5B-Instruct)")
         command.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
 
-    apply = commands.add_parser("apply", help="rewrite a file and show the diff")
-    apply.add_argument("file")
+    apply = commands.add_parser("apply", help="rewrite files, or parts of them, and show the diff")
+    apply.add_argument("paths", nargs="+", metavar="PATH",
+                       help="files, directories (recursive, honouring .gitignore) and globs")
     apply.add_argument("-i", "--instruction", required=True, help="what to change")
-    apply.add_argument("--write", action="store_true", help="write the result to the file (atomically)")
-    apply.add_argument("--max-new-tokens", type=int, help="cap on the answer's tokens")
-    apply.add_argument("-q", "--quiet", action="store_true", help="no live progress line")
+    scope = apply.add_argument_group("scope (default: each whole file)")
+    scope.add_argument("--lines", metavar="FIRST-LAST", help="rewrite only these lines (one file)")
+    scope.add_argument("--expand", action="store_true",
+                       help="grow --lines to whole syntax nodes (no statement or function cut in two)")
+    scope.add_argument("--each", metavar="KIND",
+                       help="rewrite every KIND separately: function, method, class, a tree-sitter node "
+                            "type, or a query like '(call) @scope'; with --lines, those in the range")
+    mode = apply.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="write the results to the files (atomically)")
+    mode.add_argument("--check", action="store_true", help="write nothing; exit 1 when anything would change")
+    apply.add_argument("--allow-syntax-errors", action="store_true",
+                       help="apply rewrites that do not parse (refused by default)")
+    apply.add_argument("--json", action="store_true", help="one JSON report on stdout instead of diffs and a table")
+    apply.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
+    apply.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary table")
+    remote = apply.add_argument_group("remote engine")
+    remote.add_argument("--endpoint", metavar="URL",
+                        help="our service or an OpenAI-compatible API root (e.g. http://127.0.0.1:8000/v1); "
+                             "--model then names the remote model")
+    remote.add_argument("--api-key-env", metavar="VAR",
+                        help="environment variable with the API key (default: REWRITER_API_KEY, then OPENAI_API_KEY)")
+    remote.add_argument("-j", "--jobs", type=int, default=4, help="files sent at once to --endpoint (default 4)")
     model_options(apply)
     apply.set_defaults(run=cmd_apply)
 
