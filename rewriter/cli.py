@@ -114,6 +114,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lsp(args: argparse.Namespace) -> int:
+    import logging
+
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="rewriter-lsp %(levelname)s %(name)s: %(message)s")
+    from lsp.server import server
+
+    if args.tcp:
+        host, _, port = args.tcp.rpartition(":")
+        if not host or not port.isdigit():
+            _say(f"--tcp wants HOST:PORT, got {args.tcp!r}")
+            return 2
+        server.start_tcp(host, int(port))
+    else:
+        server.start_io()
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .service import Limits, serve
+
+    limits = Limits(max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
+                    max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens)
+    serve(args.model, host=args.host, port=args.port, device=args.device, limits=limits,
+          api_key_file=args.api_key_file, say=_say)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rewriter", description="Rewrite code with a local model, fast.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -159,6 +187,22 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", help="write the report here")
     model_options(bench)
     bench.set_defaults(run=cmd_bench)
+
+    serve = commands.add_parser("serve", help="serve OpenAI-compatible chat completions and /v1/rewrites over HTTP")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback; others need an API key)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--api-key-file", help="file whose first line is the API key (default: $REWRITER_API_KEY)")
+    serve.add_argument("--max-queue", type=int, default=32, help="requests that may wait for the model before 503")
+    serve.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024)
+    serve.add_argument("--max-prompt-tokens", type=int, help="default: the model's context length")
+    serve.add_argument("--max-output-tokens", type=int, default=8192)
+    model_options(serve)
+    serve.set_defaults(run=cmd_serve)
+
+    lsp = commands.add_parser("lsp", help="run the language server (stdio by default)")
+    lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on a TCP socket instead of stdio")
+    lsp.add_argument("--log-level", default="WARNING", help="stderr log level (DEBUG, INFO, ...)")
+    lsp.set_defaults(run=cmd_lsp)
     return parser
 
 

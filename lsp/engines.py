@@ -1,0 +1,74 @@
+"""Where rewrites come from: the in-process model (loaded once, lazily) or a remote endpoint.
+
+Every engine offers the project's engine interface, `stream(text, instruction, language="",
+context=None, max_new_tokens=None)` yielding `Progress` increments of the raw answer and then a
+`RewriteResult`. `concurrent` says whether two rewrites may run at once.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Callable
+
+from .options import EngineOptions
+
+SCRIPT_ENV = "REWRITER_LSP_TEST_SCRIPT"  # test aid: a scripted engine (see lsp/scripted.py)
+
+
+class EngineError(RuntimeError):
+    """The engine could not be set up; the message says why."""
+
+
+class EmbeddedEngine:
+    """The model in this process: loaded on first use, one rewrite at a time (a Decoder is not thread-safe)."""
+
+    concurrent = False
+
+    def __init__(self, model: str | None = None, device: str | None = None):
+        self.model_name = model
+        self.device = device
+        self._rewriter = None
+        self._load_lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._rewriter is not None
+
+    def ensure_loaded(self, say: Callable[[str], None]) -> None:
+        with self._load_lock:
+            if self._rewriter is not None:
+                return
+            from rewriter.models import ModelError, load_model
+            from rewriter.rewrite import Rewriter
+
+            try:
+                self._rewriter = Rewriter(load_model(self.model_name, device=self.device, progress=say))
+            except ModelError as error:
+                raise EngineError(str(error)) from error
+
+    def stream(self, text, instruction, language="", context=None, max_new_tokens=None):
+        if self._rewriter is None:
+            self.ensure_loaded(lambda message: None)
+        return self._rewriter.stream(text, instruction, language, context, max_new_tokens)
+
+
+def make_engine(options: EngineOptions):
+    script = os.environ.get(SCRIPT_ENV)
+    if script:
+        from .scripted import ScriptedEngine
+
+        return ScriptedEngine.from_file(script)
+    if options.kind == "embedded":
+        return EmbeddedEngine(options.model, options.device)
+    return make_remote_engine(options)
+
+
+def make_remote_engine(options: EngineOptions):
+    try:
+        from rewriter import client
+    except ImportError as error:
+        raise EngineError(f"remote engines need rewriter.client, which is missing: {error}") from error
+    factory = getattr(client, "engine_from_options", None)
+    if factory is None:
+        raise EngineError("rewriter.client offers no remote engine for the language server")
+    return factory(options)

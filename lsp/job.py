@@ -1,0 +1,365 @@
+"""One rewrite of one region of one open document, streamed into the editor.
+
+The engine runs in a worker thread; its answer grows here, on the server's event loop. The code
+is extracted from the partial answer and fed to a HunkStream; each settled hunk (in the
+region's original line numbering) is moved to the document's current numbering and sent as a
+versioned `workspace/applyEdit`. Before the next edit we wait until the client's didChange
+shows our edit, so every edit names the version it applies to.
+
+Never clobber: a change in the document that is not ours and touches the region stops the
+rewrite; nothing more is applied and the user is told. A rejected edit is reported, not retried.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from rewriter.hunks import Hunk, HunkStream
+from rewriter.prompt import NoCodeBlock, SourceText, extract_code
+from rewriter.rewrite import Progress, RewriteError, RewriteResult
+
+from .regions import Region
+
+if TYPE_CHECKING:
+    from .server import RewriterServer
+
+log = logging.getLogger(__name__)
+
+SYNC_TIMEOUT_S = 3.0  # how long the client may take to report our own edit back with didChange
+REPORT_INTERVAL_S = 0.25
+_ids = itertools.count(1)
+
+
+class Conflict(Exception):
+    """The user changed the region while it was being rewritten."""
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
+_DONE = object()
+
+
+def partial_code(answer: str) -> str | None:
+    """The code written so far, once the opening fence line is complete."""
+    if "\n" not in answer:
+        return None
+    try:
+        return extract_code(answer)
+    except NoCodeBlock:
+        return None
+
+
+def changed_lines(before: list[str], after: list[str]) -> tuple[int, int, int]:
+    """The lines [start, end) of `before` that differ from `after`, and the change in line count."""
+    prefix = 0
+    limit = min(len(before), len(after))
+    while prefix < limit and before[prefix] == after[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
+        suffix += 1
+    return prefix, len(before) - suffix, len(after) - len(before)
+
+
+@dataclass
+class Outcome:
+    status: str  # done, unchanged, cancelled, conflict, rejected, error
+    message: str
+    edits: int = 0
+    stats: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"status": self.status, "message": self.message, "edits": self.edits, "stats": self.stats}
+
+
+class RewriteJob:
+    def __init__(self, server: "RewriterServer", uri: str, region: Region, instruction: str, stream: bool):
+        self.id = next(_ids)
+        self.server = server
+        self.uri = uri
+        self.region = region
+        self.instruction = instruction
+        self.stream_edits = stream
+        self.cancelled = threading.Event()
+        self.conflict: str | None = None
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.loop = asyncio.get_running_loop()
+        self.token: str | None = None
+        self.edits = 0
+        # The document as we believe it is, and as it will be once our edit in flight lands.
+        self.expected = server.workspace.get_text_document(uri).source
+        self.pending: str | None = None
+        self.synced = asyncio.Event()
+        self.start = region.start  # the region's first line in the current document
+        self.delta = 0  # lines our applied hunks added to the region
+
+    # --- the user's side -------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, _DONE)
+
+    def document_changed(self, text: str) -> None:
+        """Called after every didChange of our document (already applied by pygls)."""
+        if self.pending is not None:
+            if text == self.pending:
+                self.expected, self.pending = text, None
+                self.synced.set()
+            return  # anything else is judged once the client has answered our edit
+        self._judge(self.expected, text)
+
+    def _judge(self, base: str, text: str) -> None:
+        """Accept a change of `base` into `text` outside the region; a change inside is a conflict."""
+        if text == base:
+            return
+        start, end, growth = changed_lines(base.splitlines(keepends=True), text.splitlines(keepends=True))
+        if Region(self.start, self.start + len(self.region_lines_now())).overlaps(start, end) or self.conflict:
+            self.conflict = f"lines {start + 1}-{max(end, start + 1)} were edited while the rewrite ran"
+            self.cancel()
+            return
+        if end <= self.start:
+            self.start += growth
+        self.expected = text
+
+    def region_lines_now(self) -> range:
+        return range(self.region.end - self.region.start + self.delta)
+
+    # --- the work ----------------------------------------------------------------------------
+
+    async def run(self) -> Outcome:
+        server = self.server
+        document = server.workspace.get_text_document(self.uri)
+        lines = document.lines
+        original = "".join(lines[self.region.start:self.region.end])
+        source = SourceText.from_text(original)
+        whole = self.region.start == 0 and self.region.end >= len(lines)
+        context = None
+        if not whole and len(document.source) <= server.options.context_chars:
+            context = document.source
+        self.newline = source.newline
+        await self._begin_progress()
+        try:
+            outcome = await self._run(original, source, server.language_of(document), context)
+        except Exception as error:  # never let a rewrite take the server down
+            log.exception("rewrite %s failed", self.id)
+            outcome = Outcome("error", f"rewrite failed: {error}")
+        outcome.edits = self.edits
+        self._end_progress(outcome.message)
+        if outcome.status not in ("done", "unchanged", "cancelled"):
+            server.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning if outcome.status != "error" else types.MessageType.Error,
+                message=f"rewriter: {outcome.message}"))
+        return outcome
+
+    async def _run(self, original: str, source: SourceText, language: str, context: str | None) -> Outcome:
+        server = self.server
+        engine = await server.get_engine(self._report)
+        if self.cancelled.is_set():
+            return self._stopped()
+        lock = server.decode_lock if not getattr(engine, "concurrent", False) else None
+        if lock is not None and lock.locked():
+            self._report("waiting for another rewrite to finish")
+        async with lock or _nothing():
+            if self.cancelled.is_set():
+                return self._stopped()
+            worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True,
+                                      args=(engine, original, language, context))
+            worker.start()
+            try:
+                return await self._consume(source)
+            finally:
+                self.cancelled.set()
+                await asyncio.to_thread(worker.join)
+
+    def _work(self, engine, text: str, language: str, context: str | None) -> None:
+        put = lambda item: self.loop.call_soon_threadsafe(self.queue.put_nowait, item)  # noqa: E731
+        events = None
+        try:
+            events = engine.stream(text, self.instruction, language, context, self.server.options.max_new_tokens)
+            for event in events:
+                if self.cancelled.is_set():
+                    break
+                put(event)
+        except BaseException as error:  # reported on the loop
+            put(_Failure(error))
+        finally:
+            if events is not None and hasattr(events, "close"):
+                events.close()  # stops decoding at once
+            put(_DONE)
+
+    async def _consume(self, source: SourceText) -> Outcome:
+        hunks = HunkStream(source.code)
+        held: list[Hunk] = []  # hunks not yet sent (all of them when the client takes one edit only)
+        answer: list[str] = []
+        last_report = 0.0
+        expected_chars = len(source.code) + 16
+        while True:
+            event = await self.queue.get()
+            if self.conflict:
+                return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
+            if event is _DONE:
+                return self._stopped()
+            if isinstance(event, _Failure):
+                error = event.error
+                if isinstance(error, (RewriteError, NoCodeBlock)):
+                    return Outcome("error", str(error))
+                raise error
+            if isinstance(event, Progress):
+                answer.append(event.text)
+                now = time.monotonic()
+                if now - last_report >= REPORT_INTERVAL_S:
+                    last_report = now
+                    done = sum(map(len, answer))
+                    self._report(stats_message(event.stats), min(99, 100 * done // expected_chars))
+                code = partial_code("".join(answer))
+                if code is not None:
+                    held.extend(hunks.feed(code))
+                if self.stream_edits and held:
+                    await self._apply(held)
+                    held = []
+                continue
+            if isinstance(event, RewriteResult):
+                final = keep_trailing_blank_lines(source.code, event.text.replace("\r\n", "\n"))
+                held.extend(hunks.feed(final, final=True))
+                if held:
+                    await self._apply(held)
+                stats = event.stats
+                self.result_stats = stats.as_dict() if hasattr(stats, "as_dict") else {}
+                if self.conflict:
+                    return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
+                status = "done" if self.edits else "unchanged"
+                summary = stats_message(stats)
+                return Outcome(status, ("rewrote" if self.edits else "no changes") + f": {summary}",
+                               stats=self.result_stats)
+
+    def _stopped(self) -> Outcome:
+        if self.conflict:
+            return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
+        applied = f"; {self.edits} edit(s) already applied stay" if self.edits else ""
+        return Outcome("cancelled", f"cancelled{applied}")
+
+    async def _apply(self, hunks: list[Hunk]) -> None:
+        """Send the hunks as one edit and wait until the client shows it; raise nothing, flag trouble."""
+        if self.conflict or self.cancelled.is_set():
+            return
+        document = self.server.workspace.get_text_document(self.uri)
+        if document.source != self.expected:
+            self._judge(self.expected, document.source)
+            if self.conflict:
+                return
+        lines = list(document.lines)
+        codec = document.position_codec
+        edits = []
+        after = list(lines)
+        shift = 0  # how the hunks before this one moved lines, within this one edit
+        for hunk in hunks:
+            start = self.start + hunk.start + self.delta
+            end = self.start + hunk.end + self.delta
+            text = hunk.text if self.newline == "\n" else hunk.text.replace("\n", self.newline)
+            edits.append(types.TextEdit(range=line_range(lines, start, end, codec), new_text=text))
+            after[start + shift:end + shift] = text.splitlines(keepends=True)
+            shift += len(hunk.lines) - (hunk.end - hunk.start)
+        edit = self._workspace_edit(document, edits)
+        self.pending = "".join(after)
+        self.synced.clear()
+        try:
+            result = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+                edit=edit, label=f"rewriter: {self.instruction}"))
+        except Exception as error:
+            self.pending = None
+            self._reject(f"the editor failed to apply the edit: {error}")
+            return
+        if not result.applied:
+            self.pending = None
+            self._reject(f"the editor rejected the edit ({result.failure_reason or 'no reason given'})")
+            return
+        self.edits += 1
+        self.delta += shift
+        if self.pending is not None:
+            if self.server.workspace.get_text_document(self.uri).source == self.pending:
+                self.document_changed(self.pending)
+            else:
+                try:
+                    await asyncio.wait_for(self.synced.wait(), SYNC_TIMEOUT_S)
+                except asyncio.TimeoutError:
+                    # Our edit has not shown up as we sent it: someone else changed the text too.
+                    pending, self.pending = self.pending, None
+                    self._judge(pending, self.server.workspace.get_text_document(self.uri).source)
+                    if not self.conflict:
+                        self.expected = self.server.workspace.get_text_document(self.uri).source
+
+    def _reject(self, reason: str) -> None:
+        self.conflict = reason
+        self.cancel()
+
+    def _workspace_edit(self, document, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+        if self.server.versioned_edits():
+            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=self.uri, version=document.version),
+                edits=edits)])
+        return types.WorkspaceEdit(changes={self.uri: edits})
+
+    # --- progress ----------------------------------------------------------------------------
+
+    async def _begin_progress(self) -> None:
+        if not self.server.supports_progress():
+            return
+        token = f"rewriter/{self.id}"
+        try:
+            await self.server.work_done_progress.create_async(token)
+        except Exception as error:
+            log.info("no progress: %s", error)
+            return
+        self.token = token
+        self.server.jobs_by_token[token] = self
+        self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+            title=f"Rewrite: {self.instruction}", cancellable=True, message="starting", percentage=0))
+
+    def _report(self, message: str, percentage: int | None = None) -> None:
+        if self.token:
+            self.server.work_done_progress.report(self.token, types.WorkDoneProgressReport(
+                message=message, percentage=percentage, cancellable=True))
+
+    def _end_progress(self, message: str) -> None:
+        if self.token:
+            self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
+            self.server.jobs_by_token.pop(self.token, None)
+
+
+def keep_trailing_blank_lines(original: str, code: str) -> str:
+    """The engine trims trailing blank lines; a region's own (say, before the next function) stay."""
+    trailing = len(original) - len(original.rstrip("\n"))
+    return code.rstrip("\n") + "\n" * trailing if code.strip() else code
+
+
+def stats_message(stats) -> str:
+    return (f"{stats.output_tokens} tokens, {stats.tokens_per_s:.1f} tok/s, prediction "
+            f"{stats.accepted_prediction_tokens} accepted / {stats.rejected_prediction_tokens} rejected")
+
+
+def line_range(lines: list[str], start: int, end: int, codec) -> types.Range:
+    """Lines [start, end) as a range; past a last line without newline, the range ends at its end."""
+    def position(line: int) -> types.Position:
+        if line >= len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
+            return types.Position(len(lines) - 1, codec.client_num_units(lines[-1]))
+        return types.Position(line, 0)
+
+    return types.Range(start=position(start), end=position(end))
+
+
+class _nothing:
+    async def __aenter__(self):
+        return None
+
+    async def __aexit__(self, *exc):
+        return False

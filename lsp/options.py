@@ -1,0 +1,142 @@
+"""Initialization options: typed, with defaults; a bad value falls back to its default with a warning.
+
+Editors send `initializationOptions` as JSON in camelCase, e.g.
+
+    {"engine": {"kind": "embedded"}, "presets": ["Add docstrings", ...], "maxRewriteLines": 400}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ENGINE_KINDS = ("embedded", "service", "openai")
+STREAM_MODES = ("auto", "always", "never")
+
+DEFAULT_PRESETS = (
+    "Add docstrings",
+    "Add type hints",
+    "Simplify",
+    "Fix the diagnostic here",
+)
+# The one preset whose instruction is built from the diagnostics in the code action's context.
+DIAGNOSTIC_PRESET = "Fix the diagnostic here"
+
+
+@dataclass
+class EngineOptions:
+    kind: str = "embedded"  # embedded: the model in this process; service: our HTTP service; openai: any compatible endpoint
+    model: str | None = None  # embedded: a path, hub id or .gguf (default: the embedded model); remote: the model name
+    device: str | None = None  # embedded only: cpu, cuda, ...
+    url: str | None = None  # service / openai: the base URL
+    api_key_env: str | None = None  # the name of the environment variable holding the API key
+    timeout_s: float = 120.0
+
+
+@dataclass
+class Options:
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    presets: list[str] = field(default_factory=lambda: list(DEFAULT_PRESETS))
+    max_rewrite_lines: int = 400  # refuse larger regions with a clear message
+    context_chars: int = 8000  # send the rest of the file as context when it is at most this long
+    max_new_tokens: int | None = None
+    stream_edits: str = "auto"  # auto: stream when the client declares versioned document changes
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _get(raw: dict, name: str):
+    for key in (_camel(name), name):
+        if key in raw:
+            return True, raw[key]
+    return False, None
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def parse_options(raw) -> tuple[Options, list[str]]:
+    """Options from the client's JSON, and a warning for every value that was ignored."""
+    options = Options()
+    warnings: list[str] = []
+    if raw is None:
+        return options, warnings
+    if not isinstance(raw, dict):
+        return options, [f"initializationOptions must be an object, got {type(raw).__name__}; using defaults"]
+
+    def bad(name: str, value, expected: str, default) -> None:
+        warnings.append(f"{_camel(name)}: expected {expected}, got {value!r}; using the default {default!r}")
+
+    found, engine = _get(raw, "engine")
+    if found:
+        if isinstance(engine, str):
+            engine = {"kind": engine}
+        if not isinstance(engine, dict):
+            bad("engine", engine, "an object", "embedded")
+        else:
+            options.engine = _parse_engine(engine, warnings)
+
+    found, presets = _get(raw, "presets")
+    if found:
+        if isinstance(presets, list) and presets and all(isinstance(p, str) and p.strip() for p in presets):
+            options.presets = [p.strip() for p in presets]
+        else:
+            bad("presets", presets, "a non-empty list of instructions", options.presets)
+
+    for name in ("max_rewrite_lines", "context_chars"):
+        found, value = _get(raw, name)
+        if found:
+            if _positive_int(value):
+                setattr(options, name, value)
+            else:
+                bad(name, value, "a positive integer", getattr(options, name))
+
+    found, value = _get(raw, "max_new_tokens")
+    if found and value is not None:
+        if _positive_int(value):
+            options.max_new_tokens = value
+        else:
+            bad("max_new_tokens", value, "a positive integer or null", None)
+
+    found, value = _get(raw, "stream_edits")
+    if found:
+        if value in STREAM_MODES:
+            options.stream_edits = value
+        else:
+            bad("stream_edits", value, " or ".join(STREAM_MODES), options.stream_edits)
+
+    known = {_camel(n) for n in Options.__dataclass_fields__} | set(Options.__dataclass_fields__)
+    for key in raw:
+        if key not in known:
+            warnings.append(f"unknown option {key!r} ignored")
+    return options, warnings
+
+
+def _parse_engine(raw: dict, warnings: list[str]) -> EngineOptions:
+    engine = EngineOptions()
+    found, kind = _get(raw, "kind")
+    if found:
+        if kind in ENGINE_KINDS:
+            engine.kind = kind
+        else:
+            warnings.append(f"engine.kind: expected one of {', '.join(ENGINE_KINDS)}, got {kind!r}; using 'embedded'")
+            return engine  # the other fields belong to an engine we are not using
+    for name in ("model", "device", "url", "api_key_env"):
+        found, value = _get(raw, name)
+        if found and value is not None:
+            if isinstance(value, str) and value.strip():
+                setattr(engine, name, value.strip())
+            else:
+                warnings.append(f"engine.{_camel(name)}: expected a non-empty string, got {value!r}; ignored")
+    found, value = _get(raw, "timeout_s")
+    if found:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            engine.timeout_s = float(value)
+        else:
+            warnings.append(f"engine.timeoutS: expected a positive number, got {value!r}; using {engine.timeout_s}")
+    if engine.kind != "embedded" and not engine.url:
+        warnings.append(f"engine.kind {engine.kind!r} needs engine.url; using the embedded model instead")
+        return EngineOptions()
+    return engine

@@ -1,0 +1,71 @@
+"""A scripted engine for tests (a test aid, not a user feature).
+
+Set REWRITER_LSP_TEST_SCRIPT to a JSON file and the server answers every rewrite from it instead
+of a model, deterministically and at a chosen pace:
+
+    {"delay_s": 0.02, "chunk_chars": 8, "concurrent": false,
+     "rules": [{"instruction": "Add docstrings", "replace": [["old text", "new text"]]},
+               {"instruction": "Explode", "error": "the model refused"}]}
+
+A rule applies when its `instruction` occurs in the request's instruction (the first such rule
+wins); its replacements are applied to the code in order; a rule may set its own `delay_s` and
+`chunk_chars`. The answer is the edited code in one
+fenced block, streamed `chunk_chars` characters at a time, `delay_s` apart. "Tokens" in the
+stats are characters: accepted while the answer still equals the prediction, rejected after.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from rewriter.decode import Stats
+from rewriter.prompt import SourceText, build_prompt, extract_code
+from rewriter.rewrite import Progress, RewriteError, RewriteResult
+
+
+class ScriptedEngine:
+    def __init__(self, rules: list[dict], delay_s: float = 0.0, chunk_chars: int = 8, concurrent: bool = False):
+        self.rules = rules
+        self.delay_s = delay_s
+        self.chunk_chars = max(1, chunk_chars)
+        self.concurrent = concurrent
+
+    @classmethod
+    def from_file(cls, path: str) -> "ScriptedEngine":
+        script = json.loads(Path(path).read_text())
+        return cls(script.get("rules", []), script.get("delay_s", 0.0), script.get("chunk_chars", 8),
+                   script.get("concurrent", False))
+
+    def stream(self, text, instruction, language="", context=None, max_new_tokens=None):
+        if not instruction or not instruction.strip():
+            raise RewriteError("the instruction is empty")
+        source = SourceText.from_text(text)
+        code = source.code
+        rule = next((r for r in self.rules if r.get("instruction", "") in instruction), {})
+        if "error" in rule:
+            raise RewriteError(rule["error"])
+        for old, new in rule.get("replace", []):
+            code = code.replace(old, new)
+        prediction = build_prompt(source.code, instruction, language, context).prediction + "\n"
+        answer = build_prompt(code, instruction, language, context).prediction + "\n"
+        stats = Stats()
+        started = time.perf_counter()
+        matching = True
+        delay_s = rule.get("delay_s", self.delay_s)
+        chunk_chars = max(1, rule.get("chunk_chars", self.chunk_chars))
+        for at in range(0, len(answer), chunk_chars):
+            if delay_s:
+                time.sleep(delay_s)
+            chunk = answer[at: at + chunk_chars]
+            matching = matching and prediction.startswith(answer[: at + len(chunk)])
+            stats.output_tokens += len(chunk)
+            if matching:
+                stats.accepted_prediction_tokens += len(chunk)
+            else:
+                stats.rejected_prediction_tokens += len(chunk)
+            stats.forward_passes += 1
+            stats.total_s = time.perf_counter() - started
+            yield Progress(chunk, stats)
+        stats.finish_reason = "stop"
+        yield RewriteResult(text=source.restore(extract_code(answer)), answer=answer, stats=stats)

@@ -1,0 +1,283 @@
+"""The language server: rewrite code actions and commands, one handler per LSP method.
+
+Handlers stay cheap; a rewrite runs as a RewriteJob (lsp/job.py) whose engine decodes in a
+worker thread, so the server keeps answering while it runs.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from urllib.parse import unquote, urlparse
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from rewriter.prompt import language_for
+
+from .engines import EmbeddedEngine, EngineError, make_engine
+from .job import RewriteJob
+from .options import DIAGNOSTIC_PRESET, Options, parse_options
+from .regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
+
+log = logging.getLogger(__name__)
+
+REWRITE = "rewriter.rewrite"
+REWRITE_FILE = "rewriter.rewriteFile"
+CANCEL = "rewriter.cancel"
+ACTION_KIND = types.CodeActionKind.RefactorRewrite
+
+
+class RewriterServer(LanguageServer):
+    def __init__(self):
+        super().__init__("rewriter", "0.1.0")
+        self.options = Options()
+        self.option_warnings: list[str] = []
+        self.engine = None
+        self.engine_lock = asyncio.Lock()
+        self.decode_lock = asyncio.Lock()  # in-process decoding runs one rewrite at a time
+        self.jobs: dict[int, RewriteJob] = {}
+        self.jobs_by_token: dict[str, RewriteJob] = {}
+
+    # --- what the client can do ----------------------------------------------------------------
+
+    def _capability(self, *path, default=None):
+        node = self.client_capabilities
+        for name in path:
+            node = getattr(node, name, None) if node is not None else None
+        return default if node is None else node
+
+    def supports_progress(self) -> bool:
+        return bool(self._capability("window", "work_done_progress", default=False))
+
+    def versioned_edits(self) -> bool:
+        declared = bool(self._capability("workspace", "workspace_edit", "document_changes", default=False))
+        return declared or self.options.stream_edits == "always"
+
+    def streams(self) -> bool:
+        if self.options.stream_edits == "never":
+            return False
+        return self.versioned_edits()
+
+    def language_of(self, document) -> str:
+        path = unquote(urlparse(document.uri).path)
+        return language_for(path) or (document.language_id or "")
+
+    # --- the engine ------------------------------------------------------------------------------
+
+    async def get_engine(self, report):
+        """The engine, made once; the embedded model is loaded here, in a thread, with progress."""
+        async with self.engine_lock:
+            if self.engine is None:
+                self.engine = make_engine(self.options.engine)
+            engine = self.engine
+            if isinstance(engine, EmbeddedEngine) and not engine.loaded:
+                loop = asyncio.get_running_loop()
+                say = lambda message: loop.call_soon_threadsafe(report, f"model: {message}")  # noqa: E731
+                report("loading the model (once)")
+                await asyncio.to_thread(engine.ensure_loaded, say)
+            return engine
+
+    # --- rewrites --------------------------------------------------------------------------------
+
+    async def start_rewrite(self, uri: str, region: Region, instruction: str) -> dict:
+        if uri not in self.workspace.text_documents:
+            raise ValueError(f"{uri} is not open in the editor")
+        if not instruction or not instruction.strip():
+            raise ValueError("the instruction is empty")
+        lines = region.end - region.start
+        if lines > self.options.max_rewrite_lines:
+            message = (f"the region has {lines} lines, more than maxRewriteLines "
+                       f"({self.options.max_rewrite_lines}); select a smaller part")
+            self.show(message, types.MessageType.Warning)
+            return {"status": "refused", "message": message, "edits": 0, "stats": {}}
+        if any(job.uri == uri for job in self.jobs.values()):
+            message = "a rewrite is already running in this document; cancel it first (rewriter.cancel)"
+            self.show(message, types.MessageType.Warning)
+            return {"status": "busy", "message": message, "edits": 0, "stats": {}}
+        job = RewriteJob(self, uri, region, instruction.strip(), self.streams())
+        self.jobs[job.id] = job
+        try:
+            outcome = await job.run()
+        except EngineError as error:
+            self.show(str(error), types.MessageType.Error)
+            return {"status": "error", "message": str(error), "edits": 0, "stats": {}}
+        finally:
+            self.jobs.pop(job.id, None)
+        return {**outcome.as_dict(), "job": job.id}
+
+    def cancel_jobs(self, uri: str | None = None, job_id: int | None = None) -> int:
+        matched = [j for j in self.jobs.values()
+                   if (uri is None or j.uri == uri) and (job_id is None or j.id == job_id)]
+        for job in matched:
+            job.cancel()
+        return len(matched)
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=f"rewriter: {message}"))
+
+
+server = RewriterServer()
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: RewriterServer, params: types.InitializeParams) -> None:
+    ls.options, ls.option_warnings = parse_options(params.initialization_options)
+    for warning in ls.option_warnings:
+        log.warning("initializationOptions: %s", warning)
+
+
+@server.feature(types.INITIALIZED)
+def initialized(ls: RewriterServer, params: types.InitializedParams) -> None:
+    if ls.option_warnings:
+        ls.show("some initializationOptions were ignored: " + "; ".join(ls.option_warnings),
+                types.MessageType.Warning)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: RewriterServer, params: types.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    for job in list(ls.jobs.values()):
+        if job.uri == uri:
+            job.document_changed(ls.workspace.get_text_document(uri).source)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: RewriterServer, params: types.DidCloseTextDocumentParams) -> None:
+    for job in list(ls.jobs.values()):
+        if job.uri == params.text_document.uri:
+            job.conflict = "the document was closed"
+            job.cancel()
+
+
+@server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+def progress_cancelled(ls: RewriterServer, params: types.WorkDoneProgressCancelParams) -> None:
+    job = ls.jobs_by_token.get(str(params.token))
+    if job is not None:
+        job.cancel()
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[ACTION_KIND]))
+def code_actions(ls: RewriterServer, params: types.CodeActionParams):
+    only = params.context.only
+    if only and not any(ACTION_KIND == kind or ACTION_KIND.startswith(f"{kind}.") for kind in only):
+        return None
+    document = ls.workspace.get_text_document(params.text_document.uri)
+    text = document.source
+    lines = document.lines
+    language = ls.language_of(document)
+    rng = params.range
+    if rng.start == rng.end:
+        region = (region_after_comment(text, language, rng.start.line)
+                  or enclosing_definition(text, language, rng.start.line))
+    else:
+        region = selection_lines(rng.start.line, rng.start.character, rng.end.line, rng.end.character, len(lines))
+    if region is None or not lines:
+        return None
+    if region.end - region.start > ls.options.max_rewrite_lines:
+        return None
+    target = types.Range(types.Position(region.start, 0), types.Position(region.end, 0))
+    literal = ls._capability("text_document", "code_action", "code_action_literal_support") is not None
+    actions = []
+
+    def add(title: str, instruction: str, diagnostics=None):
+        command = types.Command(title=title, command=REWRITE, arguments=[{
+            "uri": params.text_document.uri,
+            "range": {"start": {"line": region.start, "character": 0},
+                      "end": {"line": region.end, "character": 0}},
+            "instruction": instruction,
+        }])
+        if literal:
+            actions.append(types.CodeAction(title=title, kind=ACTION_KIND, command=command, diagnostics=diagnostics))
+        else:
+            actions.append(command)
+
+    from_comment = comment_instruction(list(lines), region)
+    if from_comment:
+        add(f"Rewrite from comment: {from_comment}", from_comment)
+    for preset in ls.options.presets:
+        if preset == DIAGNOSTIC_PRESET:
+            touching = [d for d in params.context.diagnostics
+                        if d.range.start.line < max(region.end, region.start + 1) and d.range.end.line >= region.start]
+            if touching:
+                add(f"Rewrite: {preset}", diagnostic_instruction(touching, region), touching)
+            continue
+        add(f"Rewrite: {preset}", preset)
+    log.debug("%d code actions for %s lines %d-%d", len(actions), params.text_document.uri, target.start.line, target.end.line)
+    return actions
+
+
+def diagnostic_instruction(diagnostics: list[types.Diagnostic], region: Region) -> str:
+    problems = []
+    for diagnostic in diagnostics:
+        where = diagnostic.range.start.line - region.start + 1
+        source = f" ({diagnostic.source})" if diagnostic.source else ""
+        problems.append(f"line {where} of the code: {diagnostic.message}{source}")
+    return "Fix these problems reported by the editor, changing nothing else: " + "; ".join(problems)
+
+
+def _argument(args: tuple, name: str, expected: type, required: bool = True):
+    if not args or not isinstance(args[0], dict):
+        raise ValueError(f"expected one object argument with {name!r}")
+    value = args[0].get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, expected):
+        raise ValueError(f"argument {name!r} must be a {expected.__name__}, got {value!r}")
+    return value
+
+
+def _instruction(args: tuple) -> str:
+    # Editors that prompt for text may pass it as a second argument instead of in the object.
+    if len(args) > 1 and isinstance(args[1], str):
+        return args[1]
+    return _argument(args, "instruction", str)
+
+
+@server.command(REWRITE)
+async def rewrite_command(ls: RewriterServer, *args):
+    """{uri, range, instruction}: rewrite the lines the range covers (an empty range: the enclosing definition)."""
+    uri = _argument(args, "uri", str)
+    instruction = _instruction(args)
+    rng = _argument(args, "range", dict)
+    try:
+        start, end = rng["start"], rng["end"]
+        positions = [int(start["line"]), int(start["character"]), int(end["line"]), int(end["character"])]
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"argument 'range' must be an LSP range, got {rng!r}") from None
+    if uri not in ls.workspace.text_documents:
+        raise ValueError(f"{uri} is not open in the editor")
+    document = ls.workspace.get_text_document(uri)
+    line_count = max(len(document.lines), 1)
+    region = None
+    if positions[:2] == positions[2:]:
+        region = enclosing_definition(document.source, ls.language_of(document), positions[0])
+    region = region or selection_lines(*positions, line_count)
+    return await ls.start_rewrite(uri, region, instruction)
+
+
+@server.command(REWRITE_FILE)
+async def rewrite_file_command(ls: RewriterServer, *args):
+    """{uri, instruction}: rewrite the whole document."""
+    uri = _argument(args, "uri", str)
+    instruction = _instruction(args)
+    if uri not in ls.workspace.text_documents:
+        raise ValueError(f"{uri} is not open in the editor")
+    lines = ls.workspace.get_text_document(uri).lines
+    return await ls.start_rewrite(uri, Region(0, max(len(lines), 1)), instruction)
+
+
+@server.command(CANCEL)
+def cancel_command(ls: RewriterServer, *args):
+    """No argument: cancel every rewrite; {uri}: those in a document; {job}: one."""
+    uri = job_id = None
+    if args and isinstance(args[0], dict):
+        uri = args[0].get("uri")
+        job_id = args[0].get("job")
+    elif args and isinstance(args[0], str):
+        uri = args[0]
+    return {"cancelled": ls.cancel_jobs(uri, job_id)}
+
+
+@server.feature(types.SHUTDOWN)
+def shutdown(ls: RewriterServer, params) -> None:
+    ls.cancel_jobs()

@@ -1,0 +1,432 @@
+"""End-to-end tests of the language server with pytest-lsp: the server runs as a subprocess
+(`rewriter lsp`, with a scripted engine where determinism matters) and the test is the editor.
+
+The test editor is pytest-lsp's client plus a document model.
+It behaves like a real editor: it applies `workspace/applyEdit` requests to its copy of the
+document (refusing a versioned edit for a stale version, as VS Code does), sends the change back
+with didChange, and answers. Tests can type into the document meanwhile.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, client_capabilities
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def offset_at(text: str, position: types.Position) -> int:
+    """Offset of an LSP position (UTF-16 columns) in text."""
+    lines = text.splitlines(keepends=True)
+    if position.line >= len(lines):
+        return len(text)
+    start = sum(len(line) for line in lines[: position.line])
+    line = lines[position.line]
+    units = 0
+    for index, char in enumerate(line):
+        if units >= position.character or char in "\r\n":
+            return start + index
+        units += 2 if ord(char) > 0xFFFF else 1
+    return start + len(line)
+
+
+def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """Apply edits that all refer to the same text (applied from the end backwards)."""
+    spans = sorted(((offset_at(text, e.range.start), offset_at(text, e.range.end), e.new_text) for e in edits),
+                   reverse=True)
+    for start, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text
+
+
+class Editor:
+    def __init__(self, client, reply_before_change: bool = False, reject: bool = False):
+        self.client = client
+        self.documents: dict[str, list] = {}  # uri -> [text, version]
+        self.edits: list[types.ApplyWorkspaceEditParams] = []
+        self.reply_before_change = reply_before_change  # like Neovim: didChange follows the reply
+        self.reject = reject
+        self.edit_applied = asyncio.Event()
+        async def apply_edit(params: types.ApplyWorkspaceEditParams):
+            return await self._apply_edit(params)
+
+        client.feature(types.WORKSPACE_APPLY_EDIT)(apply_edit)
+        # lsprotocol reads any result with a "command" key as a Command, losing CodeActions.
+        converter = client.protocol._converter
+        converter.register_structure_hook(
+            types.Command | types.CodeAction,
+            lambda obj, _: converter.structure(
+                obj, types.Command if isinstance(obj.get("command"), str) else types.CodeAction))
+
+    @classmethod
+    async def start(cls, profile: str, script: dict | None, tmp_path: Path, options: dict | None = None,
+                    env: dict | None = None, **kwargs) -> "Editor":
+        server_env = {**os.environ, **(env or {})}
+        if script is not None:
+            path = tmp_path / "script.json"
+            path.write_text(json.dumps(script))
+            server_env["REWRITER_LSP_TEST_SCRIPT"] = str(path)
+        config = ClientServerConfig(server_command=[sys.executable, "-m", "rewriter.cli", "lsp"],
+                                    server_env=server_env)
+        client = await config.start()
+        editor = cls(client, **kwargs)
+        await client.initialize_session(types.InitializeParams(
+            capabilities=client_capabilities(profile), initialization_options=options,
+            root_uri=tmp_path.as_uri()))
+        return editor
+
+    async def stop(self) -> None:
+        await self.client.shutdown_session()
+        await self.client.stop()
+
+    def open(self, uri: str, text: str, language: str = "python") -> None:
+        self.documents[uri] = [text, 1]
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
+
+    def text(self, uri: str) -> str:
+        return self.documents[uri][0]
+
+    def change(self, uri: str, edits: list[types.TextEdit]) -> None:
+        """The user (or an applied edit) changes the document; the server hears of it."""
+        document = self.documents[uri]
+        changes = []
+        text = document[0]
+        for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+            text = apply_text_edits(text, [edit])
+            changes.append(types.TextDocumentContentChangePartial(range=edit.range, text=edit.new_text))
+        document[0] = text
+        document[1] += 1
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=document[1]),
+            content_changes=changes))
+
+    async def _apply_edit(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        self.edits.append(params)
+        if self.reject:
+            return types.ApplyWorkspaceEditResult(applied=False, failure_reason="read-only buffer")
+        edit = params.edit
+        targets: list[tuple[str, list[types.TextEdit]]] = []
+        for change in edit.document_changes or []:
+            uri, version = change.text_document.uri, change.text_document.version
+            if version is not None and version != self.documents[uri][1]:
+                return types.ApplyWorkspaceEditResult(applied=False, failure_reason="document version mismatch")
+            targets.append((uri, list(change.edits)))
+        for uri, edits in (edit.changes or {}).items():
+            targets.append((uri, list(edits)))
+        if self.reply_before_change:
+            asyncio.get_running_loop().call_later(0.1, self._apply_all, targets)
+        else:
+            self._apply_all(targets)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    def _apply_all(self, targets) -> None:
+        for uri, edits in targets:
+            self.change(uri, edits)
+        self.edit_applied.set()
+
+    def execute(self, command: str, *arguments):
+        return self.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command=command, arguments=list(arguments)))
+
+    async def code_actions(self, uri: str, start: tuple[int, int], end: tuple[int, int],
+                           diagnostics: list[types.Diagnostic] | None = None):
+        return await self.client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(*start), types.Position(*end)),
+            context=types.CodeActionContext(diagnostics=diagnostics or [])))
+
+    def progress(self) -> list:
+        return [value for values in self.client.progress_reports.values() for value in values]
+
+
+import time
+
+import pytest
+import pytest_asyncio
+
+pytestmark = pytest.mark.asyncio
+
+NVIM = "neovim@v0.7.0"  # no versioned document changes declared: one edit at the end
+VSCODE = "visual-studio-code@v1.65.2"  # versioned document changes: edits stream in
+URI = "file:///project/circle.py"
+
+SAMPLE = """import math
+
+
+def area(r):
+    return math.pi * r * r
+
+
+def perimeter(r):
+    return 2 * math.pi * r
+
+
+def describe(r):
+    # rewrite: use an f-string with two decimals
+    return "circle of radius " + str(r)
+"""
+
+DOCSTRINGS = [
+    ["def area(r):\n", 'def area(r):\n    """The area of a circle of radius r."""\n'],
+    ["def perimeter(r):\n", 'def perimeter(r):\n    """The perimeter of a circle of radius r."""\n'],
+    ["def describe(r):\n", 'def describe(r):\n    """A short description."""\n'],
+]
+HINTS = [["(r):", "(r: float) -> float:"]]
+SCRIPT = {
+    "delay_s": 0.005, "chunk_chars": 6,
+    "rules": [
+        {"instruction": "Add docstrings", "replace": DOCSTRINGS},
+        {"instruction": "Add type hints", "replace": HINTS},
+        {"instruction": "slowly", "replace": DOCSTRINGS, "delay_s": 0.15, "chunk_chars": 4},
+        {"instruction": "Explode", "error": "the model refused"},
+        {"instruction": "use an f-string", "replace": [['"circle of radius " + str(r)', 'f"circle of radius {r:.2f}"']]},
+    ],
+}
+
+
+def expected(text: str, replacements, lines: tuple[int, int] | None = None) -> str:
+    parts = text.splitlines(keepends=True)
+    start, end = lines or (0, len(parts))
+    region = "".join(parts[start:end])
+    for old, new in replacements:
+        region = region.replace(old, new)
+    return "".join(parts[:start]) + region + "".join(parts[end:])
+
+
+def whole(line_count: int) -> dict:
+    return {"start": {"line": 0, "character": 0}, "end": {"line": line_count, "character": 0}}
+
+
+def lines_range(start: int, end: int) -> dict:
+    return {"start": {"line": start, "character": 0}, "end": {"line": end, "character": 0}}
+
+
+@pytest_asyncio.fixture
+async def nvim(tmp_path):
+    editor = await Editor.start(NVIM, SCRIPT, tmp_path, reply_before_change=True)
+    yield editor
+    await editor.stop()
+
+
+@pytest_asyncio.fixture
+async def vscode(tmp_path):
+    editor = await Editor.start(VSCODE, SCRIPT, tmp_path)
+    yield editor
+    await editor.stop()
+
+
+async def test_code_actions_for_a_selection_and_the_enclosing_function(nvim):
+    nvim.open(URI, SAMPLE)
+    actions = await nvim.code_actions(URI, (3, 0), (5, 0))  # def area ... its return line
+    titles = [a.title for a in actions]
+    assert titles == ["Rewrite: Add docstrings", "Rewrite: Add type hints", "Rewrite: Simplify"]
+    args = actions[0].command.arguments[0]
+    assert actions[0].kind == "refactor.rewrite" and actions[0].command.command == "rewriter.rewrite"
+    assert args == {"uri": URI, "range": lines_range(3, 5), "instruction": "Add docstrings"}
+
+    # No selection: the function around the cursor, found by tree-sitter.
+    actions = await nvim.code_actions(URI, (8, 6), (8, 6))
+    assert actions[0].command.arguments[0]["range"] == lines_range(7, 9)
+
+    # A diagnostic in the request's context adds the fix action, built from its message.
+    diagnostic = types.Diagnostic(range=types.Range(types.Position(8, 4), types.Position(8, 10)),
+                                  message="perimeter is never negative", source="lint")
+    actions = await nvim.code_actions(URI, (8, 6), (8, 6), [diagnostic])
+    fix = [a for a in actions if a.title == "Rewrite: Fix the diagnostic here"]
+    assert len(fix) == 1 and "perimeter is never negative" in fix[0].command.arguments[0]["instruction"]
+    assert list(fix[0].diagnostics) == [diagnostic]
+
+    # A `# rewrite:` comment in the function offers its instruction first.
+    actions = await nvim.code_actions(URI, (13, 4), (13, 4))
+    assert actions[0].title == "Rewrite from comment: use an f-string with two decimals"
+    assert actions[0].command.arguments[0]["range"] == lines_range(11, 14)
+
+
+async def test_streamed_versioned_edits_give_the_expected_text(vscode):
+    vscode.open(URI, SAMPLE)
+    result = await vscode.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings"})
+    assert result["status"] == "done", result
+    assert vscode.text(URI) == expected(SAMPLE, DOCSTRINGS)
+    # Several edits arrived while decoding, each for the version it was computed on.
+    assert len(vscode.edits) >= 2 and result["edits"] == len(vscode.edits)
+    versions = [e.edit.document_changes[0].text_document.version for e in vscode.edits]
+    assert versions == list(range(1, len(versions) + 1))
+
+    reports = vscode.progress()
+    assert isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].cancellable
+    assert isinstance(reports[-1], types.WorkDoneProgressEnd)
+    assert any("accepted" in (r.message or "") and "tok/s" in (r.message or "") for r in reports[1:-1])
+
+
+async def test_code_action_without_versioned_changes_is_one_edit(nvim):
+    nvim.open(URI, SAMPLE)
+    actions = await nvim.code_actions(URI, (3, 0), (9, 0))
+    hints = next(a for a in actions if a.title == "Rewrite: Add type hints")
+    result = await nvim.execute(hints.command.command, *hints.command.arguments)
+    assert result["status"] == "done", result
+    assert len(nvim.edits) == 1 and nvim.edits[0].edit.changes  # one unversioned edit at the end
+    assert nvim.text(URI) == expected(SAMPLE, HINTS, (3, 9))  # describe(r) is outside the selection
+
+
+async def test_streaming_into_neovim_which_reports_changes_after_replying(tmp_path):
+    # Neovim applies documentChanges though it does not declare them; streamEdits=always opts in.
+    editor = await Editor.start(NVIM, SCRIPT, tmp_path, {"streamEdits": "always"}, reply_before_change=True)
+    try:
+        editor.open(URI, SAMPLE)
+        result = await editor.execute("rewriter.rewrite", {"uri": URI, "range": whole(15), "instruction": "Add docstrings"})
+        assert result["status"] == "done", result
+        assert len(editor.edits) >= 2
+        assert editor.text(URI) == expected(SAMPLE, DOCSTRINGS)
+    finally:
+        await editor.stop()
+
+
+async def test_cancel_command_stops_decoding_promptly(vscode):
+    vscode.open(URI, SAMPLE)
+    started = time.monotonic()
+    task = asyncio.ensure_future(vscode.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings slowly"}))
+    await asyncio.wait_for(vscode.edit_applied.wait(), 30)  # the first docstring is in
+    cancelled = await vscode.execute("rewriter.cancel", {"uri": URI})
+    assert cancelled == {"cancelled": 1}
+    result = await asyncio.wait_for(task, 5)
+    # The whole answer takes about 100 chunks of 0.15 s; a prompt stop takes a fraction of that.
+    assert result["status"] == "cancelled" and time.monotonic() - started < 12
+    text = vscode.text(URI)
+    assert '"""The area' in text and '"""A short description' not in text
+    assert isinstance(vscode.progress()[-1], types.WorkDoneProgressEnd)
+
+
+async def test_cancelling_the_progress_stops_decoding(vscode):
+    vscode.open(URI, SAMPLE)
+    task = asyncio.ensure_future(vscode.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings slowly"}))
+    while not vscode.client.progress_reports:
+        await asyncio.sleep(0.05)
+    token = next(iter(vscode.client.progress_reports))
+    vscode.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    result = await asyncio.wait_for(task, 5)
+    assert result["status"] == "cancelled"
+    assert vscode.text(URI) != expected(SAMPLE, DOCSTRINGS)
+
+
+async def test_a_change_in_the_region_stops_the_rewrite_and_nothing_more_is_applied(vscode):
+    vscode.open(URI, SAMPLE)
+    task = asyncio.ensure_future(vscode.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings slowly"}))
+    await asyncio.wait_for(vscode.edit_applied.wait(), 30)
+    edits_before = len(vscode.edits)
+    line = vscode.text(URI).splitlines().index("def perimeter(r):")
+    # The user types inside the region being rewritten.
+    vscode.change(URI, [types.TextEdit(range=types.Range(types.Position(line + 1, 4), types.Position(line + 1, 10)),
+                                       new_text="return  ")])
+    typed = vscode.text(URI)
+    result = await asyncio.wait_for(task, 10)
+    assert result["status"] == "conflict", result
+    assert len(vscode.edits) == edits_before and vscode.text(URI) == typed
+    assert any("edited while the rewrite ran" in m.message for m in vscode.client.messages)
+
+
+async def test_a_change_outside_the_region_moves_the_edits_along(vscode):
+    vscode.open(URI, SAMPLE)
+    region = lines_range(7, 14)  # perimeter and describe
+    task = asyncio.ensure_future(vscode.execute("rewriter.rewrite", {"uri": URI, "range": region, "instruction": "Add docstrings slowly"}))
+    await asyncio.wait_for(vscode.edit_applied.wait(), 30)
+    # Two new lines at the top of the file, above the region.
+    vscode.change(URI, [types.TextEdit(range=types.Range(types.Position(0, 0), types.Position(0, 0)),
+                                       new_text="# circles\n# more\n")])
+    result = await asyncio.wait_for(task, 60)
+    assert result["status"] == "done", result
+    assert vscode.text(URI) == "# circles\n# more\n" + expected(SAMPLE, DOCSTRINGS, (7, 14))
+
+
+async def test_a_rejected_edit_is_reported_not_retried(tmp_path):
+    editor = await Editor.start(VSCODE, SCRIPT, tmp_path, reject=True)
+    try:
+        editor.open(URI, SAMPLE)
+        result = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings"})
+        assert result["status"] == "conflict" and "rejected" in result["message"]
+        assert len(editor.edits) == 1 and editor.text(URI) == SAMPLE
+        assert any("read-only buffer" in m.message for m in editor.client.messages)
+    finally:
+        await editor.stop()
+
+
+async def test_the_server_answers_while_a_rewrite_decodes(vscode):
+    other = "file:///project/other.py"
+    vscode.open(URI, SAMPLE)
+    vscode.open(other, SAMPLE)
+    slow = asyncio.ensure_future(vscode.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings slowly"}))
+    await asyncio.wait_for(vscode.edit_applied.wait(), 30)
+    started = time.monotonic()
+    actions = await vscode.code_actions(other, (3, 0), (5, 0))
+    assert actions and time.monotonic() - started < 2
+    # A second rewrite in another file is accepted and runs once the first is done (one model).
+    second = asyncio.ensure_future(vscode.execute("rewriter.rewriteFile", {"uri": other, "instruction": "Add type hints"}))
+    busy = await vscode.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Simplify"})
+    assert busy["status"] == "busy"
+    await vscode.execute("rewriter.cancel", {"uri": URI})
+    assert (await asyncio.wait_for(slow, 10))["status"] == "cancelled"
+    assert (await asyncio.wait_for(second, 30))["status"] == "done"
+    assert vscode.text(other) == expected(SAMPLE, HINTS)
+
+
+async def test_engine_errors_and_bad_arguments_are_reported(vscode):
+    vscode.open(URI, SAMPLE)
+    result = await vscode.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Explode"})
+    assert result["status"] == "error" and "the model refused" in result["message"]
+    assert any("the model refused" in m.message for m in vscode.client.messages)
+    with pytest.raises(Exception, match="instruction"):
+        await vscode.execute("rewriter.rewrite", {"uri": URI, "range": whole(3)})
+    with pytest.raises(Exception, match="not open"):
+        await vscode.execute("rewriter.rewriteFile", {"uri": "file:///nowhere.py", "instruction": "x"})
+    assert vscode.text(URI) == SAMPLE and not vscode.edits
+
+
+async def test_invalid_options_fall_back_to_defaults_with_a_warning(tmp_path):
+    options = {"presets": "Add docstrings", "maxRewriteLines": -3, "engine": {"kind": "gpu-cluster"},
+               "streamEdits": "sometimes"}
+    editor = await Editor.start(NVIM, SCRIPT, tmp_path, options)
+    try:
+        editor.open(URI, SAMPLE)
+        actions = await editor.code_actions(URI, (3, 0), (5, 0))
+        assert [a.title for a in actions][:2] == ["Rewrite: Add docstrings", "Rewrite: Add type hints"]
+        warning = next(m.message for m in editor.client.messages if "initializationOptions" in m.message)
+        for name in ("presets", "maxRewriteLines", "engine.kind", "streamEdits"):
+            assert name in warning
+    finally:
+        await editor.stop()
+
+
+async def test_presets_and_size_limit_are_configurable(tmp_path):
+    options = {"presets": ["Translate comments to English"], "maxRewriteLines": 4}
+    editor = await Editor.start(NVIM, SCRIPT, tmp_path, options)
+    try:
+        editor.open(URI, SAMPLE)
+        actions = await editor.code_actions(URI, (3, 0), (5, 0))
+        assert [a.title for a in actions] == ["Rewrite: Translate comments to English"]
+        assert await editor.code_actions(URI, (0, 0), (12, 0)) is None  # too large to offer
+        result = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings"})
+        assert result["status"] == "refused" and "maxRewriteLines" in result["message"]
+    finally:
+        await editor.stop()
+
+
+@pytest.mark.real_model
+async def test_embedded_model_end_to_end(tmp_path, embedded_rewriter):
+    """The real embedded model through the server gives what the model gives in-process."""
+    code = "def add(a, b):\n    return a + b\n"
+    editor = await Editor.start(VSCODE, None, tmp_path, {"engine": {"kind": "embedded"}, "maxNewTokens": 64})
+    try:
+        editor.open(URI, code)
+        result = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})
+        assert result["status"] == "done", result
+        want = embedded_rewriter.rewrite(code, "Add type hints", "python", max_new_tokens=64).text
+        assert editor.text(URI) == want and want != code
+        messages = [r.message or "" for r in editor.progress()]
+        assert any("loading the model" in m for m in messages)
+    finally:
+        await editor.stop()
