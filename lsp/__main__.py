@@ -1,6 +1,6 @@
-"""python -m lsp: the language server on stdio (see `rewriter lsp --help`)."""
+"""python -m lsp: the language server, without the CLI's imports (starts faster); same as `rewriter lsp`."""
 import sys
 
-from rewriter.cli import main
+from .server import main
 
-sys.exit(main(["lsp", *sys.argv[1:]]))
+sys.exit(main())

@@ -23,7 +23,6 @@ from lsprotocol import types
 
 from rewriter.hunks import Hunk, HunkStream
 from rewriter.prompt import NoCodeBlock, SourceText, extract_code
-from rewriter.rewrite import Progress, RewriteError, RewriteResult
 
 from .regions import Region
 
@@ -43,7 +42,16 @@ class Conflict(Exception):
 
 @dataclass
 class _Failure:
-    error: BaseException
+    message: str
+
+
+@dataclass
+class _Answer:
+    """What the worker hands the loop: a piece of the answer, or (final) the engine's result text."""
+
+    text: str
+    stats: object
+    final: bool = False
 
 
 _DONE = object()
@@ -185,13 +193,22 @@ class RewriteJob:
         put = lambda item: self.loop.call_soon_threadsafe(self.queue.put_nowait, item)  # noqa: E731
         events = None
         try:
+            # Imported here, off the event loop: it brings in torch.
+            from rewriter.rewrite import Progress, RewriteError, RewriteResult
+
             events = engine.stream(text, self.instruction, language, context, self.server.options.max_new_tokens)
             for event in events:
                 if self.cancelled.is_set():
                     break
-                put(event)
-        except BaseException as error:  # reported on the loop
-            put(_Failure(error))
+                if isinstance(event, Progress):
+                    put(_Answer(event.text, event.stats))
+                elif isinstance(event, RewriteResult):
+                    put(_Answer(event.text, event.stats, final=True))
+        except (RewriteError, NoCodeBlock) as error:  # a request the engine cannot serve
+            put(_Failure(str(error)))
+        except Exception as error:
+            log.exception("rewrite %s: the engine failed", self.id)
+            put(_Failure(f"the engine failed: {error}"))
         finally:
             if events is not None and hasattr(events, "close"):
                 events.close()  # stops decoding at once
@@ -210,11 +227,8 @@ class RewriteJob:
             if event is _DONE:
                 return self._stopped()
             if isinstance(event, _Failure):
-                error = event.error
-                if isinstance(error, (RewriteError, NoCodeBlock)):
-                    return Outcome("error", str(error))
-                raise error
-            if isinstance(event, Progress):
+                return Outcome("error", event.message)
+            if not event.final:
                 answer.append(event.text)
                 now = time.monotonic()
                 if now - last_report >= REPORT_INTERVAL_S:
@@ -228,19 +242,18 @@ class RewriteJob:
                     await self._apply(held)
                     held = []
                 continue
-            if isinstance(event, RewriteResult):
-                final = keep_trailing_blank_lines(source.code, event.text.replace("\r\n", "\n"))
-                held.extend(hunks.feed(final, final=True))
-                if held:
-                    await self._apply(held)
-                stats = event.stats
-                self.result_stats = stats.as_dict() if hasattr(stats, "as_dict") else {}
-                if self.conflict:
-                    return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
-                status = "done" if self.edits else "unchanged"
-                summary = stats_message(stats)
-                return Outcome(status, ("rewrote" if self.edits else "no changes") + f": {summary}",
-                               stats=self.result_stats)
+            final = keep_trailing_blank_lines(source.code, event.text.replace("\r\n", "\n"))
+            held.extend(hunks.feed(final, final=True))
+            if held:
+                await self._apply(held)
+            stats = event.stats
+            self.result_stats = stats.as_dict() if hasattr(stats, "as_dict") else {}
+            if self.conflict:
+                return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
+            status = "done" if self.edits else "unchanged"
+            summary = stats_message(stats)
+            return Outcome(status, ("rewrote" if self.edits else "no changes") + f": {summary}",
+                           stats=self.result_stats)
 
     def _stopped(self) -> Outcome:
         if self.conflict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
@@ -68,7 +69,7 @@ class RewriterServer(LanguageServer):
         """The engine, made once; the embedded model is loaded here, in a thread, with progress."""
         async with self.engine_lock:
             if self.engine is None:
-                self.engine = make_engine(self.options.engine)
+                self.engine = await asyncio.to_thread(make_engine, self.options.engine)
             engine = self.engine
             if isinstance(engine, EmbeddedEngine) and not engine.loaded:
                 loop = asyncio.get_running_loop()
@@ -281,3 +282,28 @@ def cancel_command(ls: RewriterServer, *args):
 @server.feature(types.SHUTDOWN)
 def shutdown(ls: RewriterServer, params) -> None:
     ls.cancel_jobs()
+
+
+def serve(tcp: str | None = None, log_level: str = "WARNING") -> int:
+    """Run the server on stdio, or on a TCP socket given as HOST:PORT."""
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                        format="rewriter-lsp %(levelname)s %(name)s: %(message)s")
+    if tcp:
+        host, _, port = tcp.rpartition(":")
+        if not host or not port.isdigit():
+            print(f"rewriter: --tcp wants HOST:PORT, got {tcp!r}", file=sys.stderr)
+            return 2
+        server.start_tcp(host, int(port))
+    else:
+        server.start_io()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="rewriter lsp", description="The rewriter language server.")
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on a TCP socket instead of stdio")
+    parser.add_argument("--log-level", default="WARNING", help="stderr log level (DEBUG, INFO, ...)")
+    args = parser.parse_args(argv)
+    return serve(args.tcp, args.log_level)

@@ -115,21 +115,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:
-    import logging
+    from lsp.server import serve
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="rewriter-lsp %(levelname)s %(name)s: %(message)s")
-    from lsp.server import server
-
-    if args.tcp:
-        host, _, port = args.tcp.rpartition(":")
-        if not host or not port.isdigit():
-            _say(f"--tcp wants HOST:PORT, got {args.tcp!r}")
-            return 2
-        server.start_tcp(host, int(port))
-    else:
-        server.start_io()
-    return 0
+    return serve(args.tcp, args.log_level)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
