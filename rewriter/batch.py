@@ -140,7 +140,7 @@ def collect(paths: list[str]) -> list[FileJob]:
     cwd = Path.cwd()
 
     def add(path: Path, root: Path) -> None:
-        job = FileJob(path=path, display=str(path))
+        job = FileJob(path=path, display=_display(path, cwd))
         if path.is_symlink():
             target = path.resolve()
             if not target.exists():
@@ -176,6 +176,14 @@ def collect(paths: list[str]) -> list[FileJob]:
             elif not from_glob or not ignores.ignored(match, False):
                 add(match, cwd)
     return jobs
+
+
+def _display(path: Path, cwd: Path) -> str:
+    """The path as the user would type it: relative to the current directory when inside it."""
+    try:
+        return str(path.absolute().relative_to(cwd))
+    except ValueError:
+        return str(path)
 
 
 def _walk(root: Path, ignores: Ignores):
@@ -346,6 +354,7 @@ class Runner:
         events = self.engine.stream(original, self.options.instruction, job.language,
                                     context=context, max_new_tokens=self.options.max_new_tokens)
         result = None
+        stats = None
         try:
             for event in events:
                 if self.cancel.is_set():
@@ -353,7 +362,10 @@ class Runner:
                 if isinstance(event, RewriteResult):
                     result = event
                 else:
+                    stats = event.stats
                     self.report.progress(job, event.stats)
+        except NoCodeBlock as error:
+            return Unit(span, "failed", _describe(error), stats=stats)
         finally:
             close = getattr(events, "close", None)
             if close:

@@ -395,8 +395,9 @@ def expand_to_nodes(tree: SyntaxTree, span: Span) -> Span:
                 if node.start_byte >= start and node.end_byte <= end:
                     continue  # inside it
                 if node.start_byte <= core_start and node.end_byte >= core_end:
-                    stack.extend(node.children)  # around it: look inside
-                    continue
+                    if not _takes_part_of(node, core_start, core_end):
+                        stack.extend(node.children)  # around it: look inside
+                        continue
                 start, end = min(start, node.start_byte), max(end, node.end_byte)
                 changed = True
         grown = whole_lines(tree, tree.char(start), tree.char(end))
@@ -405,6 +406,18 @@ def expand_to_nodes(tree: SyntaxTree, span: Span) -> Span:
             break
         start, end = grown_start, grown_end
     return _span(tree.text, tree.char(start), tree.char(end), "lines", "")
+
+
+def _takes_part_of(node, start: int, end: int) -> bool:
+    """Whether [start, end) holds some parts of a structured node (an if's header, a function's
+    signature) but not all: a list of statements or arguments may be taken in part, those not."""
+    overlapping = [i for i, child in enumerate(node.children)
+                   if child.end_byte > start and child.start_byte < end]
+    if len(overlapping) == 1:
+        child = node.children[overlapping[0]]
+        if child.start_byte <= start and child.end_byte >= end:
+            return False  # all inside one child: look there
+    return any(node.field_name_for_child(i) for i in overlapping)
 
 
 # ---- splitting a span that is too large for the model ------------------------------------
