@@ -1,0 +1,254 @@
+"""Sampling verifiers keep the target's distribution exactly, whatever the draft.
+
+Statistical tests: tiny models with an 8-token vocabulary, continuations of 3 tokens, so the
+exact probability of each of the 512 continuations is known by enumeration. A chi-square test
+at false-alarm rate ALPHA = 0.001 compares sampled counts with it (cells with fewer than 5
+expected samples pooled). Seeds are fixed, so each test is deterministic; a correct verifier
+fails one with chance 0.1% per seed choice. The same test catches a classic bug (resampling
+from p instead of the residual after a rejection), so it can fail.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import pytest
+import torch
+
+from drafters.base import Draft
+from rewriter.sampling import SamplingParams, make_verifier, shaper
+from rewriter.verify import BlockVerifier, GreedyVerifier, LogitsShaper, TokenVerifier
+from tests.conftest import tiny_model
+
+VOCAB = 8
+LENGTH = 3
+PROMPT = [3, 1, 4, 1, 5]
+ALPHA = 1e-3
+TRIALS = 6000
+TARGET_SEED = 7
+
+
+def peaky_model(seed: int, sharpness: float = 3.0):
+    """A tiny random model whose next-token distributions are uneven, like a real model's."""
+    model = tiny_model(seed=seed, vocab_size=VOCAB, hidden=32)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(sharpness)
+    model.generation_config.eos_token_id = None
+    return model
+
+
+def logits_table(model, prompt=PROMPT, depth=LENGTH) -> dict[tuple, torch.Tensor]:
+    """The model's logits after the prompt and every continuation shorter than `depth`."""
+    table = {}
+    for length in range(depth):
+        prefixes = list(itertools.product(range(VOCAB), repeat=length))
+        ids = torch.tensor([prompt + list(prefix) for prefix in prefixes])
+        with torch.inference_mode():
+            rows = model(input_ids=ids).logits[:, -1].float()
+        table.update(zip(prefixes, rows))
+    return table
+
+
+def exact_distribution(table, shape: LogitsShaper, length=LENGTH) -> dict[tuple, float]:
+    probs = {prefix: shape.probs(row) for prefix, row in table.items()}
+    exact = {}
+    for sequence in itertools.product(range(VOCAB), repeat=length):
+        chance = 1.0
+        for i in range(length):
+            chance *= float(probs[sequence[:i]][sequence[i]])
+        exact[sequence] = chance
+    return exact
+
+
+def chi_square_p_value(counts: Counter, exact: dict[tuple, float]) -> float:
+    total = sum(counts.values())
+    assert sum(counts[s] for s in exact) == total, "a sample outside the enumerated outcomes"
+    statistic, cells, pooled_observed, pooled_expected = 0.0, 0, 0, 0.0
+    for sequence, chance in exact.items():
+        expected = chance * total
+        if expected < 5:
+            pooled_observed += counts[sequence]
+            pooled_expected += expected
+            continue
+        statistic += (counts[sequence] - expected) ** 2 / expected
+        cells += 1
+    if pooled_expected > 0:
+        statistic += (pooled_observed - pooled_expected) ** 2 / pooled_expected
+        cells += 1
+    degrees = torch.tensor((cells - 1) / 2, dtype=torch.float64)
+    return float(torch.special.gammaincc(degrees, torch.tensor(statistic / 2, dtype=torch.float64)))
+
+
+class DraftSource:
+    """Drafts for one step after the prompt: one-hot (fixed tokens) or sampled from a draft model."""
+
+    def __init__(self, kind: str, shape: LogitsShaper, generator: torch.Generator, length: int = 2,
+                 target_seed: int = TARGET_SEED):
+        self.kind = kind
+        self.length = length
+        self.generator = generator
+        self.shape = shape
+        # The draft model: the target seen through noise, as a small model of the same family.
+        noise = torch.Generator().manual_seed(99)
+        target = logits_table(peaky_model(seed=target_seed), depth=length + 1)
+        self.q = {prefix: shape.probs(row + torch.randn(row.shape, generator=noise)) for prefix, row in target.items()}
+        # A fixed one-hot draft: the draft model's most likely path.
+        path: tuple = ()
+        for _ in range(length):
+            path += (int(self.q[path].argmax()),)
+        self.path = list(path)
+
+    def __call__(self) -> Draft:
+        if self.kind == "one-hot":
+            return Draft(list(self.path), acceptance=0.5, source="prediction")
+        tokens, rows = [], []
+        # One row more than is verified: the loop may cut a draft after the drafter made it.
+        for _ in range(self.length + 1):
+            row = self.q[tuple(tokens)]
+            rows.append(row)
+            tokens.append(int(torch.multinomial(row, 1, generator=self.generator)))
+        draft = Draft(tokens, acceptance=0.5, source="draft_model", probs=torch.stack(rows))
+        draft.tokens = draft.tokens[: self.length]
+        return draft
+
+
+def sample_with_verifier(verifier, table, shape, drafts: DraftSource, trials: int,
+                         generator: torch.Generator) -> tuple[Counter, float]:
+    """Continuations of LENGTH tokens: one verified step with a draft, then plain sampling."""
+    counts: Counter = Counter()
+    accepted_total = 0
+    target = {prefix: shape.probs(row) for prefix, row in table.items()}
+    for _ in range(trials):
+        draft = drafts()
+        logits = torch.stack([table[tuple(draft.tokens[:i])] for i in range(len(draft.tokens) + 1)])
+        accepted, following = verifier.verify(logits, draft)
+        assert 0 <= accepted <= len(draft.tokens)
+        accepted_total += accepted
+        sequence = draft.tokens[:accepted] + [following]
+        while len(sequence) < LENGTH:
+            row = target[tuple(sequence)]
+            sequence.append(int(torch.multinomial(row, 1, generator=generator)))
+        counts[tuple(sequence[:LENGTH])] += 1
+    return counts, accepted_total / trials
+
+
+class ResampleFromTarget(TokenVerifier):
+    """A known-wrong verifier: after a rejection it samples from p, not the residual."""
+
+    def verify(self, logits, draft):
+        p = self.shaper.probs(logits[: len(draft.tokens) + 1])
+        for i, token in enumerate(draft.tokens):
+            if self.sampler.uniform(p.device) >= float(p[i, token]):
+                return i, self.sampler.choice(p[i])
+        return len(draft.tokens), self.sampler.choice(p[-1])
+
+
+SHAPES = {
+    "plain": LogitsShaper(1.0),
+    "shaped": LogitsShaper(temperature=0.8, top_p=0.9, top_k=5),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # Tiny tensors: a second thread only adds waits (badly so on a busy machine).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def target_table():
+    return logits_table(peaky_model(seed=TARGET_SEED))
+
+
+@pytest.mark.parametrize("verifier_class", [TokenVerifier, BlockVerifier])
+@pytest.mark.parametrize("draft_kind", ["one-hot", "model"])
+@pytest.mark.parametrize("shape_name", ["plain", "shaped"])
+def test_verified_sampling_has_the_target_distribution(target_table, verifier_class, draft_kind, shape_name):
+    shape = SHAPES[shape_name]
+    generator = torch.Generator().manual_seed(1234)
+    drafts = DraftSource(draft_kind, shape, generator)
+    verifier = verifier_class(shape, seed=5678)
+    counts, mean_accepted = sample_with_verifier(verifier, target_table, shape, drafts, TRIALS, generator)
+    p_value = chi_square_p_value(counts, exact_distribution(target_table, shape))
+    assert p_value > ALPHA, f"distribution differs from the target's (p = {p_value:.2g})"
+    assert mean_accepted > 0.2  # the drafts were really used, not all rejected
+
+
+def test_the_distribution_test_catches_a_wrong_verifier(target_table):
+    shape = SHAPES["plain"]
+    generator = torch.Generator().manual_seed(1234)
+    drafts = DraftSource("one-hot", shape, generator)
+    counts, _ = sample_with_verifier(ResampleFromTarget(shape, seed=5678), target_table, shape, drafts,
+                                     TRIALS, generator)
+    assert chi_square_p_value(counts, exact_distribution(target_table, shape)) < ALPHA
+
+
+def test_block_verification_accepts_at_least_as_much_as_token_verification():
+    """On the same drafts, over many target/draft pairs, the mean accepted length is never lower."""
+    shape = SHAPES["plain"]
+    token_means, block_means = [], []
+    for seed in range(12):
+        table = logits_table(peaky_model(seed=seed, sharpness=2.0), depth=4)
+        generator = torch.Generator().manual_seed(seed)
+        drafts = DraftSource("model", shape, generator, length=3, target_seed=seed)
+        drafted = [drafts() for _ in range(400)]
+        means = []
+        for verifier in (TokenVerifier(shape, seed=seed), BlockVerifier(shape, seed=seed)):
+            accepted = []
+            for draft in drafted:
+                logits = torch.stack([table[tuple(draft.tokens[:i])] for i in range(len(draft.tokens) + 1)])
+                accepted.append(verifier.verify(logits, draft)[0])
+            means.append(torch.tensor(accepted, dtype=torch.float64))
+        token, block = means
+        difference = block - token
+        standard_error = float(difference.std() / len(drafted) ** 0.5) + 1e-9
+        # Never significantly below, seed by seed.
+        assert float(difference.mean()) > -3 * standard_error, f"seed {seed}: block {block.mean()}, token {token.mean()}"
+        token_means.append(float(token.mean()))
+        block_means.append(float(block.mean()))
+    assert sum(block_means) > sum(token_means)  # and better on the whole
+
+
+def test_greedy_settings_give_the_greedy_verifier():
+    assert isinstance(make_verifier(SamplingParams()), GreedyVerifier)
+    assert isinstance(make_verifier(SamplingParams(temperature=0.7, verification="token")), TokenVerifier)
+    assert isinstance(make_verifier(SamplingParams(temperature=0.7)), BlockVerifier)  # block by default
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"temperature": -0.1}, "temperature"),
+    ({"temperature": float("nan")}, "temperature"),
+    ({"top_p": 0.0}, "top_p"),
+    ({"top_p": 1.5}, "top_p"),
+    ({"top_k": -1}, "top_k"),
+    ({"verification": "tree"}, "verification"),
+])
+def test_invalid_settings_are_refused(settings, message):
+    with pytest.raises(ValueError, match=message):
+        SamplingParams(**settings)
+
+
+def test_shaping_cuts_top_k_and_top_p():
+    logits = torch.log(torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05]))
+    top_k = shaper(SamplingParams(temperature=1.0, top_k=2)).probs(logits)
+    assert torch.allclose(top_k, torch.tensor([5 / 7, 2 / 7, 0, 0, 0]))
+    top_p = shaper(SamplingParams(temperature=1.0, top_p=0.8)).probs(logits)
+    assert torch.allclose(top_p, torch.tensor([0.5, 0.2, 0.15, 0, 0]) / 0.85)
+    cold = shaper(SamplingParams(temperature=0.5)).probs(logits)
+    assert torch.allclose(cold, torch.softmax(logits / 0.5, -1))
+
+
+def test_a_seed_makes_sampling_reproducible(target_table):
+    shape = SHAPES["plain"]
+    draft = Draft([1, 2], acceptance=0.5, source="prediction")
+    logits = torch.stack([target_table[()], target_table[(1,)], target_table[(1, 2)]])
+
+    def run(seed):
+        verifier = make_verifier(SamplingParams(temperature=1.0, seed=seed))
+        return [verifier.verify(logits, draft) for _ in range(50)] + [verifier.first_token(logits[0]) for _ in range(50)]
+
+    assert run(11) == run(11)
+    assert run(11) != run(12)
