@@ -98,7 +98,8 @@ class RewriteJob:
         self.region = region
         self.instruction = instruction
         self.stream_edits = stream
-        self.cancelled = threading.Event()
+        self.cancelled = threading.Event()  # read by the worker thread
+        self.stopped = asyncio.Event()  # the same, for the event loop
         self.conflict: str | None = None
         self.queue: asyncio.Queue = asyncio.Queue()
         self.loop = asyncio.get_running_loop()
@@ -115,6 +116,7 @@ class RewriteJob:
 
     def cancel(self) -> None:
         self.cancelled.set()
+        self.loop.call_soon_threadsafe(self.stopped.set)
         self.loop.call_soon_threadsafe(self.queue.put_nowait, _DONE)
 
     def document_changed(self, text: str) -> None:
@@ -171,13 +173,18 @@ class RewriteJob:
 
     async def _run(self, original: str, source: SourceText, language: str, context: str | None) -> Outcome:
         server = self.server
-        engine = await server.get_engine(self._report)
-        if self.cancelled.is_set():
+        # Loading the model, or waiting for another rewrite to finish, must not delay a cancel.
+        ready, engine = await self._unless_stopped(server.get_engine(self._report), cancel=False)
+        if not ready:
             return self._stopped()
         lock = server.decode_lock if not getattr(engine, "concurrent", False) else None
-        if lock is not None and lock.locked():
-            self._report("waiting for another rewrite to finish")
-        async with lock or _nothing():
+        if lock is not None:
+            if lock.locked():
+                self._report("waiting for another rewrite to finish")
+            acquired, _ = await self._unless_stopped(lock.acquire(), cancel=True)
+            if not acquired:
+                return self._stopped()
+        try:
             if self.cancelled.is_set():
                 return self._stopped()
             worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True,
@@ -188,6 +195,23 @@ class RewriteJob:
             finally:
                 self.cancelled.set()
                 await asyncio.to_thread(worker.join)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    async def _unless_stopped(self, awaitable, cancel: bool):
+        """(True, result) once `awaitable` is done, or (False, None) as soon as the job is stopped."""
+        task = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(self.stopped.wait())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if task.done():
+            return True, task.result()  # the caller checks for a stop (and releases what it got)
+        if cancel:
+            task.cancel()
+        else:  # let it finish in the background (a model being loaded stays loaded)
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return False, None
 
     def _work(self, engine, text: str, language: str, context: str | None) -> None:
         put = lambda item: self.loop.call_soon_threadsafe(self.queue.put_nowait, item)  # noqa: E731
@@ -328,13 +352,14 @@ class RewriteJob:
         if not self.server.supports_progress():
             return
         token = f"rewriter/{self.id}"
+        self.server.jobs_by_token[token] = self  # before asking: a cancel may come at once
         try:
             await self.server.work_done_progress.create_async(token)
         except Exception as error:
             log.info("no progress: %s", error)
+            self.server.jobs_by_token.pop(token, None)
             return
         self.token = token
-        self.server.jobs_by_token[token] = self
         self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
             title=f"Rewrite: {self.instruction}", cancellable=True, message="starting", percentage=0))
 

@@ -65,13 +65,13 @@ class Editor:
 
     @classmethod
     async def start(cls, profile: str, script: dict | None, tmp_path: Path, options: dict | None = None,
-                    env: dict | None = None, **kwargs) -> "Editor":
+                    env: dict | None = None, command: tuple[str, ...] = ("-m", "lsp"), **kwargs) -> "Editor":
         server_env = {**os.environ, **(env or {})}
         if script is not None:
             path = tmp_path / "script.json"
             path.write_text(json.dumps(script))
             server_env["REWRITER_LSP_TEST_SCRIPT"] = str(path)
-        config = ClientServerConfig(server_command=[sys.executable, "-m", "rewriter.cli", "lsp"],
+        config = ClientServerConfig(server_command=[sys.executable, *command],
                                     server_env=server_env)
         client = await config.start()
         editor = cls(client, **kwargs)
@@ -389,7 +389,8 @@ async def test_engine_errors_and_bad_arguments_are_reported(vscode):
 async def test_invalid_options_fall_back_to_defaults_with_a_warning(tmp_path):
     options = {"presets": "Add docstrings", "maxRewriteLines": -3, "engine": {"kind": "gpu-cluster"},
                "streamEdits": "sometimes"}
-    editor = await Editor.start(NVIM, SCRIPT, tmp_path, options)
+    # Through the `rewriter lsp` command line.
+    editor = await Editor.start(NVIM, SCRIPT, tmp_path, options, command=("-m", "rewriter.cli", "lsp"))
     try:
         editor.open(URI, SAMPLE)
         actions = await editor.code_actions(URI, (3, 0), (5, 0))
