@@ -1,0 +1,75 @@
+-- Headless Neovim (0.7+) drives the language server like a user: open a file, ask for code
+-- actions at the cursor, pick one by title (vim.ui.select overridden), wait for the command to
+-- finish, and write what happened to a JSON file. Everything comes in through environment
+-- variables (see tests/test_lsp_nvim.py).
+local env = vim.fn.environ()
+local out = env.REWRITER_NVIM_OUT
+local report = { applied_edits = 0, progress = 0, messages = {} }
+
+local function finish(status)
+  report.status = status
+  report.lines = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+  local file = io.open(out, 'w')
+  file:write(vim.fn.json_encode(report))
+  file:close()
+  vim.cmd('qall!')
+end
+
+vim.cmd('edit ' .. vim.fn.fnameescape(env.REWRITER_NVIM_FILE))
+local bufnr = vim.api.nvim_get_current_buf()
+
+local apply_edit = vim.lsp.handlers['workspace/applyEdit']
+vim.lsp.handlers['workspace/applyEdit'] = function(err, params, ctx, config)
+  report.applied_edits = report.applied_edits + 1
+  return apply_edit(err, params, ctx, config)
+end
+vim.lsp.handlers['$/progress'] = function(_, params)
+  report.progress = report.progress + 1
+  if params.value and params.value.kind == 'end' then
+    report.progress_end = params.value.message
+  end
+end
+vim.lsp.handlers['window/showMessage'] = function(_, params)
+  table.insert(report.messages, params.message)
+end
+vim.lsp.handlers['workspace/executeCommand'] = function(err, result)
+  report.error = err and err.message or nil
+  report.result = result
+  report.done = true
+end
+
+local client_id = vim.lsp.start_client({
+  name = 'rewriter',
+  cmd = vim.fn.json_decode(env.REWRITER_NVIM_SERVER),
+  root_dir = vim.fn.fnamemodify(env.REWRITER_NVIM_FILE, ':h'),
+  init_options = vim.fn.json_decode(env.REWRITER_NVIM_OPTIONS),
+})
+vim.lsp.buf_attach_client(bufnr, client_id)
+if not vim.wait(60000, function()
+  local client = vim.lsp.get_client_by_id(client_id)
+  return client ~= nil and client.initialized
+end, 50) then
+  finish('the server did not initialize')
+end
+
+vim.ui.select = function(items, opts, on_choice)
+  report.offered = {}
+  for _, item in ipairs(items) do
+    table.insert(report.offered, item[2].title)
+  end
+  for index, item in ipairs(items) do
+    if item[2].title == env.REWRITER_NVIM_ACTION then
+      return on_choice(item, index)
+    end
+  end
+  on_choice(nil)
+  finish('no such action')
+end
+
+vim.api.nvim_win_set_cursor(0, { tonumber(env.REWRITER_NVIM_LINE), 4 })
+vim.lsp.buf.code_action()
+if not vim.wait(120000, function() return report.done end, 50) then
+  finish('timed out')
+end
+vim.wait(300) -- the last didChange is debounced
+finish('finished')
