@@ -146,12 +146,18 @@ class Decoder:
         stats.prefill_s = stats.ttft_s = time.perf_counter() - start
         output: list[int] = []
         pending = [first]
+        source = None  # the drafter of the tokens in `pending`
         text = _Detokenizer(self.tokenizer)
         while True:
             before = len(output)
             output.extend(pending)
             keep = self._finish(output, before, max_new_tokens, stop, stats)
             if keep is not None:
+                # Accepted draft tokens past the end were never used: do not count them.
+                unused = max(0, len(output) - keep - 1)
+                stats.accepted_draft_tokens -= unused
+                if source == "prediction":
+                    stats.accepted_prediction_tokens -= unused
                 del output[keep:]
             stats.output_tokens = len(output)
             stats.total_s = time.perf_counter() - start
@@ -186,6 +192,7 @@ class Decoder:
                 stats.accepted_prediction_tokens += accepted
                 stats.rejected_prediction_tokens += rejected
             pending = drafted[:accepted] + [following]
+            source = draft.source if draft else None
 
     def _finish(self, output: list[int], checked: int, max_new_tokens: int,
                 stop: StopCheck | None, stats: Stats) -> int | None:

@@ -1,0 +1,138 @@
+"""The decoder's output must equal plain greedy decoding, token for token, whatever the draft."""
+import random
+
+import pytest
+
+from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
+from rewriter.decode import Decoder
+from tests.conftest import CharTokenizer, greedy_reference, tiny_model
+
+LENGTH = 120
+
+
+def edited(reference: list[int], kind: str, rng: random.Random) -> list[int]:
+    """A prediction that differs from the true output by the named edit."""
+    n = len(reference)
+    spots = {"start": 0, "middle": n // 2, "end": n - 6}
+    if kind == "unchanged":
+        return list(reference)
+    if kind == "empty":
+        return []
+    if kind == "unrelated":
+        return [rng.randrange(1, 256) for _ in range(n)]
+    if kind == "several":
+        p = list(reference)
+        del p[90:94]
+        p[60:63] = [rng.randrange(1, 256) for _ in range(5)]
+        p[20:20] = [rng.randrange(1, 256) for _ in range(7)]
+        return p
+    if kind == "repeated_lines":
+        # A duplicated stretch next to the edit: the output drops one copy.
+        segment = reference[40:48]
+        return reference[:48] + segment + segment + reference[48:]
+    edit, where = kind.split("_")
+    at = spots[where]
+    if edit == "insertion":  # the output has tokens the prediction lacks
+        return reference[:at] + reference[at + 6:]
+    if edit == "deletion":  # the output lacks tokens the prediction has
+        return reference[:at] + [rng.randrange(1, 256) for _ in range(6)] + reference[at:]
+    if edit == "replacement":
+        return reference[:at] + [rng.randrange(1, 256) for _ in range(4)] + reference[at + 3:]
+    raise AssertionError(kind)
+
+
+KINDS = ["unchanged", "empty", "unrelated", "several", "repeated_lines"] + [
+    f"{edit}_{where}" for edit in ("insertion", "deletion", "replacement") for where in ("start", "middle", "end")
+]
+
+
+@pytest.fixture(scope="module", params=[0, 1, 2])
+def setup(request):
+    seed = request.param
+    model = tiny_model(seed=seed, eos_token_id=255)
+    rng = random.Random(seed)
+    prompt = [rng.randrange(1, 255) for _ in range(48)]
+    return model, prompt, greedy_reference(model, prompt, LENGTH), rng
+
+
+def decode(decoder, prompt, drafter, max_new_tokens):
+    tokens = []
+    for step in decoder.generate(prompt, drafter, max_new_tokens):
+        tokens.extend(step.tokens)
+    return tokens, step.stats
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_output_equals_plain_greedy(setup, kind):
+    model, prompt, reference, rng = setup
+    prediction = edited(reference, kind, rng)
+    drafter = CombinedDrafter(PredictionDrafter(prediction), PromptLookupDrafter())
+    tokens, stats = decode(Decoder(model, CharTokenizer()), prompt, drafter, LENGTH)
+    assert tokens == reference
+    assert stats.output_tokens == len(reference)
+    # Each pass yields its accepted draft tokens plus one of its own (the last may fall past the end).
+    assert len(reference) <= stats.accepted_draft_tokens + stats.forward_passes <= len(reference) + 1
+
+
+@pytest.mark.parametrize("limit", [1, 2, 17, 64])
+def test_max_token_cut_off_matches_greedy(setup, limit):
+    model, prompt, reference, _ = setup
+    tokens, stats = decode(Decoder(model, CharTokenizer()), prompt, PredictionDrafter(reference), limit)
+    assert tokens == greedy_reference(model, prompt, limit)
+    if len(tokens) == limit and reference[limit - 1] != 255:
+        assert stats.finish_reason == "length"
+
+
+def test_an_unchanged_prediction_takes_few_forward_passes(setup):
+    model, prompt, reference, _ = setup
+    _, stats = decode(Decoder(model, CharTokenizer()), prompt, PredictionDrafter(reference), LENGTH)
+    assert stats.forward_passes <= len(reference) / 8
+    assert stats.rejected_prediction_tokens == 0
+    assert len(reference) <= stats.accepted_prediction_tokens + stats.forward_passes <= len(reference) + 1
+
+
+def test_realignment_recovers_within_a_few_tokens_of_an_edit(setup):
+    model, prompt, reference, rng = setup
+    prediction = edited(reference, "replacement_middle", rng)
+    _, stats = decode(Decoder(model, CharTokenizer()), prompt, PredictionDrafter(prediction), LENGTH)
+    # Without realignment every token after the edit would cost a pass of its own.
+    assert stats.forward_passes <= len(reference) // 3
+
+
+def test_prompt_lookup_alone_is_exact(setup):
+    model, prompt, reference, _ = setup
+    tokens, _ = decode(Decoder(model, CharTokenizer()), prompt, PromptLookupDrafter(), LENGTH)
+    assert tokens == reference
+
+
+def test_reused_prompt_prefix_gives_the_same_tokens(setup):
+    model, prompt, reference, _ = setup
+    decoder = Decoder(model, CharTokenizer(), prefix_cache=True)
+    other = 1 if prompt[40] != 1 else 2
+    decode(decoder, prompt[:40] + [other] * 3, None, 5)  # shares 40 tokens with the prompt
+    tokens, stats = decode(decoder, prompt, PredictionDrafter(reference), LENGTH)
+    assert stats.cached_prompt_tokens == 40
+    assert tokens == reference
+    tokens, stats = decode(decoder, prompt, None, LENGTH)  # the same prompt again
+    assert stats.cached_prompt_tokens == len(prompt) - 1
+    assert tokens == reference
+
+
+def test_streamed_text_adds_up_to_the_decoded_output(setup):
+    model, prompt, reference, _ = setup
+    tokenizer = CharTokenizer()
+    pieces = [step.text for step in Decoder(model, tokenizer).generate(prompt, PredictionDrafter(reference), LENGTH)]
+    assert "".join(pieces) == tokenizer.decode(reference)
+
+
+def test_stop_check_cuts_the_output_where_it_says(setup):
+    model, prompt, reference, _ = setup
+    stop_at = 33
+
+    def stop(output):
+        return stop_at if len(output) >= stop_at else None
+
+    steps = list(Decoder(model, CharTokenizer()).generate(prompt, PredictionDrafter(reference), LENGTH, stop))
+    tokens = [t for step in steps for t in step.tokens]
+    assert tokens == reference[:stop_at]
+    assert steps[-1].done and steps[-1].stats.finish_reason == "stop"

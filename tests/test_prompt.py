@@ -1,0 +1,58 @@
+import pytest
+
+from rewriter.prompt import (NoCodeBlock, SourceText, build_prompt, closing_fence_end, extract_code,
+                             fence_for, language_for)
+
+
+def test_code_comes_before_the_instruction_so_requests_on_one_file_share_a_prefix():
+    first = build_prompt("x = 1\n", "rename x to count", "python")
+    second = build_prompt("x = 1\n", "add a docstring", "python")
+    a, b = first.messages[-1]["content"], second.messages[-1]["content"]
+    shared = next(i for i, (p, q) in enumerate(zip(a, b)) if p != q)
+    assert a.index("x = 1") < shared
+    assert first.prediction == "```python\nx = 1\n```"
+
+
+def test_prediction_adds_the_newline_the_fence_needs():
+    assert build_prompt("x = 1", "do it").prediction == "```\nx = 1\n```"
+    assert build_prompt("", "write a function").prediction == "```\n```"
+
+
+def test_fence_is_longer_than_backtick_runs_in_the_code():
+    code = 'doc = """\n```python\nprint(1)\n```\n"""\n'
+    fence = fence_for(code)
+    assert fence == "````"
+    answer = build_prompt(code, "keep").prediction
+    assert extract_code(answer) == code
+
+
+@pytest.mark.parametrize("text", ["a\r\nb\r\n", "a\r\nb", "a\nb\n", "a\nb", "", "\tx = 'é'\r\n"])
+def test_source_text_round_trips_line_endings_and_final_newline(text):
+    source = SourceText.from_text(text)
+    assert "\r" not in source.code
+    assert source.restore(source.code) == text
+
+
+def test_restore_gives_edited_code_the_original_conventions():
+    source = SourceText.from_text("a\r\nb\r\n")
+    assert source.restore("a\nB\nc") == "a\r\nB\r\nc\r\n"
+    assert SourceText.from_text("a\nb").restore("a\nb\n") == "a\nb"
+
+
+def test_extract_code_takes_the_first_block_and_tolerates_prose_and_no_closing_fence():
+    assert extract_code("Here it is:\n```python\nx = 2\n```\nDone.") == "x = 2\n"
+    assert extract_code("```\nx = 2\n") == "x = 2\n"
+    with pytest.raises(NoCodeBlock):
+        extract_code("I cannot do that.")
+
+
+def test_closing_fence_end_waits_for_the_end_of_the_fence_line():
+    assert closing_fence_end("```python\nx\n```") is None  # could still be ```python...
+    assert closing_fence_end("```python\nx\n```\n") == len("```python\nx\n```\n")
+    assert closing_fence_end("```python\nx\n```js\n") is None
+
+
+def test_language_for_common_extensions():
+    assert language_for("a/b.py") == "python"
+    assert language_for("x.TSX") == "tsx"
+    assert language_for("Makefile") == ""
