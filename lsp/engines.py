@@ -64,11 +64,21 @@ def make_engine(options: EngineOptions):
 
 
 def make_remote_engine(options: EngineOptions):
+    """Our service (kind "service") or any OpenAI-compatible endpoint (kind "openai"), over HTTP."""
+    from rewriter.client import RemoteRewriter
+
+    class RemoteEngine(RemoteRewriter):
+        concurrent = True  # the server queues or batches; we need not
+
+    key = None
+    if options.api_key_env:
+        key = os.environ.get(options.api_key_env)
+        if not key:
+            raise EngineError(f"engine.apiKeyEnv names {options.api_key_env}, which is not set in the "
+                              "language server's environment")
+    protocol = "rewriter" if options.kind == "service" else "openai"
     try:
-        from rewriter import client
-    except ImportError as error:
-        raise EngineError(f"remote engines need rewriter.client, which is missing: {error}") from error
-    factory = getattr(client, "engine_from_options", None)
-    if factory is None:
-        raise EngineError("rewriter.client offers no remote engine for the language server")
-    return factory(options)
+        return RemoteEngine(options.url, api_key=key, model=options.model, protocol=protocol,
+                            timeout=options.timeout_s)
+    except ValueError as error:
+        raise EngineError(f"engine.url: {error}") from error

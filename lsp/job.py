@@ -218,6 +218,7 @@ class RewriteJob:
         events = None
         try:
             # Imported here, off the event loop: it brings in torch.
+            from rewriter.client import ServiceError
             from rewriter.rewrite import Progress, RewriteError, RewriteResult
 
             events = engine.stream(text, self.instruction, language, context, self.server.options.max_new_tokens)
@@ -228,7 +229,7 @@ class RewriteJob:
                     put(_Answer(event.text, event.stats))
                 elif isinstance(event, RewriteResult):
                     put(_Answer(event.text, event.stats, final=True))
-        except (RewriteError, NoCodeBlock) as error:  # a request the engine cannot serve
+        except (RewriteError, NoCodeBlock, ServiceError) as error:  # a request the engine cannot serve
             put(_Failure(str(error)))
         except Exception as error:
             log.exception("rewrite %s: the engine failed", self.id)

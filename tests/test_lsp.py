@@ -431,3 +431,59 @@ async def test_embedded_model_end_to_end(tmp_path, embedded_rewriter):
         assert any("loading the model" in m for m in messages)
     finally:
         await editor.stop()
+
+
+class _FakeOpenAI:
+    """An OpenAI-compatible endpoint that streams a fixed edit of whatever code it is sent."""
+
+    def __init__(self, replacements):
+        import http.server
+        import threading
+
+        fake = self
+        self.requests: list[tuple[dict, dict]] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append((dict(self.headers), body))
+                answer = body["prediction"]["content"]
+                for old, new in replacements:
+                    answer = answer.replace(old, new)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for at in range(0, len(answer), 7):
+                    chunk = {"choices": [{"index": 0, "delta": {"content": answer[at:at + 7]}}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.write(b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n')
+                self.wfile.write(b"data: [DONE]\n\n")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+async def test_an_openai_compatible_endpoint_as_the_engine(tmp_path):
+    endpoint = _FakeOpenAI(HINTS)
+    options = {"engine": {"kind": "openai", "url": endpoint.url, "model": "coder-7b", "apiKeyEnv": "FAKE_API_KEY"}}
+    editor = await Editor.start(VSCODE, None, tmp_path, options, env={"FAKE_API_KEY": "sk-test"})
+    try:
+        editor.open(URI, SAMPLE)
+        result = await editor.execute("rewriter.rewrite", {"uri": URI, "range": lines_range(3, 9), "instruction": "Add type hints"})
+        assert result["status"] == "done", result
+        assert editor.text(URI) == expected(SAMPLE, HINTS, (3, 9))
+        headers, body = endpoint.requests[0]
+        assert headers["Authorization"] == "Bearer sk-test" and body["model"] == "coder-7b"
+        assert "def area(r):" in body["prediction"]["content"] and "describe" not in body["prediction"]["content"]
+        # The rest of the file went along as context.
+        assert "def describe(r):" in body["messages"][-1]["content"]
+    finally:
+        await editor.stop()
+        endpoint.close()
