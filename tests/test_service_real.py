@@ -1,0 +1,90 @@
+"""The service on the embedded model: greedy answers equal in-process decoding; hunks apply."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from rewriter.hunks import Hunk, apply_hunks
+from rewriter.prompt import build_prompt
+from test_service_helpers import Server
+
+pytestmark = pytest.mark.real_model
+
+CODE = """def total(items):
+    result = 0
+    for item in items:
+        result += item.price * item.count
+    return result
+"""
+FILE = "import math\n\n\n" + CODE + "\n\ndef mean(values):\n    return sum(values) / len(values)\n"
+RANGE = (3, 8)  # CODE's lines in FILE
+INSTRUCTION = "Add type hints to the function signature."
+
+
+@pytest.fixture(scope="module")
+def real_server(embedded_checkpoint, tmp_path_factory):
+    server = Server(str(embedded_checkpoint), log=tmp_path_factory.mktemp("real") / "server.log", threads=2)
+    try:
+        yield server.wait_ready()
+    finally:
+        server.stop()
+
+
+def test_chat_with_prediction_equals_in_process_greedy(real_server, embedded_rewriter):
+    prompt = build_prompt(CODE, INSTRUCTION, "python")
+    prompt_ids = embedded_rewriter.encode_prompt(prompt)
+    # The in-process greedy decoder, with the same drafters (exact: drafts never change the output).
+    drafter = embedded_rewriter.drafter(embedded_rewriter.encode_prediction(prompt))
+    steps = list(embedded_rewriter.decoder.generate(prompt_ids, drafter, 120))
+    expected = "".join(step.text for step in steps)
+    assert "-> " in expected  # the model did edit
+    client = openai.OpenAI(base_url=real_server.base_url, api_key="unused", max_retries=0, timeout=300)
+    answer = client.chat.completions.create(
+        model=real_server.health()["model"], messages=prompt.messages, max_tokens=120, temperature=0,
+        prediction={"type": "content", "content": prompt.prediction})
+    assert answer.choices[0].message.content == expected
+    usage = answer.usage
+    assert usage.prompt_tokens == len(prompt_ids)
+    assert usage.completion_tokens == steps[-1].stats.output_tokens
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    details = usage.completion_tokens_details
+    assert details.accepted_prediction_tokens > usage.completion_tokens // 2  # most of the code is unchanged
+    assert details.accepted_prediction_tokens < usage.completion_tokens
+    assert details.rejected_prediction_tokens == steps[-1].stats.rejected_prediction_tokens
+
+
+def test_rewrites_stream_hunks_that_rebuild_the_result(real_server, embedded_rewriter):
+    assert "".join(FILE.splitlines(keepends=True)[RANGE[0]:RANGE[1]]) == CODE
+    expected = embedded_rewriter.rewrite(CODE, INSTRUCTION, "python", context=FILE).text
+    assert expected != CODE
+    body = {"text": FILE, "instruction": INSTRUCTION, "language": "python",
+            "range": {"start": RANGE[0], "end": RANGE[1]}}
+    events: list[tuple[str, dict]] = []
+    with httpx.stream("POST", f"{real_server.base_url}/rewrites", json=body, timeout=300) as response:
+        assert response.status_code == 200
+        name = None
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line[6:])))
+    kinds = [name for name, _ in events]
+    assert kinds[-1] == "result" and "delta" in kinds and "stats" in kinds
+    hunks = [Hunk(d["start"], d["end"], tuple(d["lines"])) for name, d in events if name == "hunk"]
+    result = events[-1][1]
+    # Hunks are in the request text's (the whole file's) lines and rebuild the final text.
+    assert hunks and all(RANGE[0] <= h.start and h.end <= RANGE[1] for h in hunks)
+    assert apply_hunks(FILE, hunks) == result["text"]
+    assert result["selection"] == expected
+    assert result["text"] == FILE.replace(CODE, expected)
+    assert "".join(d["text"] for name, d in events if name == "delta") == result["answer"]
+
+    # The same file again with another instruction: the prompt's prefix comes from the cache.
+    again = build_prompt(CODE, "Add a docstring.", "python", FILE)
+    client = openai.OpenAI(base_url=real_server.base_url, api_key="unused", max_retries=0, timeout=300)
+    usage = client.chat.completions.create(model=real_server.health()["model"], messages=again.messages,
+                                           max_tokens=1).usage
+    assert usage.prompt_tokens_details.cached_tokens > usage.prompt_tokens // 2
