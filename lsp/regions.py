@@ -53,6 +53,8 @@ def _parser(language: str):
 
 
 def _is_definition(node_type: str) -> bool:
+    if node_type == "decorated_definition":  # the cursor on a decorator
+        return True
     return any(w in node_type for w in DEFINITION_WORDS) and node_type.endswith(DEFINITION_SUFFIXES)
 
 

@@ -1,0 +1,94 @@
+"""The language server's pure parts: options, regions, comment instructions, change tracking."""
+from __future__ import annotations
+
+import pytest
+
+from lsp.job import changed_lines, keep_trailing_blank_lines, partial_code
+from lsp.options import DEFAULT_PRESETS, parse_options
+from lsp.regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
+
+PY = '''import os
+
+
+@cache
+def load(path):
+    # rewrite: make this async
+    with open(path) as f:
+        return f.read()
+
+
+class Store:
+    def get(self, key):
+        return self.items[key]
+'''
+
+
+def test_options_are_typed_and_bad_values_fall_back_with_warnings():
+    options, warnings = parse_options({
+        "engine": {"kind": "service", "url": "http://localhost:8000", "apiKeyEnv": "KEY", "timeoutS": 30},
+        "presets": ["Add logging"], "maxRewriteLines": 50, "streamEdits": "never", "maxNewTokens": 200,
+    })
+    assert warnings == []
+    assert (options.engine.kind, options.engine.url, options.engine.api_key_env, options.engine.timeout_s) == \
+        ("service", "http://localhost:8000", "KEY", 30.0)
+    assert options.presets == ["Add logging"] and options.max_rewrite_lines == 50
+    assert options.stream_edits == "never" and options.max_new_tokens == 200
+
+    options, warnings = parse_options({"presets": [], "maxRewriteLines": True, "contextChars": "big",
+                                       "engine": {"kind": "openai"}, "colour": "blue"})
+    assert options.presets == list(DEFAULT_PRESETS) and options.max_rewrite_lines == 400
+    assert options.context_chars == 8000 and options.engine.kind == "embedded"
+    joined = " | ".join(warnings)
+    for name in ("presets", "maxRewriteLines", "contextChars", "needs engine.url", "'colour'"):
+        assert name in joined
+    assert parse_options("fast")[0].engine.kind == "embedded" and parse_options("fast")[1]
+
+
+def test_selection_covers_whole_lines():
+    assert selection_lines(3, 2, 5, 1, 10) == Region(3, 6)
+    assert selection_lines(3, 0, 5, 0, 10) == Region(3, 5)  # ends at a line start: that line is out
+    assert selection_lines(5, 4, 3, 0, 10) == Region(3, 6)  # backwards
+    assert selection_lines(4, 2, 4, 2, 10) == Region(4, 5)
+    assert selection_lines(8, 0, 12, 3, 10) == Region(8, 10)  # clipped to the document
+
+
+@pytest.mark.parametrize("line, region", [(6, Region(3, 8)), (3, Region(3, 8)), (12, Region(11, 13)),
+                                          (10, Region(10, 13)), (0, None)])
+def test_enclosing_definition_with_tree_sitter(line, region):
+    assert enclosing_definition(PY, "python", line) == region
+
+
+def test_enclosing_definition_in_other_languages_and_none():
+    js = "const a = 1;\nfunction f(x) {\n  return x + 1;\n}\n"
+    assert enclosing_definition(js, "javascript", 2) == Region(1, 4)
+    go = "package main\n\nfunc add(a, b int) int {\n\treturn a + b\n}\n"
+    assert enclosing_definition(go, "go", 3) == Region(2, 5)
+    assert enclosing_definition("x = 1\n", "no-such-language", 0) is None
+
+
+def test_comment_instructions_inside_or_just_above():
+    lines = PY.splitlines(keepends=True)
+    assert comment_instruction(lines, Region(3, 8)) == "make this async"
+    assert comment_instruction(lines, Region(6, 8)) == "make this async"  # the comment right above
+    assert comment_instruction(lines, Region(10, 13)) is None
+    assert comment_instruction(["// rewrite: use const\n", "let a = 1;\n"], Region(1, 2)) == "use const"
+    assert comment_instruction(["/* rewrite: inline it */\n", "x();\n"], Region(0, 2)) == "inline it"
+    # With the cursor on a comment above a definition, the definition below is the region.
+    text = "# rewrite: add a docstring\ndef f():\n    pass\n"
+    assert region_after_comment(text, "python", 0) == Region(1, 3)
+
+
+def test_partial_code_waits_for_the_opening_fence_line():
+    assert partial_code("```pyt") is None
+    assert partial_code("Sure") is None
+    assert partial_code("```python\ndef f") == "def f"
+    assert partial_code("```python\nx = 1\n```\n") == "x = 1\n"
+
+
+def test_changed_lines_and_trailing_blank_lines():
+    before = ["a\n", "b\n", "c\n", "d\n"]
+    assert changed_lines(before, ["a\n", "B\n", "c\n", "d\n"]) == (1, 2, 0)
+    assert changed_lines(before, ["x\n", "y\n"] + before) == (0, 0, 2)
+    assert changed_lines(before, ["a\n", "d\n"]) == (1, 3, -2)
+    assert keep_trailing_blank_lines("def f():\n    pass\n\n\n", "def f():\n    return 1\n") == \
+        "def f():\n    return 1\n\n\n"
