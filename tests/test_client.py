@@ -1,0 +1,168 @@
+"""The remote engine against scripted endpoints (httpx.MockTransport): no server, no model."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from rewriter.client import AnswerHunks, RemoteRewriter, ServiceError, _parse_sse
+from rewriter.hunks import Hunk, apply_hunks
+from rewriter.prompt import NoCodeBlock, build_prompt
+from rewriter.rewrite import Progress, RewriteError, RewriteResult
+
+ORIGINAL = "def f(a):\r\n    x = a + 1\r\n    y = x * 2\r\n    z = y - 3\r\n    w = z / 4\r\n    return w\r\n"
+ANSWER = ("Here you go:\n```python\ndef f(a: int) -> float:\n    x = a + 1\n    y = x * 2\n    z = y - 3\n"
+          "    w = z / 4\n    return w\n```\n")
+EDITED = ORIGINAL.replace("def f(a):", "def f(a: int) -> float:")
+
+
+def pieces(text: str, size: int = 3) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def test_answer_hunks_settle_while_streaming_and_rebuild_the_result():
+    hunks = AnswerHunks(ORIGINAL)
+    answer, settled_early = "", []
+    for piece in pieces(ANSWER):
+        answer += piece
+        settled_early += hunks.feed(answer)
+    assert settled_early == [Hunk(0, 1, ("def f(a: int) -> float:\r\n",))]  # CRLF kept, as the result has it
+    assert hunks.finish(EDITED) == []
+    assert apply_hunks(ORIGINAL, settled_early) == EDITED
+
+
+def test_answer_hunks_before_the_fence_and_for_a_changed_ending():
+    hunks = AnswerHunks("a\nb\n")
+    assert hunks.feed("Sure") == [] and hunks.feed("```py") == []
+    found = hunks.feed("```py\na\nc\n")
+    found += hunks.finish("a\nc\n")
+    assert apply_hunks("a\nb\n", found) == "a\nc\n"
+
+
+def test_parse_sse_events_comments_and_done():
+    lines = [": keep-alive", "event: hunk", "data: {\"a\":", "data: 1}", "", "data: {\"b\": 2}", "",
+             "data: [DONE]", "", "data: {\"late\": 1}", ""]
+    assert list(_parse_sse(iter(lines))) == [("hunk", {"a": 1}), ("message", {"b": 2})]
+    with pytest.raises(ServiceError, match="not JSON"):
+        list(_parse_sse(iter(["data: {oops", ""])))
+
+
+def sse_body(events: list[tuple[str | None, object]]) -> bytes:
+    out = []
+    for name, data in events:
+        if name:
+            out.append(f"event: {name}\n")
+        out.append(f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n")
+    return "".join(out).encode()
+
+
+def openai_endpoint(seen: list[dict], answer: str = ANSWER, failures: list[httpx.Response] | None = None):
+    """A scripted OpenAI-compatible endpoint that only streams text."""
+    failures = list(failures or [])
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404, json={"error": {"message": "no such path"}})
+        assert request.url.path == "/v1/chat/completions"
+        seen.append(json.loads(request.content))
+        if failures:
+            return failures.pop(0)
+        chunks = [(None, {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})]
+        chunks += [(None, {"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
+                   for p in pieces(answer)]
+        chunks.append((None, {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+        chunks.append((None, {"choices": [], "usage": {
+            "prompt_tokens": 90, "completion_tokens": 40, "total_tokens": 130,
+            "prompt_tokens_details": {"cached_tokens": 12},
+            "completion_tokens_details": {"accepted_prediction_tokens": 33, "rejected_prediction_tokens": 4}}}))
+        chunks.append((None, "[DONE]"))
+        return httpx.Response(200, content=sse_body(chunks), headers={"content-type": "text/event-stream"})
+
+    return httpx.Client(transport=httpx.MockTransport(handle))
+
+
+def test_openai_endpoint_text_stream_becomes_progress_hunks_and_result():
+    seen: list[dict] = []
+    engine = RemoteRewriter("https://llm.example/v1", model="gpt-4o", http=openai_endpoint(seen))
+    events = list(engine.edits(ORIGINAL, "add type hints", "python", max_new_tokens=200))
+    assert engine.protocol == "openai"  # GET /v1/rewrites was not ours
+    request = seen[0]
+    prompt = build_prompt(ORIGINAL.replace("\r\n", "\n"), "add type hints", "python")
+    assert request["messages"] == prompt.messages
+    assert request["prediction"] == {"type": "content", "content": prompt.prediction}
+    assert request["model"] == "gpt-4o" and request["stream"] and request["temperature"] == 0
+    assert request["max_completion_tokens"] == 200
+    progress = [e for e in events if isinstance(e, Progress)]
+    hunks = [e for e in events if isinstance(e, Hunk)]
+    result = events[-1]
+    assert "".join(p.text for p in progress) == ANSWER
+    assert isinstance(result, RewriteResult) and result.text == EDITED and result.answer == ANSWER
+    assert apply_hunks(ORIGINAL, hunks) == EDITED
+    assert events.index(hunks[0]) < len(events) - 2  # it settled before the answer ended
+    stats = result.stats
+    assert (stats.prompt_tokens, stats.output_tokens, stats.cached_prompt_tokens) == (90, 40, 12)
+    assert (stats.accepted_prediction_tokens, stats.rejected_prediction_tokens) == (33, 4)
+    assert stats.finish_reason == "stop"
+    # The engine interface: stream() is edits() without the hunks.
+    assert [type(e) for e in engine.stream(ORIGINAL, "add type hints", "python")][-1] is RewriteResult
+
+
+def test_busy_endpoint_is_retried_after_its_delay_and_errors_are_mapped():
+    seen: list[dict] = []
+    busy = httpx.Response(503, headers={"Retry-After": "0"}, json={"error": {"message": "busy"}})
+    engine = RemoteRewriter("http://127.0.0.1:9/v1", protocol="openai",
+                            http=openai_endpoint(seen, failures=[busy, busy]))
+    assert engine.rewrite(ORIGINAL, "add type hints").text == EDITED
+    assert len(seen) == 3
+
+    refused = httpx.Response(400, json={"error": {"message": "bad max_tokens", "type": "invalid_request_error"}})
+    with pytest.raises(RewriteError, match="bad max_tokens"):
+        RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[refused])).rewrite(
+            ORIGINAL, "x")
+    denied = httpx.Response(401, json={"error": {"message": "Incorrect API key", "code": "invalid_api_key"}})
+    with pytest.raises(ServiceError) as raised:
+        RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[denied])).rewrite(
+            ORIGINAL, "x")
+    assert raised.value.status == 401 and raised.value.code == "invalid_api_key"
+    still_busy = [httpx.Response(503, headers={"Retry-After": "0"}, json={"error": {"message": "busy"}})] * 2
+    with pytest.raises(ServiceError) as raised:
+        RemoteRewriter("http://h/v1", protocol="openai", retries=1,
+                       http=openai_endpoint([], failures=still_busy)).rewrite(ORIGINAL, "x")
+    assert raised.value.status == 503
+    with pytest.raises(NoCodeBlock):
+        RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], answer="No.")).rewrite(
+            ORIGINAL, "x")
+
+
+def test_our_service_events_become_progress_hunks_and_result():
+    stats = {"prompt_tokens": 80, "output_tokens": 30, "accepted_prediction_tokens": 25, "tokens_per_s": 9.0,
+             "some_future_field": 1}
+    events = [("delta", {"text": "```python\n"}), ("stats", stats),
+              ("hunk", {"start": 0, "end": 1, "lines": ["def f(a: int) -> float:\r\n"]}),
+              ("delta", {"text": "..."}),
+              ("result", {"text": EDITED, "answer": ANSWER, "changed": True, "stats": stats})]
+    seen = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "rewriter.service"})
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, content=sse_body(events), headers={"content-type": "text/event-stream"})
+
+    engine = RemoteRewriter("http://127.0.0.1:8000", http=httpx.Client(transport=httpx.MockTransport(handle)))
+    assert engine.base_url == "http://127.0.0.1:8000/v1"
+    out = list(engine.edits(ORIGINAL, "add type hints", "python", context="whole file"))
+    assert engine.protocol == "rewriter"
+    assert seen == [{"text": ORIGINAL, "instruction": "add type hints", "language": "python",
+                     "context": "whole file"}]
+    assert [type(e) for e in out] == [Progress, Hunk, Progress, RewriteResult]
+    assert out[2].stats.accepted_prediction_tokens == 25  # progress carries the latest stats
+    assert out[-1].text == EDITED and out[-1].stats.output_tokens == 30
+
+
+def test_bad_urls_and_empty_instructions_are_refused_early():
+    with pytest.raises(ValueError):
+        RemoteRewriter("localhost:8000")
+    with pytest.raises(RewriteError):
+        list(RemoteRewriter("http://h/v1", protocol="openai").stream("x\n", " "))
