@@ -33,7 +33,6 @@ NOT_CODE = {"", "json", "yaml", "toml", "markdown"}
 # How much of the file around a span goes along as context: all of it first, then less when
 # the request is too large for the model, down to none.
 CONTEXT_WINDOWS = (None, 12_000, 3_000, 600, 0)
-CONTEXT_MARKER = "... (the code to edit goes here) ..."
 
 
 class BatchError(ValueError):
@@ -258,7 +257,8 @@ def _too_large(error: Exception) -> bool:
 
 
 def context_for(text: str, span: Span, window: int | None) -> str | None:
-    """The file around the span, with a marker where the span goes; `window` chars each side."""
+    """The file around the span (span included: small models follow that best), cut to
+    `window` characters on each side of the span; None for no context at all."""
     if window == 0 or (span.start == 0 and span.end == len(text)):
         return None
     before, after = text[: span.start], text[span.end:]
@@ -268,10 +268,7 @@ def context_for(text: str, span: Span, window: int | None) -> str | None:
     if window is not None and len(after) > window:
         cut = after.rfind("\n", 0, window) + 1 or window
         after = after[:cut] + f"... ({after.count(chr(10), cut)} lines below not shown) ...\n"
-    indent = text[span.start: len(text[span.start:]) - len(text[span.start:].lstrip(" \t")) + span.start]
-    if before and not before.endswith("\n"):
-        before += "\n"
-    return f"{before}{indent}{CONTEXT_MARKER}\n{after}"
+    return before + text[span.start: span.end] + after
 
 
 def _indent(lines: list[str]) -> str:
@@ -312,6 +309,7 @@ class Runner:
         done: list[Unit] = []
         for unit in job.units:
             done += self._rewrite_unit(job, text, tree, unit.span, part_of="")
+            self.report.span_done(job)
         job.units = done
         self._assemble(job, text)
         job.seconds = time.perf_counter() - started
@@ -434,6 +432,7 @@ def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers
         if job.new_text is not None and job.new_text != job.source.text:
             job.diff = unified_diff(job.source.text, job.new_text, job.display)
             if diff_out is not None:
+                report.clear()
                 diff_out.write(colorize(job.diff) if diff_out.isatty() else job.diff)
                 diff_out.flush()
             if options.write:
@@ -454,7 +453,10 @@ def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers
                     finish(futures[future])
             finally:
                 cancel.set()  # no-op after a full run; stops the workers after Ctrl-C
-                pool.shutdown(wait=True, cancel_futures=True)
+                try:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                except KeyboardInterrupt:
+                    pass  # a second Ctrl-C: stop waiting; no worker writes files
     except (KeyboardInterrupt, Interrupted):
         cancel.set()
         for job in pending:
@@ -520,8 +522,12 @@ class Report:
         with self.lock:
             self.live.pop(threading.get_ident(), None)
             self.tokens_done += unit.stats.output_tokens if unit.stats else 0
-            if not unit.part_of:
-                self.units_done += 1
+        self.draw()
+
+    def span_done(self, job: FileJob) -> None:
+        """A planned span is finished (all its pieces, when it had to be cut to fit)."""
+        with self.lock:
+            self.units_done += 1
         self.draw()
 
     def split(self, job: FileJob, span: Span, pieces: int) -> None:
@@ -538,6 +544,9 @@ class Report:
 
     def draw(self) -> None:
         pass
+
+    def clear(self) -> None:
+        """Make room for other output on the terminal (the next update redraws)."""
 
     def close(self) -> None:
         pass
@@ -574,10 +583,15 @@ class TerminalReport(Report):
         super().file_done(job)
         self.draw(force=True)
 
+    def clear(self) -> None:
+        with self.lock:
+            if self.shown:
+                self.stream.write("\r\033[K")
+                self.stream.flush()
+                self.shown = False
+
     def close(self) -> None:
-        if self.shown:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+        self.clear()
 
 
 def _columns(stream: TextIO) -> int:

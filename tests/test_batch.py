@@ -116,8 +116,7 @@ def test_each_method_rewrites_only_methods_with_the_rest_as_context(tree):
     assert [text.split("(")[0].strip() for text, _ in engine.requests] == [
         "def __init__", "def compute", "def show"]
     for text, context in engine.requests:
-        assert batch.CONTEXT_MARKER in context and text not in context
-        assert "def load_orders(path):" in context  # the rest of the file goes along
+        assert context == original  # the whole file goes along (small enough here)
     # The methods changed; the print calls outside them did not.
     assert 'log.info("computed totals for"' in new
     assert 'print("loaded", len(rows)' in new and 'print("usage: report.py' in new
