@@ -74,8 +74,14 @@ def cmd_apply(args: argparse.Namespace) -> int:
         expand=args.expand, each=args.each, write=args.write, check=args.check,
         allow_syntax_errors=args.allow_syntax_errors, max_new_tokens=args.max_new_tokens,
     )
+    params = _sampling_params(args)  # refuses bad settings before any model loads
     if args.endpoint:
         from .client import RemoteRewriter
+
+        if params != _default_sampling() or args.draft_model or args.mjsd is not None:
+            _say("--temperature, --top-p, --top-k, --seed, --verification, --draft-model and --mjsd "
+                 "apply to the local model, not to --endpoint")
+            return 2
 
         key = None
         if args.api_key_env:
@@ -90,11 +96,63 @@ def cmd_apply(args: argparse.Namespace) -> int:
         workers = args.jobs
     else:
         def make_engine():
-            return _load_rewriter(args)
+            return _configure(_load_rewriter(args), args, params)
 
         workers = 1  # one in-process model decodes one request at a time
     return apply_command(args.paths, options, make_engine, workers=workers, json_output=args.json,
                          quiet=args.quiet, say=_say)
+
+
+def _default_sampling():
+    from .sampling import SamplingParams
+
+    return SamplingParams()
+
+
+def _sampling_params(args: argparse.Namespace):
+    from .sampling import SamplingParams
+
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                            seed=args.seed, verification=args.verification)
+    if args.mjsd is not None:
+        if not args.draft_model:
+            raise ValueError("--mjsd needs --draft-model (its beam search drafts)")
+        if not params.greedy:
+            raise ValueError("--mjsd replaces sampling: leave --temperature at 0")
+    return params
+
+
+def _configure(rewriter, args: argparse.Namespace, params):
+    """The rewriter, decoding with the sampling, draft-model and MJSD flags."""
+    from .sampling import ConfiguredEngine, decoding_options
+
+    draft = None
+    if args.draft_model:
+        from .models import load_model
+
+        draft = load_model(args.draft_model, device=args.device, progress=_say)
+    if args.mjsd is not None:
+        from .mjsd import WARNING
+
+        _say(f"warning: --mjsd is on. {WARNING}")
+    return ConfiguredEngine(rewriter, decoding_options(rewriter, params, draft, args.mjsd))
+
+
+def sampling_options(command: argparse.ArgumentParser) -> None:
+    group = command.add_argument_group("sampling and drafting (default: greedy, exact)")
+    group.add_argument("--temperature", type=float, default=0.0,
+                       help="0 (default) decodes greedily; above 0 samples, with the model's own distribution kept exactly")
+    group.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling: keep the most likely tokens holding this mass, in (0, 1]")
+    group.add_argument("--top-k", type=int, default=0, help="keep only the k most likely tokens (0: all)")
+    group.add_argument("--seed", type=int, help="makes sampling reproducible")
+    group.add_argument("--verification", choices=("block", "token"), default="block",
+                       help="how sampled drafts are verified: block (default, never accepts less) or token")
+    group.add_argument("--draft-model", metavar="MODEL",
+                       help="a small model with the same tokenizer that drafts where the file does not "
+                            "(e.g. --model qwen2.5-coder-1.5b-instruct --draft-model embedded)")
+    group.add_argument("--mjsd", type=float, nargs="?", const=0.5, metavar="TAU",
+                       help="CHANGES THE OUTPUT: multi-token joint speculative decoding (beam drafts from "
+                            "--draft-model, prefixes kept while p/q >= TAU, default 0.5); never on by default")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -157,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--json", action="store_true", help="one JSON report on stdout instead of diffs and a table")
     apply.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     apply.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary table")
+    sampling_options(apply)
     remote = apply.add_argument_group("remote engine")
     remote.add_argument("--endpoint", metavar="URL",
                         help="our service or an OpenAI-compatible API root (e.g. http://127.0.0.1:8000/v1); "

@@ -40,3 +40,55 @@ def make_verifier(params: SamplingParams) -> Verifier:
 def shaper(params: SamplingParams) -> LogitsShaper:
     """The sampling distribution these settings ask for (temperature > 0)."""
     return LogitsShaper(params.temperature, params.top_p, params.top_k)
+
+
+def decoding_options(rewriter, params: SamplingParams, draft_model=None, mjsd_tau: float | None = None) -> dict:
+    """Keyword arguments for Rewriter.stream: the verifier and drafter one request asks for.
+
+    `draft_model` (a LoadedModel sharing the target's tokenizer) drafts where the prediction
+    does not. `mjsd_tau` turns on MJSD, which CHANGES THE OUTPUT (see rewriter.mjsd); it needs
+    a draft model and greedy settings.
+    """
+    from drafters.draft_model import DraftModelDrafter, PredictionThenModelDrafter, check_same_tokenizer
+
+    options: dict = {"sampling": params}
+    if mjsd_tau is not None:
+        from .mjsd import BeamDrafter, MJSDVerifier
+
+        if draft_model is None:
+            raise ValueError("MJSD needs a draft model (--draft-model)")
+        if not params.greedy:
+            raise ValueError("MJSD replaces sampling: use it with temperature 0")
+        options["verifier"] = MJSDVerifier(mjsd_tau)
+    if draft_model is None:
+        return options
+    check_same_tokenizer(rewriter.tokenizer, draft_model.tokenizer)
+    vocab_size = rewriter.loaded.model.config.vocab_size
+
+    def drafter(prediction: list[int]):
+        if mjsd_tau is not None:
+            small = BeamDrafter(draft_model.model, vocab_size=vocab_size)
+        else:
+            small = DraftModelDrafter(draft_model.model, shaper=None if params.greedy else shaper(params),
+                                      seed=params.seed, vocab_size=vocab_size)
+        return PredictionThenModelDrafter(rewriter.drafter(prediction), small)
+
+    options["drafter"] = drafter
+    return options
+
+
+class ConfiguredEngine:
+    """An engine whose every request decodes with the same options (the CLI's flags)."""
+
+    def __init__(self, engine, options: dict):
+        self.engine = engine
+        self.options = options
+
+    def stream(self, *args, **kwargs):
+        return self.engine.stream(*args, **{**self.options, **kwargs})
+
+    def rewrite(self, *args, **kwargs):
+        return self.engine.rewrite(*args, **{**self.options, **kwargs})
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)

@@ -252,3 +252,21 @@ def test_a_seed_makes_sampling_reproducible(target_table):
 
     assert run(11) == run(11)
     assert run(11) != run(12)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--temperature", "-1"], "temperature"),
+    (["--top-p", "0"], "top_p"),
+    (["--top-p", "1.01"], "top_p"),
+    (["--top-k", "-3"], "top_k"),
+    (["--mjsd"], "--draft-model"),
+    (["--mjsd", "0.3", "--draft-model", "embedded", "--temperature", "0.7"], "temperature"),
+])
+def test_the_cli_refuses_bad_settings_before_loading_a_model(tmp_path, capsys, flags, message):
+    from rewriter.cli import main
+
+    source = tmp_path / "a.py"
+    source.write_text("x = 1\n")
+    assert main(["apply", str(source), "-i", "rename x", "--model", str(tmp_path / "no-model"), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert source.read_text() == "x = 1\n"
