@@ -442,3 +442,46 @@ def test_embedded_model_rewrites_one_function_and_nothing_else(tmp_path, embedde
     assert "def area(radius):" in new and "math.pi * radius * radius" in new
     assert new.endswith("def perimeter(r):\n    return 2 * math.pi * r\n")  # outside the scope
     assert new.startswith("import math\n\n\n")
+
+
+def test_context_windows_keep_the_span_and_say_what_was_left_out():
+    text = "".join(f"line {i}\n" for i in range(1, 201))
+    span = batch.line_span(text, 100, 101)
+    assert batch.context_for(text, span, None) == text
+    assert batch.context_for(text, span, 0) is None
+    trimmed = batch.context_for(text, span, 60)
+    assert "line 100\nline 101\n" in trimmed
+    assert trimmed.startswith("... (") and "lines above not shown" in trimmed
+    assert trimmed.rstrip().endswith("lines below not shown) ...")
+    assert len(trimmed) < 250
+
+
+def test_progress_bar_shows_files_spans_and_tokens_per_second(tree):
+    import io
+
+    stream = io.StringIO()
+    report = batch.TerminalReport(stream)
+    jobs = [plan(job, Options("x", each="function")) for job in collect(["samples/stats.go"])]
+    assert batch.run(jobs, ScriptedEngine(), Options("x", each="function"), report)
+    shown = stream.getvalue()
+    assert "[########################] 1/1 files, 2/2 spans" in shown
+    assert "tok/s" in shown and "samples/stats.go: function Max" in shown
+    assert shown.endswith("\r\033[K")  # the bar is cleared before the summary
+
+
+def test_line_endings_bom_and_final_newline_survive_a_write(tree):
+    path = tree / "samples" / "crlf.py"
+    path.write_bytes(b"\xef\xbb\xbfdef f(a):\r\n    return a\r\n\r\ndef g(b):\r\n    return b")
+    engine = ScriptedEngine(lambda text: text.replace("return", "yield"))
+    assert run([str(path)], engine, each="function", write=True) == 0
+    assert path.read_bytes() == b"\xef\xbb\xbfdef f(a):\r\n    yield a\r\n\r\ndef g(b):\r\n    yield b"
+
+
+def test_query_scope_rewrites_only_the_captured_calls(tree):
+    path = tree / "samples" / "report.py"
+    original = path.read_text()
+    engine = ScriptedEngine(lambda text: text.replace("print(", "log.info("))
+    query = '((call function: (identifier) @f) @scope (#eq? @f "print"))'
+    assert run([str(path)], engine, each=query, write=True) == 0
+    assert len(engine.requests) == 4
+    assert path.read_text() == original.replace("print(", "log.info(")
