@@ -311,8 +311,10 @@ class RewriteJob:
         self.pending = "".join(after)
         self.synced.clear()
         try:
+            # Neovim prints a label on every edit: name only an edit that comes whole.
+            label = None if self.stream_edits else f"rewriter: {self.instruction}"
             result = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-                edit=edit, label=f"rewriter: {self.instruction}"))
+                edit=edit, label=label))
         except Exception as error:
             self.pending = None
             self._reject(f"the editor failed to apply the edit: {error}")

@@ -85,6 +85,8 @@ class RewriterServer(LanguageServer):
             raise ValueError(f"{uri} is not open in the editor")
         if not instruction or not instruction.strip():
             raise ValueError("the instruction is empty")
+        if not self._capability("workspace", "apply_edit", default=False):
+            raise ValueError("this editor does not accept workspace/applyEdit, so a rewrite cannot be applied")
         lines = region.end - region.start
         if lines > self.options.max_rewrite_lines:
             message = (f"the region has {lines} lines, more than maxRewriteLines "

@@ -487,3 +487,42 @@ async def test_an_openai_compatible_endpoint_as_the_engine(tmp_path):
     finally:
         await editor.stop()
         endpoint.close()
+
+
+async def test_rewriter_lsp_over_tcp(tmp_path):
+    import socket
+    import subprocess
+
+    from pytest_lsp.client import make_test_lsp_client
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "rewriter.cli", "lsp", "--tcp", f"127.0.0.1:{port}"],
+                              cwd=ROOT, stderr=subprocess.PIPE)
+    client = make_test_lsp_client()
+    try:
+        for _ in range(300):
+            try:
+                await client.start_tcp("127.0.0.1", port)
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read().decode()
+                await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the server never listened")
+        await client.initialize_session(types.InitializeParams(capabilities=client_capabilities(NVIM)))
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=URI, language_id="python", version=1, text=SAMPLE)))
+        actions = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=URI),
+            range=types.Range(types.Position(3, 0), types.Position(5, 0)),
+            context=types.CodeActionContext(diagnostics=[])))
+        assert len(actions) == 3
+        await client.shutdown_async(None)
+        client.exit(None)
+        assert server.wait(timeout=30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+        await client.stop()
