@@ -19,8 +19,23 @@ import pytest
 HERE = Path(__file__).resolve().parent
 NVIM = shutil.which("nvim")
 
-pytestmark = pytest.mark.skipif(
-    NVIM is None, reason="nvim is not installed (Debian: apt-get install neovim); the headless-editor test needs it")
+
+
+def _nvim_version() -> tuple[int, ...] | None:
+    if NVIM is None:
+        return None
+    first = subprocess.run([NVIM, "--version"], capture_output=True, text=True, timeout=60).stdout.split("\n")[0]
+    digits = first.removeprefix("NVIM v").split("-")[0].split(".")
+    return tuple(int(d) for d in digits if d.isdigit())
+
+
+VERSION = _nvim_version()
+pytestmark = [
+    pytest.mark.skipif(NVIM is None, reason="nvim is not installed (Debian: apt-get install neovim); "
+                                            "the headless-editor tests need it"),
+    pytest.mark.skipif(VERSION is not None and VERSION < (0, 7),
+                       reason=f"nvim {VERSION} is older than 0.7 (vim.lsp.start_client with user commands)"),
+]
 
 SAMPLE = '''import math
 
@@ -42,7 +57,7 @@ DOCSTRINGS = [
 ]
 
 
-def run_nvim(tmp_path: Path, action: str, line: int, options: dict) -> dict:
+def run_nvim(tmp_path: Path, script_name: str, options: dict, **settings: str) -> dict:
     source = tmp_path / "circle.py"
     source.write_text(SAMPLE)
     script = tmp_path / "script.json"
@@ -56,13 +71,13 @@ def run_nvim(tmp_path: Path, action: str, line: int, options: dict) -> dict:
         "REWRITER_NVIM_OUT": str(out),
         "REWRITER_NVIM_SERVER": json.dumps([sys.executable, "-m", "lsp"]),
         "REWRITER_NVIM_OPTIONS": json.dumps(options),
-        "REWRITER_NVIM_ACTION": action,
-        "REWRITER_NVIM_LINE": str(line),
+        "REWRITER_NVIM_SETUP": str(HERE.parent / "lsp" / "editors" / "nvim.lua"),
+        **{f"REWRITER_NVIM_{name.upper()}": value for name, value in settings.items()},
         "XDG_STATE_HOME": str(tmp_path / "state"),  # Neovim's LSP log goes here, not into $HOME
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
     completed = subprocess.run(
-        [NVIM, "--headless", "--clean", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {HERE / 'nvim' / 'rewrite.lua'}"],
+        [NVIM, "--headless", "--clean", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {HERE / 'nvim' / script_name}"],
         env=env, cwd=HERE.parent, capture_output=True, text=True, timeout=180)
     assert out.exists(), f"nvim wrote no report (rc {completed.returncode}): {completed.stderr[-2000:]}"
     return json.loads(out.read_text())
@@ -70,7 +85,7 @@ def run_nvim(tmp_path: Path, action: str, line: int, options: dict) -> dict:
 
 def test_neovim_streams_a_rewrite_code_action_into_its_buffer(tmp_path):
     # The cursor on the class line: the action covers the whole class (tree-sitter).
-    report = run_nvim(tmp_path, "Rewrite: Add docstrings", line=4, options={"streamEdits": "always"})
+    report = run_nvim(tmp_path, "rewrite.lua", {"streamEdits": "always"}, action="Rewrite: Add docstrings", line="4")
     assert report["status"] == "finished", report
     assert "Rewrite: Add docstrings" in report["offered"]
     assert report["result"]["status"] == "done", report
@@ -80,3 +95,12 @@ def test_neovim_streams_a_rewrite_code_action_into_its_buffer(tmp_path):
     assert "\n".join(report["lines"]) + "\n" == want
     assert report["applied_edits"] >= 2 and report["result"]["edits"] == report["applied_edits"]
     assert report["progress"] >= 2 and report["progress_end"].startswith("rewrote")
+
+
+def test_the_readme_setup_rewrite_command_prompts_for_the_instruction(tmp_path):
+    # lsp/editors/nvim.lua as the README gives it: `:8,9Rewrite` asks for the instruction.
+    report = run_nvim(tmp_path, "command.lua", {}, command="8,9Rewrite", instruction="Add docstrings")
+    assert report["status"] == "finished", report
+    assert report["prompts"] == ["Rewrite: "] and report["result"]["status"] == "done", report
+    want = SAMPLE.replace(*DOCSTRINGS[1])  # only area() lay in lines 8-9
+    assert "\n".join(report["lines"]) + "\n" == want

@@ -1,0 +1,103 @@
+-- The rewriter language server in Neovim 0.7+ with the built-in client: put this in your
+-- init.lua (or :luafile it). Optional, before it runs:
+--   vim.g.rewriter_cmd = { 'rewriter', 'lsp' }               -- how to start the server
+--   vim.g.rewriter_options = { engine = { kind = 'embedded' } } -- initializationOptions
+--   vim.g.rewriter_filetypes = { 'python', 'go', ... }
+-- Code actions (:lua vim.lsp.buf.code_action()) then offer the preset rewrites. Commands:
+--   :Rewrite [instruction]   rewrite the range (default: the function/class at the cursor);
+--                            without an instruction it prompts (vim.ui.input)
+--   :RewriteFile [instruction], :RewriteCancel
+-- On Neovim 0.11+ you may start the server with vim.lsp.config/vim.lsp.enable instead (README);
+-- the commands below work with either, as long as the client is named 'rewriter'.
+local M = {}
+
+local function options()
+  -- Neovim applies versioned edits (checking the buffer version) though it does not say so.
+  return vim.tbl_extend('keep', vim.g.rewriter_options or {}, { streamEdits = 'always' })
+end
+
+local client_id
+local function attach(bufnr)
+  if not client_id or not vim.lsp.get_client_by_id(client_id) then
+    client_id = vim.lsp.start_client({
+      name = 'rewriter',
+      cmd = vim.g.rewriter_cmd or { 'rewriter', 'lsp' },
+      root_dir = vim.fn.getcwd(),
+      init_options = options(),
+    })
+  end
+  if client_id then
+    vim.lsp.buf_attach_client(bufnr, client_id)
+  end
+end
+M.attach = attach
+
+local function client_for(bufnr)
+  for _, client in pairs(vim.lsp.buf_get_clients(bufnr)) do
+    if client.name == 'rewriter' then
+      return client
+    end
+  end
+  vim.notify('rewriter: the language server is not attached to this buffer', vim.log.levels.WARN)
+end
+
+local function execute(bufnr, command, arguments, on_done)
+  local client = client_for(bufnr)
+  if client then
+    client.request('workspace/executeCommand', { command = command, arguments = arguments },
+      function(err, result)
+        if err then
+          vim.notify('rewriter: ' .. err.message, vim.log.levels.ERROR)
+        elseif result and result.message and result.status ~= 'done' then
+          vim.notify('rewriter: ' .. result.message)
+        end
+        if on_done then on_done(err, result) end
+      end, bufnr)
+  end
+end
+M.execute = execute
+
+local function with_instruction(given, run)
+  if given ~= nil and given ~= '' then
+    return run(given)
+  end
+  vim.ui.input({ prompt = 'Rewrite: ' }, function(instruction)
+    if instruction and instruction ~= '' then run(instruction) end
+  end)
+end
+
+vim.api.nvim_create_user_command('Rewrite', function(opts)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local first, last = opts.line1 - 1, opts.line2
+  if opts.range == 0 then -- an empty range: the server takes the function or class around it
+    first = vim.api.nvim_win_get_cursor(0)[1] - 1
+    last = first
+  end
+  with_instruction(opts.args, function(instruction)
+    execute(bufnr, 'rewriter.rewrite', { {
+      uri = vim.uri_from_bufnr(bufnr),
+      range = { start = { line = first, character = 0 }, ['end'] = { line = last, character = 0 } },
+      instruction = instruction,
+    } }, M.on_done)
+  end)
+end, { range = true, nargs = '*', desc = 'Rewrite the range (or the function at the cursor)' })
+
+vim.api.nvim_create_user_command('RewriteFile', function(opts)
+  local bufnr = vim.api.nvim_get_current_buf()
+  with_instruction(opts.args, function(instruction)
+    execute(bufnr, 'rewriter.rewriteFile', { { uri = vim.uri_from_bufnr(bufnr), instruction = instruction } }, M.on_done)
+  end)
+end, { nargs = '*', desc = 'Rewrite the whole buffer' })
+
+vim.api.nvim_create_user_command('RewriteCancel', function()
+  local bufnr = vim.api.nvim_get_current_buf()
+  execute(bufnr, 'rewriter.cancel', { { uri = vim.uri_from_bufnr(bufnr) } })
+end, { desc = 'Stop the rewrite running in this buffer' })
+
+vim.api.nvim_create_autocmd('FileType', {
+  pattern = vim.g.rewriter_filetypes or { 'python', 'javascript', 'typescript', 'go', 'rust', 'java', 'c', 'cpp', 'lua' },
+  callback = function(args) attach(args.buf) end,
+})
+
+_G.rewriter = M
+return M
