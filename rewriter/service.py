@@ -405,6 +405,7 @@ class Backend:
         self.max_prompt_tokens = min(limits.max_prompt_tokens or self.context_length, self.context_length - 1)
 
     def chat(self, request: ChatRequest, verifier) -> Iterator[ChatDelta]:
+        self._check_max_tokens(request.max_tokens)
         prompt = self.rewriter.encode_prompt(_Messages(request.messages))
         if len(prompt) > self.max_prompt_tokens:
             raise ApiError(400, f"The messages take {len(prompt)} tokens; this server takes at most "
@@ -429,6 +430,11 @@ class Backend:
         for step in self.decoder.generate(prompt, drafter, budget, stop, verifier):
             yield ChatDelta(trimmer.feed(step.text, step.done), dataclasses.replace(step.stats), step.done)
 
+    def _check_max_tokens(self, max_tokens: int | None) -> None:
+        if max_tokens and max_tokens > self.limits.max_output_tokens:
+            raise ApiError(400, f"Invalid 'max_tokens': this server allows at most {self.limits.max_output_tokens} "
+                           f"output tokens, got {max_tokens}.", param="max_tokens", code="integer_above_max_value")
+
     def rewrite(self, request: dict) -> Iterator[tuple[str, dict]]:
         """(event, data) pairs for /v1/rewrites: delta, hunk, stats, then result."""
         original = request["text"]
@@ -436,14 +442,16 @@ class Backend:
         if request["range"]:
             start, end = request["range"]
             code, context, offset = "".join(original.splitlines(keepends=True)[start:end]), original, start
+        self._check_max_tokens(request["max_tokens"])
         try:
-            _, _, budget = self.rewriter.plan(code, request["instruction"], request["language"], context,
-                                              request["max_tokens"])
+            prompt, _, budget = self.rewriter.plan(code, request["instruction"], request["language"], context,
+                                                   request["max_tokens"])
         except RewriteError as error:
             raise ApiError(400, str(error), param="text", code="invalid_rewrite") from error
-        if request["max_tokens"] and request["max_tokens"] > self.limits.max_output_tokens:
-            raise ApiError(400, f"Invalid 'max_tokens': this server allows at most {self.limits.max_output_tokens}.",
-                           param="max_tokens", code="integer_above_max_value")
+        if len(prompt) > self.max_prompt_tokens:
+            raise ApiError(400, f"The prompt takes {len(prompt)} tokens; this server takes at most "
+                           f"{self.max_prompt_tokens}. Rewrite a smaller part.", param="text",
+                           code="invalid_rewrite")
         budget = min(budget, self.limits.max_output_tokens)
         hunks = AnswerHunks(code)
         answer = ""

@@ -37,7 +37,8 @@ def tiny_loaded(tiny_dir):
 
 @pytest.fixture(scope="module")
 def server(tiny_dir, tmp_path_factory):
-    server = Server(str(tiny_dir), "--max-body-bytes", "65536", log=tmp_path_factory.mktemp("log") / "server.log")
+    server = Server(str(tiny_dir), "--max-body-bytes", "65536", "--max-output-tokens", "40000",
+                    log=tmp_path_factory.mktemp("log") / "server.log")
     try:
         yield server.wait_ready()
     finally:
@@ -50,7 +51,8 @@ def keyed_server(tiny_dir, tmp_path_factory):
     logs = tmp_path_factory.mktemp("keyed")
     key_file = logs / "key"
     key_file.write_text(API_KEY + "\n")
-    server = Server(str(tiny_dir), "--max-queue", "1", "--api-key-file", str(key_file), log=logs / "server.log")
+    server = Server(str(tiny_dir), "--max-queue", "1", "--api-key-file", str(key_file),
+                    "--max-output-tokens", "40000", log=logs / "server.log")
     try:
         yield server.wait_ready()
     finally:
@@ -188,7 +190,8 @@ def test_malformed_requests_get_openai_errors(server):
                  400, param="messages[0].content[0]")
     assert_error(post(server, {**ok, "max_tokens": "5"}), 400, "invalid_type", "max_tokens")
     assert_error(post(server, {**ok, "max_tokens": 0}), 400, param="max_tokens")
-    assert_error(post(server, {**ok, "max_tokens": 10**9}), 400, "context_length_exceeded", "max_tokens")
+    assert_error(post(server, {**ok, "max_tokens": 10**9}), 400, "integer_above_max_value", "max_tokens")
+    assert_error(post(server, {**ok, "max_tokens": 35000}), 400, "context_length_exceeded", "max_tokens")
     assert_error(post(server, {**ok, "temperature": "hot"}), 400, "invalid_type", "temperature")
     assert_error(post(server, {**ok, "temperature": 3}), 400, param="temperature")
     assert_error(post(server, {**ok, "top_p": 0}), 400, param="top_p")
