@@ -443,7 +443,7 @@ class Backend:
             start, end = request["range"]
             code, context, offset = "".join(original.splitlines(keepends=True)[start:end]), original, start
         self._check_max_tokens(request["max_tokens"])
-        try:
+        try:  # plan once up front for the limits; stream() plans again (tokenizing is cheap)
             prompt, _, budget = self.rewriter.plan(code, request["instruction"], request["language"], context,
                                                    request["max_tokens"])
         except RewriteError as error:

@@ -14,6 +14,7 @@ import time
 import httpx
 import openai
 import pytest
+import torch
 
 from conftest import greedy_reference
 from test_service_helpers import ROOT, Server, save_tiny_qwen
@@ -71,7 +72,12 @@ def reference(loaded, messages: list[dict], max_tokens: int) -> tuple[str, int, 
     """Plain greedy decoding in this process: (text, prompt tokens, completion tokens)."""
     encoded = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
     prompt = list(encoded["input_ids"] if not isinstance(encoded, list) else encoded)
-    tokens = greedy_reference(loaded.model, prompt, max_tokens)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the server runs: the same kernels, the same rounding
+    try:
+        tokens = greedy_reference(loaded.model, prompt, max_tokens)
+    finally:
+        torch.set_num_threads(threads)
     return loaded.tokenizer.decode(tokens, skip_special_tokens=True), len(prompt), len(tokens)
 
 
