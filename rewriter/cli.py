@@ -167,8 +167,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not cases:
         _say("no cases selected")
         return 2
+    params = _sampling_params(args)
+    if params != _default_sampling() or args.draft_model or args.mjsd is not None:
+        return _sampling_bench(args, rewriter, cases, params)
     _say(f"{len(cases)} cases, each decoded three ways: plain greedy, prompt lookup, ours")
     run_bench(rewriter, cases, args.max_new_tokens, args.json)
+    return 0
+
+
+def _sampling_bench(args: argparse.Namespace, rewriter, cases, params) -> int:
+    from .bench import run_sampling_bench
+    from .models import load_model
+
+    draft = None
+    if args.draft_model:
+        from drafters.draft_model import check_same_tokenizer
+
+        draft = load_model(args.draft_model, device=args.device, progress=_say)
+        check_same_tokenizer(rewriter.tokenizer, draft.tokenizer)
+    if args.mjsd is not None:
+        from .mjsd import WARNING
+
+        _say(f"warning: MJSD is measured too. {WARNING}")
+    _say(f"{len(cases)} cases in sampling modes: plain decoding, token vs block verification, "
+         "prediction vs draft model vs both, MJSD vs greedy (as the flags ask)")
+    run_sampling_bench(rewriter, cases, args.max_new_tokens, params, draft, args.mjsd, args.json)
     return 0
 
 
@@ -232,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-file-tokens", type=int, help="only cases whose file is at most this many tokens")
     bench.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     bench.add_argument("--json", help="write the report here")
+    sampling_options(bench)  # any of these switches to the sampling modes
     model_options(bench)
     bench.set_defaults(run=cmd_bench)
 

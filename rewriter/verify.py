@@ -58,9 +58,15 @@ class LogitsShaper:
             scores = scores.masked_fill(scores < kth, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
         if self.top_p < 1.0:
-            ordered, order = probs.sort(dim=-1, descending=True)
+            # The nucleus is nearly always among the few most likely tokens: sorting only those
+            # is exact whenever they reach top_p, and much cheaper than sorting a whole vocabulary.
+            ordered, order = probs.topk(min(probs.shape[-1], 1024), dim=-1)
+            mass = ordered.cumsum(-1)
+            if ordered.shape[-1] < probs.shape[-1] and not bool((mass[..., -1] >= self.top_p).all()):
+                ordered, order = probs.sort(dim=-1, descending=True)
+                mass = ordered.cumsum(-1)
             # Keep the smallest set of most likely tokens whose mass reaches top_p (at least one).
-            before = ordered.cumsum(-1) - ordered
+            before = mass - ordered
             ordered = ordered.masked_fill(before >= self.top_p, 0.0)
             probs = torch.zeros_like(probs).scatter_(-1, order, ordered)
             probs = probs / probs.sum(-1, keepdim=True)

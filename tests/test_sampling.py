@@ -270,3 +270,14 @@ def test_the_cli_refuses_bad_settings_before_loading_a_model(tmp_path, capsys, f
     assert main(["apply", str(source), "-i", "rename x", "--model", str(tmp_path / "no-model"), *flags]) == 2
     assert message in capsys.readouterr().err
     assert source.read_text() == "x = 1\n"
+
+
+@pytest.mark.parametrize("spread", [0.5, 8.0])  # flat: the nucleus is past the first 1024 tokens
+def test_top_p_on_a_large_vocabulary_matches_a_full_sort(spread):
+    logits = torch.randn(3, 5000, generator=torch.Generator().manual_seed(0)) * spread
+    fast = LogitsShaper(1.0, top_p=0.9).probs(logits)
+    probs = torch.softmax(logits, -1)
+    ordered, order = probs.sort(dim=-1, descending=True)
+    kept = ordered.masked_fill(ordered.cumsum(-1) - ordered >= 0.9, 0.0)
+    reference = torch.zeros_like(probs).scatter_(-1, order, kept)
+    assert torch.allclose(fast, reference / reference.sum(-1, keepdim=True), atol=1e-6)
