@@ -132,10 +132,11 @@ class RemoteRewriter:
 
     def rewrite(self, text: str, instruction: str, language: str = "", context: str | None = None,
                 max_new_tokens: int | None = None):
+        from .rewrite import RewriteResult
+
         for event in self.stream(text, instruction, language, context, max_new_tokens):
-            if not hasattr(event, "answer"):
-                continue
-            return event
+            if isinstance(event, RewriteResult):
+                return event
         raise ServiceError("the stream ended without a result")
 
     def edits(self, text: str, instruction: str, language: str = "", context: str | None = None,
