@@ -48,12 +48,12 @@ def server(tiny_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def keyed_server(tiny_dir, tmp_path_factory):
-    """A second server: a queue of one, and an API key from a file."""
+    """A second server: a queue of one, at most 300 prompt tokens, and an API key from a file."""
     logs = tmp_path_factory.mktemp("keyed")
     key_file = logs / "key"
     key_file.write_text(API_KEY + "\n")
     server = Server(str(tiny_dir), "--max-queue", "1", "--api-key-file", str(key_file),
-                    "--max-output-tokens", "40000", log=logs / "server.log")
+                    "--max-output-tokens", "40000", "--max-prompt-tokens", "300", log=logs / "server.log")
     try:
         yield server.wait_ready()
     finally:
@@ -369,6 +369,17 @@ def test_api_key_required_and_never_logged(keyed_server):
         model=model_name(server), messages=MESSAGES, max_tokens=2)
     assert answer.usage.completion_tokens == 2
     assert API_KEY not in server.log.read_text()
+
+
+def test_prompt_token_limit(keyed_server):
+    key = {"Authorization": f"Bearer {API_KEY}"}
+    long = [{"role": "user", "content": "word " * 400}]
+    body = {"model": model_name(keyed_server), "messages": long, "max_tokens": 2}
+    error = assert_error(post(keyed_server, body, headers=key), 400, "context_length_exceeded", "messages")
+    assert "300" in error["message"]
+    rewrite = {"text": "x = 1\n" * 100, "instruction": "add comments"}
+    assert_error(post(keyed_server, rewrite, path="/v1/rewrites", headers=key), 400, "invalid_rewrite", "text")
+    assert post(keyed_server, {**body, "messages": MESSAGES}, headers=key).status_code == 200
 
 
 def test_off_loopback_needs_an_api_key(tiny_dir):
