@@ -16,14 +16,14 @@ def _say(message: str) -> None:
     print(f"rewriter: {message}", file=sys.stderr, flush=True)
 
 
-def _load_rewriter(args: argparse.Namespace):
+def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
     from .models import load_model
     from .rewrite import Rewriter
 
     started = time.perf_counter()
     loaded = load_model(args.model, device=args.device, progress=_say)
     _say(f"model ready in {time.perf_counter() - started:.1f}s")
-    return Rewriter(loaded)
+    return Rewriter(loaded, prefix_cache=prefix_cache)
 
 
 class _LiveStatus:
@@ -96,7 +96,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         workers = args.jobs
     else:
         def make_engine():
-            return _configure(_load_rewriter(args), args, params)
+            # Spans of one file share their prompt's prefix (the file as context): reuse its cache.
+            return _configure(_load_rewriter(args, prefix_cache=True), args, params)
 
         workers = 1  # one in-process model decodes one request at a time
     return apply_command(args.paths, options, make_engine, workers=workers, json_output=args.json,
