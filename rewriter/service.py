@@ -29,7 +29,7 @@ from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from .client import AnswerHunks
 from .decode import Decoder, Stats, StopCheck
 from .engine import END, Engine, Failed, QueueFull
-from .hunks import Hunk, apply_hunks
+from .hunks import Hunk
 from .models import LoadedModel
 from .prompt import NoCodeBlock
 from .rewrite import Progress, RewriteError, Rewriter
