@@ -222,3 +222,56 @@ def test_mjsd_decodes_and_is_never_the_default():
         assert not isinstance(make_verifier(params), MJSDVerifier)
     with pytest.raises(ValueError, match="tau"):
         MJSDVerifier(tau=0)
+
+
+def test_decoding_options_build_what_a_request_asks_for():
+    from types import SimpleNamespace
+
+    from rewriter.sampling import ConfiguredEngine, decoding_options
+    from rewriter.verify import BlockVerifier
+
+    class Vocab:
+        eos_token_id = 0
+
+        def __init__(self, vocab):
+            self.vocab = vocab
+
+        def get_vocab(self):
+            return self.vocab
+
+    target = tiny_model(seed=1, vocab_size=VOCAB)
+    rewriter = SimpleNamespace(tokenizer=Vocab({"a": 0, "b": 1}), loaded=SimpleNamespace(model=target),
+                               drafter=lambda prediction: PredictionDrafter(prediction))
+    draft = SimpleNamespace(model=tiny_model(seed=2, vocab_size=VOCAB), tokenizer=Vocab({"a": 0, "b": 1}))
+    sampled = decoding_options(rewriter, SamplingParams(temperature=0.8, seed=1), draft)
+    drafter = sampled["drafter"]([1, 2, 3])
+    assert isinstance(drafter, PredictionThenModelDrafter)
+    assert drafter.model_drafter.shaper is not None  # sampled drafts carry their distributions
+    assert isinstance(make_verifier(sampled["sampling"]), BlockVerifier)
+    mjsd = decoding_options(rewriter, SamplingParams(), draft, mjsd_tau=0.4)
+    assert isinstance(mjsd["verifier"], MJSDVerifier)
+    assert isinstance(mjsd["drafter"]([1, 2]).model_drafter, BeamDrafter)
+    with pytest.raises(ValueError, match="draft model"):
+        decoding_options(rewriter, SamplingParams(), None, mjsd_tau=0.4)
+    with pytest.raises(ValueError, match="temperature 0"):
+        decoding_options(rewriter, SamplingParams(temperature=1.0), draft, mjsd_tau=0.4)
+    with pytest.raises(TokenizerMismatch):
+        decoding_options(rewriter, SamplingParams(), SimpleNamespace(model=draft.model, tokenizer=Vocab({"x": 0})))
+
+    calls = []
+    engine = ConfiguredEngine(SimpleNamespace(stream=lambda *args, **kwargs: calls.append(kwargs)), {"sampling": 1})
+    engine.stream("code", "do it", max_new_tokens=5)
+    assert calls == [{"sampling": 1, "max_new_tokens": 5}]
+
+
+@pytest.mark.real_model
+def test_real_model_greedy_answer_is_unchanged_with_a_draft_model(embedded, embedded_rewriter):
+    from rewriter.sampling import decoding_options
+
+    code = "def add(a, b):\n    return a + b\n"
+    plain = embedded_rewriter.rewrite(code, "Add a docstring", "python", max_new_tokens=40)
+    # The embedded model drafting for itself: same tokenizer, so it must be accepted as a draft model.
+    options = decoding_options(embedded_rewriter, SamplingParams(), embedded)
+    drafted = embedded_rewriter.rewrite(code, "Add a docstring", "python", max_new_tokens=40, **options)
+    assert drafted.answer == plain.answer
+    assert drafted.stats.accepted_draft_tokens > 0
