@@ -290,6 +290,21 @@ def reindent(original: str, new: str) -> str:
     return "".join(want + line if line.strip() else line for line in new.splitlines(keepends=True))
 
 
+def strip_echoed_context(text: str, span: Span, new: str) -> str:
+    """Drop the surrounding file from an answer that repeated it around the edited span.
+
+    Small models given the whole file as context sometimes answer with the file's head (or
+    tail) too; kept, it would appear twice in the result.
+    """
+    original = text[span.start: span.end]
+    before, after = text[: span.start], text[span.end:]
+    if before.strip() and new.startswith(before) and not original.startswith(before):
+        new = new[len(before):]
+    if after.strip() and new.endswith(after) and not original.endswith(after):
+        new = new[: len(new) - len(after)]
+    return new
+
+
 class Runner:
     """Runs the spans of one file after another on an engine, reporting progress."""
 
@@ -370,7 +385,7 @@ class Runner:
                 close()  # stops decoding at once when we leave early
         if result is None:
             raise RuntimeError("the engine's stream ended without a result")
-        new = reindent(original, result.text)
+        new = strip_echoed_context(text, span, reindent(original, result.text))
         unit = Unit(span, "changed" if new != original else "unchanged", text=new, stats=result.stats)
         if unit.status == "changed" and result.stats.finish_reason == "length":
             return Unit(span, "failed", "the answer stopped at the token limit; not applied", stats=result.stats)

@@ -485,3 +485,36 @@ def test_query_scope_rewrites_only_the_captured_calls(tree):
     assert run([str(path)], engine, each=query, write=True) == 0
     assert len(engine.requests) == 4
     assert path.read_text() == original.replace("print(", "log.info(")
+
+
+@pytest.mark.real_model
+def test_embedded_model_cli_rewrites_one_go_function_of_a_sample(tree, embedded_checkpoint):
+    path = tree / "samples" / "stats.go"
+    original = path.read_text()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "rewriter.cli", "apply", "samples/stats.go",
+                           "-i", "Rename the local variable sum to total.", "--each", "function",
+                           "--lines", "6-6", "--write"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    new = path.read_text()
+    assert new.startswith('package stats\n\nimport "errors"\n\n// Mean returns')
+    assert new.count("package stats") == 1
+    assert "total" in new and "sum" not in new
+    tail = original[original.index("// Max returns"):]
+    assert new.endswith(tail)  # Max, outside the scope, is byte for byte the same
+    assert "wrote samples/stats.go" in done.stderr and "prediction tokens" in done.stderr
+
+
+def test_an_answer_that_repeats_the_surrounding_file_keeps_only_the_span(tree):
+    path = tree / "samples" / "stats.go"
+    text = path.read_text()
+    start = text.index("// Mean")
+    end = text.index("\n}\n", start) + 3  # the end of Mean
+    # The model answers with the file's head, the edited function, and the rest of the file.
+    engine = ScriptedEngine(lambda span: text[:start] + span.replace("sum", "total") + text[end:])
+    assert run([str(path)], engine, each="function", lines=(6, 6), write=True) == 0
+    assert path.read_text() == text[:start] + text[start:end].replace("sum", "total") + text[end:]
+    # A span that itself starts like the text before it is left alone.
+    same = batch.Span(6, 12, 2, 2)
+    assert batch.strip_echoed_context("x = 1\nx = 1\n", same, "x = 1\n") == "x = 1\n"
