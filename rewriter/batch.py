@@ -421,7 +421,7 @@ class Runner:
 
 def _describe(error: Exception) -> str:
     if isinstance(error, NoCodeBlock):
-        return f"{error}; nothing changed"
+        return str(error) if "nothing changed" in str(error) else f"{error}; nothing changed"
     name = type(error).__name__
     known = ("RewriteError", "ServiceError", "FileError", "ValueError")
     return str(error) if name in known else f"{name}: {error}"
@@ -788,7 +788,7 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
         written = [j.display for j in jobs if j.status == "written"]
         say(f"interrupted; {len(written)} files written" + (f" ({', '.join(written)})" if written else "")
             + ", every other file untouched")
-    elif not any(j.status in ("changed", "written") for j in jobs) and not quiet:
+    elif code == 0 and not any(j.status in ("changed", "written") for j in jobs) and not quiet:
         say("no changes")
     elif options.check and code == 1:
         say("changes would be made (--check)")
