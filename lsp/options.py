@@ -36,7 +36,9 @@ class Options:
     engine: EngineOptions = field(default_factory=EngineOptions)
     presets: list[str] = field(default_factory=lambda: list(DEFAULT_PRESETS))
     max_rewrite_lines: int = 400  # refuse larger regions with a clear message
-    context_chars: int = 8000  # send the rest of the file as context when it is at most this long
+    # Send the whole file as context with a part when the file is at most this long; 0: never. Off by
+    # default: the embedded 0.5B model tends to echo the context instead of editing the part.
+    context_chars: int = 0
     max_new_tokens: int | None = None
     stream_edits: str = "auto"  # auto: stream when the client declares versioned document changes
 
@@ -85,13 +87,13 @@ def parse_options(raw) -> tuple[Options, list[str]]:
         else:
             bad("presets", presets, "a non-empty list of instructions", options.presets)
 
-    for name in ("max_rewrite_lines", "context_chars"):
+    for name, least in (("max_rewrite_lines", 1), ("context_chars", 0)):
         found, value = _get(raw, name)
         if found:
-            if _positive_int(value):
+            if isinstance(value, int) and not isinstance(value, bool) and value >= least:
                 setattr(options, name, value)
             else:
-                bad(name, value, "a positive integer", getattr(options, name))
+                bad(name, value, f"an integer >= {least}", getattr(options, name))
 
     found, value = _get(raw, "max_new_tokens")
     if found and value is not None:

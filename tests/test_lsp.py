@@ -472,7 +472,8 @@ class _FakeOpenAI:
 
 async def test_an_openai_compatible_endpoint_as_the_engine(tmp_path):
     endpoint = _FakeOpenAI(HINTS)
-    options = {"engine": {"kind": "openai", "url": endpoint.url, "model": "coder-7b", "apiKeyEnv": "FAKE_API_KEY"}}
+    options = {"engine": {"kind": "openai", "url": endpoint.url, "model": "coder-7b", "apiKeyEnv": "FAKE_API_KEY"},
+               "contextChars": 10000}
     editor = await Editor.start(VSCODE, None, tmp_path, options, env={"FAKE_API_KEY": "sk-test"})
     try:
         editor.open(URI, SAMPLE)

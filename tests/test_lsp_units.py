@@ -37,7 +37,7 @@ def test_options_are_typed_and_bad_values_fall_back_with_warnings():
     options, warnings = parse_options({"presets": [], "maxRewriteLines": True, "contextChars": "big",
                                        "engine": {"kind": "openai"}, "colour": "blue"})
     assert options.presets == list(DEFAULT_PRESETS) and options.max_rewrite_lines == 400
-    assert options.context_chars == 8000 and options.engine.kind == "embedded"
+    assert options.context_chars == 0 and options.engine.kind == "embedded"
     joined = " | ".join(warnings)
     for name in ("presets", "maxRewriteLines", "contextChars", "needs engine.url", "'colour'"):
         assert name in joined
