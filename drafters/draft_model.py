@@ -54,8 +54,10 @@ class DraftModelDrafter:
         self.vocab_size = vocab_size
         self.length = start_length  # adapted like transformers' assisted generation
         self.max_length = max_length
-        self.successes = 2.0  # prior: small models of one family agree often
+        self.successes = 3.0  # prior: small models of one family agree often
         self.failures = 1.0
+        # A draft the loop dropped unverified (its window was 0): judged against what followed.
+        self._unverified: tuple[int, list[int]] | None = None
         self.generator = torch.Generator(device=self.device)
         if seed is None:
             self.generator.seed()
@@ -98,6 +100,7 @@ class DraftModelDrafter:
         return int(torch.multinomial(probs, 1, generator=self.generator)), probs
 
     def propose(self, tokens: Sequence[int], prompt_length: int, limit: int) -> Draft | None:
+        self._judge_unverified(tokens)
         count = min(limit, self.length)
         if count < 1:
             return None
@@ -113,13 +116,32 @@ class DraftModelDrafter:
                 break
             logits = self._forward([token], self.cache)
             self.fed.append(token)
+        self._unverified = (len(tokens), drafted)
         return Draft(drafted, acceptance=self.acceptance, source=self.name,
                      probs=torch.stack(rows) if rows else None)
 
+    def _judge_unverified(self, tokens: Sequence[int]) -> None:
+        """Learn from a draft the loop did not verify, so a low estimate can recover."""
+        if self._unverified is None:
+            return
+        start, drafted = self._unverified
+        self._unverified = None
+        produced = list(tokens[start:start + len(drafted)])
+        if not produced:
+            return
+        matched = 0
+        while matched < len(produced) and produced[matched] == drafted[matched]:
+            matched += 1
+        self._learn(matched, min(len(drafted), len(produced)))
+
     def feedback(self, draft: Draft, accepted: int) -> None:
+        self._unverified = None
+        self._learn(accepted, len(draft.tokens))
+
+    def _learn(self, accepted: int, drafted: int) -> None:
         self.successes = 0.9 * self.successes + accepted
-        self.failures = 0.9 * self.failures + (accepted < len(draft.tokens))
-        if accepted == len(draft.tokens):
+        self.failures = 0.9 * self.failures + (accepted < drafted)
+        if accepted == drafted:
             self.length = min(self.max_length, self.length + 2)
         else:
             self.length = max(1, self.length - 1)

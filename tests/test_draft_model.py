@@ -275,3 +275,17 @@ def test_real_model_greedy_answer_is_unchanged_with_a_draft_model(embedded, embe
     drafted = embedded_rewriter.rewrite(code, "Add a docstring", "python", max_new_tokens=40, **options)
     assert drafted.answer == plain.answer
     assert drafted.stats.accepted_draft_tokens > 0
+
+
+def test_a_draft_the_loop_did_not_verify_still_teaches_the_acceptance_estimate():
+    model = tiny_model(seed=6, eos_token_id=255)
+    drafter = DraftModelDrafter(model, start_length=4)
+    prompt = list(range(1, 12))
+    before = drafter.acceptance
+    draft = drafter.propose(prompt, len(prompt), 4)  # dropped by the loop: no feedback
+    drafter.propose(prompt + draft.tokens + [7], len(prompt), 4)  # the target agreed with all four
+    assert drafter.acceptance > before
+    worse = DraftModelDrafter(model, start_length=4)
+    draft = worse.propose(prompt, len(prompt), 4)
+    worse.propose(prompt + [(draft.tokens[0] + 1) % 256], len(prompt), 4)  # disagreed at once
+    assert worse.acceptance < before
