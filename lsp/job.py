@@ -157,6 +157,8 @@ class RewriteJob:
         if not whole and len(document.source) <= server.options.context_chars:
             context = document.source
         self.newline = source.newline
+        # The model sees an indented part (a method, say) dedented, and its answer is indented back.
+        self.indent = common_indent(source.code)
         await self._begin_progress()
         try:
             outcome = await self._run(original, source, server.language_of(document), context)
@@ -188,7 +190,7 @@ class RewriteJob:
             if self.cancelled.is_set():
                 return self._stopped()
             worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True,
-                                      args=(engine, original, language, context))
+                                      args=(engine, dedent(original, self.indent), language, context))
             worker.start()
             try:
                 return await self._consume(source)
@@ -262,12 +264,12 @@ class RewriteJob:
                     self._report(stats_message(event.stats), min(99, 100 * done // expected_chars))
                 code = partial_code("".join(answer))
                 if code is not None:
-                    held.extend(hunks.feed(code))
+                    held.extend(hunks.feed(reindent(code, self.indent)))
                 if self.stream_edits and held:
                     await self._apply(held)
                     held = []
                 continue
-            final = keep_trailing_blank_lines(source.code, event.text.replace("\r\n", "\n"))
+            final = keep_trailing_blank_lines(source.code, reindent(event.text.replace("\r\n", "\n"), self.indent))
             held.extend(hunks.feed(final, final=True))
             if held:
                 await self._apply(held)
@@ -375,6 +377,32 @@ class RewriteJob:
         if self.token:
             self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
             self.server.jobs_by_token.pop(self.token, None)
+
+
+def common_indent(text: str) -> str:
+    """The leading whitespace every non-blank line shares."""
+    indents = [line[: len(line) - len(line.lstrip(" \t"))] for line in text.splitlines() if line.strip()]
+    if not indents:
+        return ""
+    prefix = indents[0]
+    for indent in indents[1:]:
+        while not indent.startswith(prefix):
+            prefix = prefix[:-1]
+    return prefix
+
+
+def dedent(text: str, indent: str) -> str:
+    """Remove `indent` from every line: a method is rewritten as if it stood at the top level."""
+    if not indent:
+        return text
+    return "".join(line[len(indent):] if line.startswith(indent) else line.lstrip(" \t")
+                   for line in text.splitlines(keepends=True))
+
+
+def reindent(code: str, indent: str) -> str:
+    if not indent:
+        return code
+    return "".join(indent + line if line.strip() else line for line in code.splitlines(keepends=True))
 
 
 def keep_trailing_blank_lines(original: str, code: str) -> str:

@@ -62,7 +62,8 @@ def run_nvim(tmp_path: Path, script_name: str, options: dict, **settings: str) -
     source.write_text(SAMPLE)
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"delay_s": 0.01, "chunk_chars": 5,
-                                  "rules": [{"instruction": "Add docstrings", "replace": DOCSTRINGS}]}))
+                                  "rules": [{"instruction": "Add docstrings", "replace": DOCSTRINGS},
+                                            {"instruction": "Square", "replace": [["self.r * self.r", "self.r ** 2"]]}]}))
     out = tmp_path / "report.json"
     env = {
         **os.environ,
@@ -98,9 +99,10 @@ def test_neovim_streams_a_rewrite_code_action_into_its_buffer(tmp_path):
 
 
 def test_the_readme_setup_rewrite_command_prompts_for_the_instruction(tmp_path):
-    # lsp/editors/nvim.lua as the README gives it: `:8,9Rewrite` asks for the instruction.
-    report = run_nvim(tmp_path, "command.lua", {}, command="8,9Rewrite", instruction="Add docstrings")
+    # lsp/editors/nvim.lua as the README gives it: `:8,9Rewrite` asks for the instruction. The
+    # method is sent dedented and its answer indented back.
+    report = run_nvim(tmp_path, "command.lua", {}, command="8,9Rewrite", instruction="Square the radius")
     assert report["status"] == "finished", report
     assert report["prompts"] == ["Rewrite: "] and report["result"]["status"] == "done", report
-    want = SAMPLE.replace(*DOCSTRINGS[1])  # only area() lay in lines 8-9
+    want = SAMPLE.replace("self.r * self.r", "self.r ** 2")
     assert "\n".join(report["lines"]) + "\n" == want

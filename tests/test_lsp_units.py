@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsp.job import changed_lines, keep_trailing_blank_lines, partial_code
+from lsp.job import changed_lines, common_indent, dedent, keep_trailing_blank_lines, partial_code, reindent
 from lsp.options import DEFAULT_PRESETS, parse_options
 from lsp.regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
 
@@ -92,3 +92,11 @@ def test_changed_lines_and_trailing_blank_lines():
     assert changed_lines(before, ["a\n", "d\n"]) == (1, 3, -2)
     assert keep_trailing_blank_lines("def f():\n    pass\n\n\n", "def f():\n    return 1\n") == \
         "def f():\n    return 1\n\n\n"
+
+
+def test_an_indented_part_is_rewritten_dedented_and_indented_back():
+    method = "    def get(self, key):\n\n        return self.items[key]\n"
+    assert common_indent(method) == "    "
+    assert dedent(method, "    ") == "def get(self, key):\n\n    return self.items[key]\n"
+    assert reindent(dedent(method, "    "), "    ") == method
+    assert common_indent("\tif x:\n\t\ty()\n") == "\t" and common_indent("a\n  b\n") == ""
