@@ -7,8 +7,9 @@
 --   :Rewrite [instruction]   rewrite the range (default: the function/class at the cursor);
 --                            without an instruction it prompts (vim.ui.input)
 --   :RewriteFile [instruction], :RewriteCancel
--- On Neovim 0.11+ you may start the server with vim.lsp.config/vim.lsp.enable instead (README);
--- the commands below work with either, as long as the client is named 'rewriter'.
+-- On Neovim 0.11+ you may start the server with vim.lsp.config/vim.lsp.enable instead (README)
+-- and set vim.g.rewriter_no_autostart = true; the commands work with either, as long as the
+-- client is named 'rewriter'.
 local M = {}
 
 local function options()
@@ -33,7 +34,9 @@ end
 M.attach = attach
 
 local function client_for(bufnr)
-  for _, client in pairs(vim.lsp.buf_get_clients(bufnr)) do
+  local clients = vim.lsp.get_clients and vim.lsp.get_clients({ bufnr = bufnr, name = 'rewriter' })
+    or vim.lsp.buf_get_clients(bufnr)
+  for _, client in pairs(clients) do
     if client.name == 'rewriter' then
       return client
     end
@@ -44,7 +47,8 @@ end
 local function execute(bufnr, command, arguments, on_done)
   local client = client_for(bufnr)
   if client then
-    client.request('workspace/executeCommand', { command = command, arguments = arguments },
+    local request = vim.fn.has('nvim-0.11') == 1 and function(...) return client:request(...) end or client.request
+    request('workspace/executeCommand', { command = command, arguments = arguments },
       function(err, result)
         if err then
           vim.notify('rewriter: ' .. err.message, vim.log.levels.ERROR)
@@ -94,10 +98,12 @@ vim.api.nvim_create_user_command('RewriteCancel', function()
   execute(bufnr, 'rewriter.cancel', { { uri = vim.uri_from_bufnr(bufnr) } })
 end, { desc = 'Stop the rewrite running in this buffer' })
 
+if not vim.g.rewriter_no_autostart then -- set it when vim.lsp.config/enable starts the server
 vim.api.nvim_create_autocmd('FileType', {
   pattern = vim.g.rewriter_filetypes or { 'python', 'javascript', 'typescript', 'go', 'rust', 'java', 'c', 'cpp', 'lua' },
   callback = function(args) attach(args.buf) end,
 })
+end
 
 _G.rewriter = M
 return M
