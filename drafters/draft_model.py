@@ -43,11 +43,15 @@ class DraftModelDrafter:
     name = "draft_model"
 
     def __init__(self, model: torch.nn.Module, shaper=None, seed: int | None = None,
-                 vocab_size: int | None = None, start_length: int = 4, max_length: int = 16):
+                 vocab_size: int | None = None, start_length: int = 4, max_length: int = 16,
+                 lookahead=None):
         """`shaper` (rewriter.verify.LogitsShaper) makes sampled drafts; None makes argmax drafts.
 
-        `vocab_size` is the target's: ids past it are never drafted.
+        `vocab_size` is the target's: ids past it are never drafted. `lookahead` (the decoder's
+        rewriter.lookahead.Lookahead) says how many tokens the loop will verify, so the small
+        model does not draft tokens that would be cut off unverified.
         """
+        self.lookahead = lookahead
         self.model = model
         self.shaper = shaper
         self.device = next(model.parameters()).device
@@ -104,6 +108,10 @@ class DraftModelDrafter:
         count = min(limit, self.length)
         if count < 1:
             return None
+        if self.lookahead is not None:
+            # At least one token: it costs no extra pass (the catch-up pass yields its logits)
+            # and keeps the acceptance estimate learning.
+            count = max(1, min(count, self.lookahead.window(self.acceptance, count)))
         logits = self.sync(tokens)
         drafted: list[int] = []
         rows: list[torch.Tensor] = []

@@ -305,7 +305,8 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
         shape = None if params.greedy else shaper(params)
 
         def small():
-            return DraftModelDrafter(draft.model, shaper=shape, seed=params.seed, vocab_size=vocab)
+            return DraftModelDrafter(draft.model, shaper=shape, seed=params.seed, vocab_size=vocab,
+                                     lookahead=rewriter.decoder.lookahead)
 
         kinds = ("token", "block") if not params.greedy else (None,)
         for kind in kinds:

@@ -70,7 +70,8 @@ def decoding_options(rewriter, params: SamplingParams, draft_model=None, mjsd_ta
             small = BeamDrafter(draft_model.model, vocab_size=vocab_size)
         else:
             small = DraftModelDrafter(draft_model.model, shaper=None if params.greedy else shaper(params),
-                                      seed=params.seed, vocab_size=vocab_size)
+                                      seed=params.seed, vocab_size=vocab_size,
+                                      lookahead=getattr(getattr(rewriter, "decoder", None), "lookahead", None))
         return PredictionThenModelDrafter(rewriter.drafter(prediction), small)
 
     options["drafter"] = drafter

@@ -289,3 +289,19 @@ def test_a_draft_the_loop_did_not_verify_still_teaches_the_acceptance_estimate()
     draft = worse.propose(prompt, len(prompt), 4)
     worse.propose(prompt + [(draft.tokens[0] + 1) % 256], len(prompt), 4)  # disagreed at once
     assert worse.acceptance < before
+
+
+def test_the_small_model_drafts_only_what_the_loop_will_verify():
+    class Window(Lookahead):
+        def __init__(self, size):
+            super().__init__()
+            self.size = size
+
+        def window(self, acceptance, available):
+            return min(self.size, available)
+
+    model = tiny_model(seed=6, eos_token_id=255)
+    prompt = list(range(1, 12))
+    assert len(DraftModelDrafter(model, start_length=6, lookahead=Window(2)).propose(prompt, 11, 8).tokens) == 2
+    # A window of 0 still gets one token: it costs no extra pass and keeps the estimate learning.
+    assert len(DraftModelDrafter(model, start_length=6, lookahead=Window(0)).propose(prompt, 11, 8).tokens) == 1
