@@ -70,3 +70,14 @@ def embedded_rewriter(embedded):
     from rewriter.rewrite import Rewriter
 
     return Rewriter(embedded)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, qwen_tokenizer):
+    """A tiny random model with the real Qwen tokenizer and a short context, saved like any checkpoint."""
+    path = tmp_path_factory.mktemp("tiny-qwen")
+    model = tiny_model(vocab_size=QWEN_VOCAB, hidden=32, layers=1, eos_token_id=qwen_tokenizer.eos_token_id)
+    model.config.max_position_embeddings = 256
+    model.save_pretrained(path)
+    qwen_tokenizer.save_pretrained(path)
+    return path

@@ -1,0 +1,47 @@
+import pytest
+
+from rewriter.lookahead import Lookahead, expected_tokens
+
+
+def test_expected_tokens_counts_the_models_own_token():
+    assert expected_tokens(0.0, 10) == 1.0
+    assert expected_tokens(1.0, 10) == 11.0
+    assert expected_tokens(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+
+
+def test_unlikely_drafts_are_not_worth_a_wider_pass_on_a_cpu():
+    # On a CPU a 2-token pass costs ~1.5x a 1-token pass: a coin-flip draft does not pay.
+    assert Lookahead("cpu").window(0.3, 64) == 0
+
+
+def test_likely_drafts_get_a_wide_window_capped_by_what_is_available():
+    cpu = Lookahead("cpu")
+    assert cpu.window(0.99, 500) >= 63
+    assert cpu.window(0.99, 7) == 7
+    # 10 tokens would take a 16-token pass, which costs much more than an 8-token one here.
+    assert cpu.window(0.99, 10) == 7
+    assert cpu.window(0.99, 0) == 0
+
+
+def test_window_grows_with_acceptance():
+    cpu = Lookahead("cpu")
+    windows = [cpu.window(a, 500) for a in (0.3, 0.6, 0.8, 0.9, 0.95, 0.99)]
+    assert windows == sorted(windows)
+    assert windows[0] < windows[-1]
+
+
+def test_measured_costs_override_the_prior():
+    flat = Lookahead("cpu")
+    for size in (1, 2, 4, 8, 16, 32, 64, 128):
+        flat.record(size, 0.1)  # this device: every pass costs the same
+    assert flat.window(0.6, 500) > Lookahead("cpu").window(0.6, 500)
+
+
+def test_a_gpu_speculates_where_a_cpu_would_not():
+    assert Lookahead("cuda").window(0.3, 64) > 0 == Lookahead("cpu").window(0.3, 64)
+
+
+def test_unmeasured_sizes_follow_the_scale_of_measured_ones():
+    lookahead = Lookahead("cpu")
+    lookahead.record(1, 0.2)  # twice the prior's unit
+    assert lookahead.cost(64) == pytest.approx(2 * 0.2 * 4.0 / 2, rel=0.01)

@@ -1,0 +1,111 @@
+"""Exactness on the embedded Qwen2.5-Coder-0.5B-Instruct: our tokens equal plain greedy decoding."""
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+
+from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
+from rewriter.prompt import SourceText
+
+pytestmark = pytest.mark.real_model
+
+
+class StopAtFence(StoppingCriteria):
+    def __init__(self, stop, prompt_length):
+        self.stop, self.prompt_length = stop, prompt_length
+
+    def __call__(self, input_ids, scores, **kwargs):
+        done = self.stop(input_ids[0, self.prompt_length:].tolist()) is not None
+        return torch.full((input_ids.shape[0],), done, dtype=torch.bool)
+
+
+def plain_greedy(rewriter, prompt, max_new_tokens):
+    ids = torch.tensor([prompt])
+    with torch.inference_mode():
+        out = rewriter.loaded.model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
+            stopping_criteria=StoppingCriteriaList([StopAtFence(rewriter.stop, len(prompt))]))
+    return out[0, len(prompt):].tolist()
+
+
+def ours(rewriter, prompt, drafter, max_new_tokens):
+    tokens = []
+    for step in rewriter.decoder.generate(prompt, drafter, max_new_tokens, rewriter.stop):
+        tokens.extend(step.tokens)
+    return tokens, step.stats
+
+
+FUNCTION = '''def total_price(items, tax):
+    total = 0
+    for item in items:
+        total += item.price * item.count
+    return total * (1 + tax)
+'''
+
+REPEATED = '''def setup(config):
+    config.load()
+    config.validate()
+    config.load()
+    config.validate()
+    config.load()
+    return config
+'''
+
+CASES = [
+    ("insertion", FUNCTION, "Add a one-line docstring to total_price."),
+    ("replacement", FUNCTION, "Rename the variable total to subtotal."),
+    ("deletion", "import os\nimport sys\n\n\ndef main():\n    print(sys.argv)\n", "Remove the unused import."),
+    ("repeated_lines", REPEATED, "Replace the second call to config.validate() with config.check()."),
+    ("crlf_tabs_unicode", "package greet\r\n\r\nfunc Hello() string {\r\n\treturn \"héllo wörld ✓\"\r\n}\r\n",
+     "Rename Hello to Greeting."),
+    ("unchanged", FUNCTION, "Return the code exactly as it is."),
+    ("empty", "", "Write a Python function is_even(n) that returns whether n is even."),
+]
+
+
+@pytest.mark.parametrize("name, code, instruction", CASES, ids=[case[0] for case in CASES])
+def test_output_equals_plain_greedy(embedded_rewriter, name, code, instruction):
+    rewriter = embedded_rewriter
+    source = SourceText.from_text(code)
+    prompt, prediction, _ = rewriter.plan(source.code, instruction, "go" if "func" in code else "python")
+    budget = 160
+    tokens, stats = ours(rewriter, prompt, rewriter.drafter(prediction), budget)
+    assert tokens == plain_greedy(rewriter, prompt, budget)
+    if name == "unchanged":
+        assert stats.forward_passes * 3 < stats.output_tokens
+
+
+def test_unrelated_prediction_and_token_limit_stay_exact(embedded_rewriter):
+    rewriter = embedded_rewriter
+    prompt, _, _ = rewriter.plan(FUNCTION, "Add type hints.", "python")
+    _, unrelated, _ = rewriter.plan(REPEATED, "anything", "python")
+    drafter = CombinedDrafter(PredictionDrafter(unrelated[8:]), PromptLookupDrafter())
+    tokens, stats = ours(rewriter, prompt, drafter, 24)
+    assert tokens == plain_greedy(rewriter, prompt, 24)
+    assert stats.finish_reason == "length" and len(tokens) == 24
+
+
+def test_rewrite_keeps_line_endings_tabs_and_non_ascii(embedded_rewriter):
+    code = "package greet\r\n\r\nfunc Hello() string {\r\n\treturn \"héllo wörld ✓\"\r\n}\r\n"
+    result = embedded_rewriter.rewrite(code, "Rename Hello to Greeting.", "go")
+    assert "Greeting" in result.text
+    assert result.text.count("\r\n") == result.text.count("\n")
+    assert "\treturn \"héllo wörld ✓\"\r\n" in result.text
+    assert result.stats.accepted_prediction_tokens > 0
+
+
+def test_cli_apply_writes_the_edit_atomically(tmp_path):
+    path = tmp_path / "inventory.py"
+    path.write_text(open("samples/inventory.py").read())
+    result = subprocess.run(
+        [sys.executable, "-m", "rewriter.cli", "apply", str(path), "-i",
+         "Rename the method low_stock to items_to_reorder.", "--write"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "+    def items_to_reorder(self):" in result.stdout
+    assert "accepted" in result.stderr
+    text = path.read_text()
+    assert "def items_to_reorder(self):" in text and "low_stock" not in text
+    assert text.splitlines()[:3] == open("samples/inventory.py").read().splitlines()[:3]
