@@ -82,14 +82,25 @@ class PrefixCache:
             shared += 1
         if shared == 0:
             return None, 0
-        cache = copy.deepcopy(self.cache)
+        cache = _share(self.cache)
         if len(self.tokens) > shared:
             cache.crop(shared - len(self.tokens))
         return cache, shared
 
     def store(self, prompt: Sequence[int], cache: DynamicCache) -> None:
         self.tokens = list(prompt)
-        self.cache = copy.deepcopy(cache)
+        self.cache = _share(cache)
+
+
+def _share(cache: DynamicCache) -> DynamicCache:
+    """A cache that shares the tensors of `cache` without copying them.
+
+    Cache layers never write into their tensors: appending concatenates into new ones and
+    cropping takes a view, so the stored prefix stays intact while a request extends its copy.
+    """
+    shared = copy.copy(cache)
+    shared.layers = [copy.copy(layer) for layer in cache.layers]
+    return shared
 
 
 class Decoder:
