@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from rewriter.hunks import Hunk, HunkStream
-from rewriter.prompt import NoCodeBlock, SourceText, extract_code
+from rewriter.prompt import NoCodeBlock, SourceText, common_indent, extract_code
 
 from .regions import Region
 
@@ -377,18 +377,6 @@ class RewriteJob:
         if self.token:
             self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
             self.server.jobs_by_token.pop(self.token, None)
-
-
-def common_indent(text: str) -> str:
-    """The leading whitespace every non-blank line shares."""
-    indents = [line[: len(line) - len(line.lstrip(" \t"))] for line in text.splitlines() if line.strip()]
-    if not indents:
-        return ""
-    prefix = indents[0]
-    for indent in indents[1:]:
-        while not indent.startswith(prefix):
-            prefix = prefix[:-1]
-    return prefix
 
 
 def dedent(text: str, indent: str) -> str:

@@ -21,7 +21,7 @@ from typing import Callable, TextIO
 
 from .decode import Stats
 from .files import FileError, SourceFile, atomic_write, read_source
-from .prompt import NoCodeBlock, language_for
+from .prompt import NoCodeBlock, common_indent, language_for
 from .scopes import (ScopeError, Span, SyntaxTree, expand_to_nodes, line_span, select_nodes,
                      split_span, syntax_error_line, tree_language)
 
@@ -271,21 +271,10 @@ def context_for(text: str, span: Span, window: int | None) -> str | None:
     return before + text[span.start: span.end] + after
 
 
-def _indent(lines: list[str]) -> str:
-    indents = [line[: len(line) - len(line.lstrip(" \t"))] for line in lines if line.strip()]
-    if not indents:
-        return ""
-    common = indents[0]
-    for other in indents[1:]:
-        while not other.startswith(common):
-            common = common[:-1]
-    return common
-
-
 def reindent(original: str, new: str) -> str:
     """Give back the indentation a model dropped from an indented span (a method, say)."""
-    want = _indent(original.splitlines())
-    if not want or _indent(new.splitlines()) or not new.strip():
+    want = common_indent(original)
+    if not want or common_indent(new) or not new.strip():
         return new
     return "".join(want + line if line.strip() else line for line in new.splitlines(keepends=True))
 

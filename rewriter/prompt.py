@@ -54,6 +54,18 @@ class SourceText:
         return code.replace("\n", self.newline) if self.newline != "\n" else code
 
 
+def common_indent(text: str) -> str:
+    """The leading whitespace every non-blank line shares (a method's indentation, say)."""
+    indents = [line[: len(line) - len(line.lstrip(" \t"))] for line in text.splitlines() if line.strip()]
+    if not indents:
+        return ""
+    prefix = indents[0]
+    for indent in indents[1:]:
+        while not indent.startswith(prefix):
+            prefix = prefix[:-1]
+    return prefix
+
+
 def fence_for(code: str) -> str:
     """A backtick fence longer than any backtick run inside the code."""
     longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
