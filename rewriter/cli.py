@@ -1,4 +1,4 @@
-"""The `rewriter` command: apply (rewrite a file), bench (measure decoding)."""
+"""The `rewriter` command: apply (rewrite files), bench (measure decoding), serve (HTTP), lsp (editors)."""
 from __future__ import annotations
 
 import argparse
@@ -7,9 +7,8 @@ import os
 import sys
 import time
 
-from .files import FileError, atomic_write, read_source
+from .files import FileError
 from .models import ModelError
-from .prompt import NoCodeBlock, language_for
 
 
 def _say(message: str) -> None:
@@ -24,27 +23,6 @@ def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
     loaded = load_model(args.model, device=args.device, progress=_say)
     _say(f"model ready in {time.perf_counter() - started:.1f}s")
     return Rewriter(loaded, prefix_cache=prefix_cache)
-
-
-class _LiveStatus:
-    """One status line on a terminal, rewritten in place while decoding runs."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.shown = False
-
-    def update(self, stats) -> None:
-        if not self.enabled:
-            return
-        line = (f"decoding: {stats.output_tokens} tokens, {stats.tokens_per_s:.1f} tok/s, "
-                f"prediction {stats.accepted_prediction_tokens} accepted / "
-                f"{stats.rejected_prediction_tokens} rejected")
-        print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            print(file=sys.stderr, flush=True)
 
 
 def colorize(diff: str) -> str:
