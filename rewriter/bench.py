@@ -326,7 +326,8 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
             greedy = modes["greedy"] = _decode_mode(rewriter, prompt_ids, budget, None, None)
         mjsd = _decode_mode(rewriter, prompt_ids, budget,
                             PredictionThenModelDrafter(rewriter.drafter(prediction),
-                                                       BeamDrafter(draft.model, vocab_size=rewriter.loaded.model.config.vocab_size)),
+                                                       BeamDrafter(draft.model, vocab_size=rewriter.loaded.model.config.vocab_size,
+                                                                   lookahead=rewriter.decoder.lookahead)),
                             MJSDVerifier(mjsd_tau))
         modes["mjsd"] = mjsd
         mjsd["perplexity"] = perplexity(rewriter, prompt_ids, mjsd["tokens"])

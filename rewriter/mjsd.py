@@ -38,9 +38,12 @@ class BeamDrafter(DraftModelDrafter):
 
     @torch.inference_mode()
     def propose(self, tokens: Sequence[int], prompt_length: int, limit: int) -> Draft | None:
+        self._judge_unverified(tokens)
         count = min(limit, self.length)
         if count < 1:
             return None
+        if self.lookahead is not None:
+            count = max(1, min(count, self.lookahead.window(self.acceptance, count)))
         first = torch.log_softmax(self.sync(tokens), -1)
         scores, sequences = first.topk(self.beams)  # (beams,), (beams,)
         sequences = sequences[:, None]
@@ -64,6 +67,7 @@ class BeamDrafter(DraftModelDrafter):
                 sequences = torch.cat([sequences[origin], token[:, None]], 1)
                 cache.reorder_cache(origin.to(self.device))
         best = int(scores.argmax())
+        self._unverified = (len(tokens), sequences[best].tolist())
         return BeamDraft(sequences[best].tolist(), acceptance=self.acceptance, source=self.name,
                          token_q=steps[best].exp().tolist())
 

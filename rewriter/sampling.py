@@ -64,14 +64,14 @@ def decoding_options(rewriter, params: SamplingParams, draft_model=None, mjsd_ta
         return options
     check_same_tokenizer(rewriter.tokenizer, draft_model.tokenizer)
     vocab_size = rewriter.loaded.model.config.vocab_size
+    lookahead = getattr(getattr(rewriter, "decoder", None), "lookahead", None)
 
     def drafter(prediction: list[int]):
         if mjsd_tau is not None:
-            small = BeamDrafter(draft_model.model, vocab_size=vocab_size)
+            small = BeamDrafter(draft_model.model, vocab_size=vocab_size, lookahead=lookahead)
         else:
             small = DraftModelDrafter(draft_model.model, shaper=None if params.greedy else shaper(params),
-                                      seed=params.seed, vocab_size=vocab_size,
-                                      lookahead=getattr(getattr(rewriter, "decoder", None), "lookahead", None))
+                                      seed=params.seed, vocab_size=vocab_size, lookahead=lookahead)
         return PredictionThenModelDrafter(rewriter.drafter(prediction), small)
 
     options["drafter"] = drafter
