@@ -96,16 +96,17 @@ def test_rewrite_keeps_line_endings_tabs_and_non_ascii(embedded_rewriter):
     assert result.stats.accepted_prediction_tokens > 0
 
 
-def test_cli_apply_writes_the_edit_atomically(tmp_path):
+def test_cli_apply_writes_what_the_model_answers(tmp_path, embedded_rewriter):
+    original = open("samples/inventory.py").read()
+    instruction = "Rename the method low_stock to items_to_reorder."
     path = tmp_path / "inventory.py"
-    path.write_text(open("samples/inventory.py").read())
+    path.write_text(original)
     result = subprocess.run(
-        [sys.executable, "-m", "rewriter.cli", "apply", str(path), "-i",
-         "Rename the method low_stock to items_to_reorder.", "--write"],
+        [sys.executable, "-m", "rewriter.cli", "apply", str(path), "-i", instruction, "--write"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    assert "+    def items_to_reorder(self):" in result.stdout
     assert "accepted" in result.stderr
-    text = path.read_text()
-    assert "def items_to_reorder(self):" in text and "low_stock" not in text
-    assert text.splitlines()[:3] == open("samples/inventory.py").read().splitlines()[:3]
+    expected = embedded_rewriter.rewrite(original, instruction, "python").text
+    assert expected != original and "items_to_reorder" in expected
+    assert path.read_text() == expected  # the command line writes exactly the in-process greedy result
+    assert "+    def items_to_reorder(self):" in result.stdout
