@@ -103,15 +103,20 @@ class DraftModelDrafter:
         probs = self.shaper.probs(logits)
         return int(torch.multinomial(probs, 1, generator=self.generator)), probs
 
-    def propose(self, tokens: Sequence[int], prompt_length: int, limit: int) -> Draft | None:
+    def _draft_length(self, tokens: Sequence[int], limit: int) -> int:
+        """How many tokens to draft now (0: none), after learning from the last draft."""
         self._judge_unverified(tokens)
         count = min(limit, self.length)
-        if count < 1:
-            return None
-        if self.lookahead is not None:
+        if count >= 1 and self.lookahead is not None:
             # At least one token: it costs no extra pass (the catch-up pass yields its logits)
             # and keeps the acceptance estimate learning.
             count = max(1, min(count, self.lookahead.window(self.acceptance, count)))
+        return max(count, 0)
+
+    def propose(self, tokens: Sequence[int], prompt_length: int, limit: int) -> Draft | None:
+        count = self._draft_length(tokens, limit)
+        if count < 1:
+            return None
         logits = self.sync(tokens)
         drafted: list[int] = []
         rows: list[torch.Tensor] = []

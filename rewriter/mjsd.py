@@ -38,12 +38,9 @@ class BeamDrafter(DraftModelDrafter):
 
     @torch.inference_mode()
     def propose(self, tokens: Sequence[int], prompt_length: int, limit: int) -> Draft | None:
-        self._judge_unverified(tokens)
-        count = min(limit, self.length)
+        count = self._draft_length(tokens, limit)
         if count < 1:
             return None
-        if self.lookahead is not None:
-            count = max(1, min(count, self.lookahead.window(self.acceptance, count)))
         first = torch.log_softmax(self.sync(tokens), -1)
         scores, sequences = first.topk(self.beams)  # (beams,), (beams,)
         sequences = sequences[:, None]

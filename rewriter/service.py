@@ -611,6 +611,23 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
             raise error_for(event.error)
         return event
 
+    async def start(request: Request, work, request_id: str):
+        """Queue the work, watch for the client leaving, and wait for its first event.
+
+        Refusals found on the worker become plain HTTP errors; END means the client left.
+        """
+        job = submit(work, request_id)
+        watcher = asyncio.create_task(_watch_disconnect(request, job))
+        try:
+            first = await next_event(job)
+        except BaseException:
+            job.cancel()
+            watcher.cancel()
+            raise
+        if first is END:
+            watcher.cancel()
+        return job, watcher, first
+
     def log_done(request_id: str, kind: str, stats: Stats | None, job) -> None:
         if stats is None:
             return
@@ -631,16 +648,8 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
             raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
                            code="unsupported_value") from error
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        job = submit(lambda: backend.chat(chat, verifier), request_id)
-        watcher = asyncio.create_task(_watch_disconnect(request, job))
-        try:
-            first = await next_event(job)  # refusals found on the worker become plain HTTP errors
-        except BaseException:
-            job.cancel()
-            watcher.cancel()
-            raise
+        job, watcher, first = await start(request, lambda: backend.chat(chat, verifier), request_id)
         if first is END:
-            watcher.cancel()
             return Response(status_code=499)  # the client went away while queued
         base = {"id": request_id, "created": int(time.time()), "model": chat.model,
                 "system_fingerprint": f"rewriter-{loaded.name}"}
@@ -703,16 +712,8 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         body = await read_json(request, limits.max_body_bytes)
         parsed = parse_rewrite(body)
         request_id = f"rewrite-{uuid.uuid4().hex[:24]}"
-        job = submit(lambda: backend.rewrite(parsed), request_id)
-        watcher = asyncio.create_task(_watch_disconnect(request, job))
-        try:
-            first = await next_event(job)
-        except BaseException:
-            job.cancel()
-            watcher.cancel()
-            raise
+        job, watcher, first = await start(request, lambda: backend.rewrite(parsed), request_id)
         if first is END:
-            watcher.cancel()
             return Response(status_code=499)
 
         async def events() -> AsyncIterator[bytes]:

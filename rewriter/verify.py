@@ -118,13 +118,8 @@ def draft_rows(draft: Draft, count: int, vocab: int, device: torch.device) -> to
     return rows[:, :vocab]
 
 
-class TokenVerifier:
-    """Speculative sampling (Leviathan et al.; Chen et al.): each token kept with chance min(1, p/q).
-
-    On the first rejection the next token comes from the normalised residual max(p - q, 0),
-    which makes every output token distributed exactly as in plain sampling from p.
-    One-hot drafts (prediction, n-gram) have q = 1 on the drafted token.
-    """
+class _SamplingVerifier:
+    """Shared by the sampling verifiers: a shaped target distribution and a seeded sampler."""
 
     def __init__(self, shaper: LogitsShaper, seed: int | None = None):
         self.shaper = shaper
@@ -132,6 +127,15 @@ class TokenVerifier:
 
     def first_token(self, logits: torch.Tensor) -> int:
         return self.sampler.choice(self.shaper.probs(logits))
+
+
+class TokenVerifier(_SamplingVerifier):
+    """Speculative sampling (Leviathan et al.; Chen et al.): each token kept with chance min(1, p/q).
+
+    On the first rejection the next token comes from the normalised residual max(p - q, 0),
+    which makes every output token distributed exactly as in plain sampling from p.
+    One-hot drafts (prediction, n-gram) have q = 1 on the drafted token.
+    """
 
     def verify(self, logits: torch.Tensor, draft: Draft) -> tuple[int, int]:
         count = len(draft.tokens)
@@ -151,7 +155,7 @@ class TokenVerifier:
         return count, self.sampler.choice(p[count])
 
 
-class BlockVerifier:
+class BlockVerifier(_SamplingVerifier):
     """Block verification (Sun et al., 2024): judges the draft as a whole, never worse than tokens.
 
     With w_0 = 1 and w_i = min(1, w_{i-1} p_i(X_i) / q_i(X_i)), prefix i is kept with the
@@ -160,13 +164,6 @@ class BlockVerifier:
     next token comes from p_{gamma+1} if all were kept, else from the normalised residual
     max(w_tau p_{tau+1} - q_{tau+1}, 0). The output distribution is exactly plain sampling's.
     """
-
-    def __init__(self, shaper: LogitsShaper, seed: int | None = None):
-        self.shaper = shaper
-        self.sampler = _Sampler(seed)
-
-    def first_token(self, logits: torch.Tensor) -> int:
-        return self.sampler.choice(self.shaper.probs(logits))
 
     def verify(self, logits: torch.Tensor, draft: Draft) -> tuple[int, int]:
         gamma = len(draft.tokens)
