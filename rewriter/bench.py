@@ -42,7 +42,7 @@ def load_cases(path: str | Path) -> list[Case]:
     return cases
 
 
-class _FenceCriteria(StoppingCriteria):
+class FenceCriteria(StoppingCriteria):
     """transformers-side twin of the decoder's closing-fence stop, for the baselines."""
 
     def __init__(self, rewriter: Rewriter, prompt_length: int):
@@ -76,7 +76,7 @@ def _baseline(rewriter: Rewriter, prompt_ids: list[int], budget: int, **options)
             out = model.generate(
                 ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=budget,
                 eos_token_id=sorted(rewriter.decoder.eos_ids), pad_token_id=rewriter.tokenizer.pad_token_id,
-                stopping_criteria=StoppingCriteriaList([_FenceCriteria(rewriter, len(prompt_ids))]),
+                stopping_criteria=StoppingCriteriaList([FenceCriteria(rewriter, len(prompt_ids))]),
                 **options,
             )
     finally:

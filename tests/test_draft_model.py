@@ -17,15 +17,9 @@ from rewriter.lookahead import Lookahead
 from rewriter.mjsd import BeamDraft, BeamDrafter, MJSDVerifier
 from rewriter.sampling import SamplingParams, make_verifier, shaper
 from tests.conftest import CharTokenizer, greedy_reference, tiny_model
-from tests.test_sampling import ALPHA, PROMPT, VOCAB, chi_square_p_value, exact_distribution, logits_table, peaky_model
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# one_thread is test_sampling's autouse fixture: imported, it applies here too.
+from tests.test_sampling import (ALPHA, PROMPT, VOCAB, chi_square_p_value, exact_distribution, logits_table,
+                                 one_thread, peaky_model)  # noqa: F401
 
 
 class NoEosTokenizer(CharTokenizer):

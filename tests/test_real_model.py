@@ -4,21 +4,13 @@ import sys
 
 import pytest
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import StoppingCriteriaList
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
+from rewriter.bench import FenceCriteria
 from rewriter.prompt import SourceText
 
 pytestmark = pytest.mark.real_model
-
-
-class StopAtFence(StoppingCriteria):
-    def __init__(self, stop, prompt_length):
-        self.stop, self.prompt_length = stop, prompt_length
-
-    def __call__(self, input_ids, scores, **kwargs):
-        done = self.stop(input_ids[0, self.prompt_length:].tolist()) is not None
-        return torch.full((input_ids.shape[0],), done, dtype=torch.bool)
 
 
 def plain_greedy(rewriter, prompt, max_new_tokens):
@@ -26,7 +18,7 @@ def plain_greedy(rewriter, prompt, max_new_tokens):
     with torch.inference_mode():
         out = rewriter.loaded.model.generate(
             ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
-            stopping_criteria=StoppingCriteriaList([StopAtFence(rewriter.stop, len(prompt))]))
+            stopping_criteria=StoppingCriteriaList([FenceCriteria(rewriter, len(prompt))]))
     return out[0, len(prompt):].tolist()
 
 
