@@ -467,3 +467,40 @@ def _line_cuts(text: str, span: Span, blank_only: bool) -> list[int]:
         if not blank_only or not previous.strip():
             cuts.append(offset)
     return cuts
+
+
+# ---- the definitions of a file -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Definition:
+    kind: str  # "function" or "class" (methods are functions)
+    path: tuple[str, ...]  # the enclosing definitions' names, then its own: ("Shape", "area")
+    start: int  # character offset of the node itself (after decorators and doc comments)
+    header: str  # the line it starts on, stripped: `def area(self) -> float:`
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
+
+
+def definitions(tree: SyntaxTree) -> list[Definition]:
+    """Every named function, method and class in the file, in order (nested ones included)."""
+    kinds = {node_type: alias for alias in ("class", "function")
+             for node_type in ALIASES[alias].get(tree.language, ())}
+    found: list[Definition] = []
+    stack = [(tree.root, ())]  # explicit stack: deeply nested code must not hit the recursion limit
+    while stack:
+        node, path = stack.pop()
+        kind = kinds.get(node.type)
+        if kind and node.type in _JS_VALUE_FUNCTIONS and not _is_named_function_value(node):
+            kind = None
+        name = _name_of(tree, node.parent if node.type in _JS_VALUE_FUNCTIONS else node) if kind else ""
+        if name:
+            start = tree.char(node.start_byte)
+            line_start = tree.text.rfind("\n", 0, start) + 1
+            line_end = tree.text.find("\n", start)
+            header = tree.text[line_start: line_end if line_end >= 0 else len(tree.text)].strip()
+            path = path + (name,)
+            found.append(Definition(kind, path, start, header))
+        stack.extend((child, path) for child in reversed(node.children))
+    return found

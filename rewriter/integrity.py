@@ -1,0 +1,280 @@
+"""Edit integrity: an answer is applied only if it keeps the user's code whole.
+
+The syntax guard cannot see an answer that parses but repeats the file around the span, drops a
+method or copies another function into the span. Every front end (`rewriter apply`, the language
+server, `/v1/rewrites`) runs the span's final text through `FileIntegrity.check` before writing
+or applying it:
+
+- echo: leading or trailing lines of the answer that repeat a run of at least two code lines of
+  the file outside the span (compared without indentation, blank lines ignored) are stripped;
+  an answer that is nothing but such a copy is refused;
+- lost definitions: every function, method and class that started in the span must still be
+  there, unless the instruction asks to remove, delete, drop, merge, combine, inline, eliminate
+  or consolidate (then any may go), or to rename (then one may go where exactly one new
+  definition of the same kind appears in the same place);
+- duplicated code: a definition line, an import, or any code line of 20 characters or more that
+  occurred exactly once in the file must not occur twice after the rewrite.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from .prompt import common_indent
+from .scopes import Definition, SyntaxTree, definitions
+
+APPLIED, STRIPPED, REFUSED = "applied", "stripped", "refused"
+
+# Instructions that ask for definitions to go away (word stems, so "removing", "inlined" count).
+REMOVAL_WORDS = re.compile(r"\b(remov|delet|drop|merg|combin|inlin|eliminat|consolidat|get rid)", re.IGNORECASE)
+RENAME_WORDS = re.compile(r"\brenam", re.IGNORECASE)
+
+MIN_ECHO_LINES = 2  # a single repeated line is more likely coincidence than an echo
+LONG_LINE = 20  # shorter lines (`return x`, `}`, `else:`) repeat in code by nature
+IMPORT_LINE = re.compile(r"(import\s|from\s+\S+\s+import\s|#\s*include\b|use\s|using\s|require\b)")
+# Comments and docstrings may repeat harmlessly (two functions with the same one-line docstring).
+COMMENT_OR_STRING = re.compile(r"""(#(?!\s*include)|//|/\*|\*|--|"|'|`)""")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # applied (as answered), stripped (an echo of the file removed), refused
+    text: str  # the span's new text: what to write, or (refused) what --force would write
+    reason: str = ""  # refused: why; stripped: what was removed
+
+    @property
+    def refused(self) -> bool:
+        return self.status == REFUSED
+
+
+def instruction_allows_removal(instruction: str) -> bool:
+    return bool(REMOVAL_WORDS.search(instruction))
+
+
+def instruction_asks_rename(instruction: str) -> bool:
+    return bool(RENAME_WORDS.search(instruction))
+
+
+class FileIntegrity:
+    """Checks rewrites of spans of one file (parsed and indexed once, for any number of spans)."""
+
+    def __init__(self, text: str, grammar: str | None = None):
+        self.text = text
+        self.grammar = grammar
+        self.tree = SyntaxTree(text, grammar) if grammar else None
+        self.definitions = definitions(self.tree) if self.tree else []
+        self.lines = text.splitlines(keepends=True)
+        self.norm = [line.strip() for line in self.lines]
+        self.counts = Counter(self.norm)
+        self.headers = {d.header for d in self.definitions}
+        self._line_starts = [0]
+        for line in self.lines:
+            self._line_starts.append(self._line_starts[-1] + len(line))
+        self._code_lines = [i for i, line in enumerate(self.norm) if line]
+        self._where: dict[str, list[int]] = {}  # line text -> its positions in _code_lines
+        for position, index in enumerate(self._code_lines):
+            self._where.setdefault(self.norm[index], []).append(position)
+
+    def check(self, start: int, end: int, answer: str, instruction: str) -> Verdict:
+        """Judge `answer` as the new text of the file's characters [start, end)."""
+        original = self.text[start:end]
+        if answer == original:
+            return Verdict(APPLIED, answer)
+        text, echoes = self.strip_echo(start, end, answer)
+        stripped = f"removed the answer's copy of {' and '.join(echoes)}" if echoes else ""
+        if echoes and not text.strip() and original.strip():
+            return Verdict(REFUSED, answer, f"the answer is a copy of {' and '.join(echoes)} "
+                                            "instead of a rewrite of the span; not applied")
+        problems = self.problems(start, end, text, instruction)
+        if problems:
+            after = f" (after it {stripped})" if stripped else ""
+            return Verdict(REFUSED, text, "; ".join(problems) + after + "; not applied (--force applies it anyway)")
+        return Verdict(STRIPPED, text, stripped) if echoes else Verdict(APPLIED, text)
+
+    def problems(self, start: int, end: int, text: str, instruction: str) -> list[str]:
+        """What the rewrite of [start, end) into `text` would break, in words; empty when nothing."""
+        problems = []
+        new_definitions: list[Definition] = []
+        if self.tree is not None:
+            candidate = SyntaxTree(self.text[:start] + text + self.text[end:], self.grammar)
+            new_definitions = [d for d in definitions(candidate) if start <= d.start < start + len(text)]
+            old_definitions = [d for d in self.definitions if start <= d.start < end]
+            lost = lost_definitions(old_definitions, new_definitions, instruction)
+            if lost:
+                problems.append("it would lose " + _names(lost))
+        duplicated = self.duplicated_lines(start, end, text, {d.header for d in new_definitions})
+        if duplicated:
+            shown = ", ".join(repr(line) for line in duplicated[:3])
+            more = f" and {len(duplicated) - 3} more" if len(duplicated) > 3 else ""
+            problems.append(f"it would duplicate code that occurs once in the file: {shown}{more}")
+        return problems
+
+    def duplicated_lines(self, start: int, end: int, text: str, new_headers: set[str] = frozenset()) -> list[str]:
+        """Significant lines that occur once in the file and would occur twice or more after the rewrite."""
+        old_span = Counter(line.strip() for line in self.text[start:end].splitlines())
+        new_span = Counter(line.strip() for line in text.splitlines())
+        headers = self.headers | new_headers
+        return [line for line, count in new_span.items()
+                if self.counts[line] == 1 and self.counts[line] - old_span[line] + count >= 2
+                and significant(line, headers)]
+
+    # ---- echo of the surroundings -------------------------------------------------------------
+
+    def strip_echo(self, start: int, end: int, answer: str) -> tuple[str, list[str]]:
+        """The answer without leading and trailing copies of the file outside the span, and what
+        was removed ("lines 1-20 of the file"); the answer itself when it repeats nothing."""
+        first_line = self._line_of(start)
+        last_line = self._line_of(max(start, end - 1)) + 1 if end > start else first_line  # exclusive
+        lines = answer.splitlines(keepends=True)
+        norm = [line.strip() for line in lines]
+        code = [i for i, line in enumerate(norm) if line]
+        original_code = [line.strip() for line in self.text[start:end].splitlines() if line.strip()]
+        if not code or not self.lines:
+            return answer, []
+        echoes = []
+        head = self._run([norm[i] for i in code], original_code, first_line, last_line, forward=True)
+        keep_from, keep_to = 0, len(lines)
+        shifts = []  # how the echo's indentation differs from the file's (a re-indented echo)
+        if head:
+            taken, file_from, file_to = head
+            keep_from = code[taken - 1] + 1
+            shifts.append(_indent_shift(self.lines[file_from], lines[code[0]]))
+            echoes.append(f"lines {file_from + 1}-{file_to + 1} of the file")
+            code = code[taken:]
+        if code:
+            tail = self._run([norm[i] for i in code], original_code, first_line, last_line, forward=False)
+            if tail:
+                taken, file_from, file_to = tail
+                keep_to = code[len(code) - taken]
+                shifts.append(_indent_shift(self.lines[file_to], lines[code[-1]]))
+                echoes.append(f"lines {file_from + 1}-{file_to + 1} of the file")
+        if not echoes:
+            return answer, []
+        kept = [*lines[keep_from:keep_to]]
+        if len(set(shifts)) == 1 and shifts[0] is not None:
+            kept = _shift(kept, *shifts[0])
+        kept = "".join(kept)
+        return _like_original(self.text[start:end], kept), echoes
+
+    def _run(self, answer_code: list[str], original_code: list[str], first_line: int, last_line: int,
+             forward: bool) -> tuple[int, int, int] | None:
+        """The longest run of the answer's code lines, from its start (or end), that repeats
+        consecutive code lines of the file on one side of the span: (lines, first, last file line)."""
+        if not forward:
+            answer_code, original_code = answer_code[::-1], original_code[::-1]
+        best = None
+        for position in self._where.get(answer_code[0], ()):
+            index = self._code_lines[position]
+            if first_line <= index < last_line:
+                continue
+            before_span = index < first_line
+            length = 0
+            while length < len(answer_code):
+                at = position + length if forward else position - length
+                if not 0 <= at < len(self._code_lines):
+                    break
+                file_index = self._code_lines[at]
+                if (file_index < first_line) != before_span or first_line <= file_index < last_line:
+                    break  # the run reached the span: what follows is the span's own text
+                if self.norm[file_index] != answer_code[length]:
+                    break
+                length += 1
+            if length >= MIN_ECHO_LINES and (best is None or length > best[0]):
+                ends = (index, self._code_lines[position + length - 1 if forward else position - length + 1])
+                best = (length, min(ends), max(ends))
+        if best is None:
+            return None
+        # An answer that starts (or ends) the way the span itself does is the span, not an echo.
+        same = 0
+        while same < min(len(answer_code), len(original_code)) and answer_code[same] == original_code[same]:
+            same += 1
+        return None if same >= best[0] else best
+
+    def _line_of(self, offset: int) -> int:
+        """0-based line of a character offset."""
+        low, high = 0, len(self._line_starts) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self._line_starts[middle] <= offset:
+                low = middle
+            else:
+                high = middle - 1
+        return min(low, max(len(self.lines) - 1, 0))
+
+
+def check_edit(file_text: str, start: int, end: int, answer: str, instruction: str,
+               grammar: str | None = None) -> Verdict:
+    """One rewrite of the file's characters [start, end) into `answer`, judged."""
+    return FileIntegrity(file_text, grammar).check(start, end, answer, instruction)
+
+
+def lost_definitions(old: list[Definition], new: list[Definition], instruction: str) -> list[Definition]:
+    """The old definitions missing from the new ones that the instruction does not allow to lose."""
+    new_paths = Counter(d.path for d in new)
+    old_paths = Counter(d.path for d in old)
+    lost = [d for d in old if new_paths[d.path] < old_paths[d.path]]
+    if not lost or instruction_allows_removal(instruction):
+        return []
+    if instruction_asks_rename(instruction):
+        # A rename: each definition that went is replaced by exactly one new one of its kind, beside it.
+        added = Counter((d.kind, d.path[:-1]) for d in new if old_paths[d.path] < new_paths[d.path])
+        gone = Counter((d.kind, d.path[:-1]) for d in lost)
+        if gone == added:
+            return []
+    return lost
+
+
+def significant(line: str, headers: set[str]) -> bool:
+    """Whether a (stripped) line is code whose repetition means copied code, not coincidence."""
+    if not line:
+        return False
+    if line in headers:
+        return True
+    if COMMENT_OR_STRING.match(line):
+        return False
+    return bool(IMPORT_LINE.match(line)) or (len(line) >= LONG_LINE and any(c.isalnum() for c in line))
+
+
+def _names(lost: list[Definition]) -> str:
+    # A lost class or function takes what is nested in it along: name the outermost ones.
+    paths = {d.path for d in lost}
+    outer = [d for d in lost if not any(d.path[:n] in paths for n in range(1, len(d.path)))]
+    kinds = {"function": "function", "class": "class"}
+    named = [f"{'method' if d.kind == 'function' and len(d.path) > 1 else kinds[d.kind]} {d.name}" for d in outer]
+    return ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+
+
+def _like_original(original: str, kept: str) -> str:
+    """What remains of an answer after an echo was cut, with the span's own indentation and its
+    blank lines at both ends (the echo took or brought some)."""
+    want = common_indent(original)
+    if want and not common_indent(kept):
+        kept = "".join(want + line if line.strip() else line for line in kept.splitlines(keepends=True))
+    leading = original[: len(original) - len(original.lstrip("\r\n"))]
+    trailing = original[len(original.rstrip("\r\n")):]
+    core = kept.strip("\r\n")
+    return leading + core + trailing if core else ""
+
+
+def _indent_shift(file_line: str, answer_line: str) -> tuple[str, str] | None:
+    """(removed, added): the answer's line is the file's with `removed` taken off its indentation
+    and `added` put in front; None when the two indentations do not nest."""
+    have = file_line[: len(file_line) - len(file_line.lstrip(" \t"))]
+    got = answer_line[: len(answer_line) - len(answer_line.lstrip(" \t"))]
+    if got.endswith(have):
+        return "", got[: len(got) - len(have)]
+    if have.endswith(got):
+        return have[: len(have) - len(got)], ""
+    return None
+
+
+def _shift(lines: list[str], removed: str, added: str) -> list[str]:
+    """Undo an indentation shift (`removed` taken off, `added` put on) on each code line."""
+    out = []
+    for line in lines:
+        if line.strip():
+            line = line[len(added):] if added and line.startswith(added) else line
+            line = removed + line if removed else line
+        out.append(line)
+    return out
