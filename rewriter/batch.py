@@ -21,6 +21,7 @@ from typing import Callable, TextIO
 
 from .decode import Stats
 from .files import FileError, SourceFile, atomic_write, read_source
+from .integrity import FileIntegrity
 from .prompt import NoCodeBlock, common_indent, language_for
 from .scopes import (ScopeError, Span, SyntaxTree, expand_to_nodes, line_span, select_nodes,
                      split_span, syntax_error_line, tree_language)
@@ -53,6 +54,8 @@ class Options:
     check: bool = False
     allow_syntax_errors: bool = False
     max_new_tokens: int | None = None
+    force: bool = False  # apply answers the integrity check refuses
+    show_refused: bool = False  # print the diff of each refused answer
 
 
 @dataclass
@@ -60,9 +63,11 @@ class Unit:
     """One rewrite request: a span of the file and what became of it."""
 
     span: Span
-    status: str = "pending"  # unchanged, changed, failed, refused (by the syntax guard)
+    status: str = "pending"  # unchanged, changed, failed, refused (by the syntax or integrity guard)
     reason: str = ""
     text: str | None = None  # the span's new text
+    refused_text: str | None = None  # a refused answer, kept to show (--show-refused) or apply (--force)
+    refused_diff: str = ""  # the file's diff had the refused answer been applied
     stats: Stats | None = None
     part_of: str = ""  # the scope this span was cut from to fit the model's context
 
@@ -80,6 +85,7 @@ class FileJob:
     units: list[Unit] = field(default_factory=list)
     new_text: str | None = None
     diff: str = ""
+    notes: list[str] = field(default_factory=list)  # what planning changed about the scope, for stderr
     seconds: float = 0.0
 
     def skip(self, reason: str) -> "FileJob":
@@ -242,6 +248,14 @@ def plan(job: FileJob, options: Options) -> FileJob:
             if tree is None:
                 raise BatchError(f"{job.display}: --expand needs a syntax tree, and this file type has none")
             span = expand_to_nodes(tree, span)
+        elif tree is not None and not job.had_errors:
+            # A range that cuts a node in two makes the model complete the node: the lines after
+            # the range would then appear twice. Whole nodes only.
+            whole = expand_to_nodes(tree, span)
+            if (whole.start_line, whole.end_line) != (span.start_line, span.end_line):
+                job.notes.append(f"lines {span.start_line}-{span.end_line} cut a syntax node in two; "
+                                 f"rewriting lines {whole.start_line}-{whole.end_line} instead")
+                span = whole
         spans = [span]
     else:
         spans = [Span(0, len(text), 1, max(1, text.count("\n") + (not text.endswith("\n"))), "file")]
@@ -279,21 +293,6 @@ def reindent(original: str, new: str) -> str:
     return "".join(want + line if line.strip() else line for line in new.splitlines(keepends=True))
 
 
-def strip_echoed_context(text: str, span: Span, new: str) -> str:
-    """Drop the surrounding file from an answer that repeated it around the edited span.
-
-    Small models given the whole file as context sometimes answer with the file's head (or
-    tail) too; kept, it would appear twice in the result.
-    """
-    original = text[span.start: span.end]
-    before, after = text[: span.start], text[span.end:]
-    if before.strip() and new.startswith(before) and not original.startswith(before):
-        new = new[len(before):]
-    if after.strip() and new.endswith(after) and not original.endswith(after):
-        new = new[: len(new) - len(after)]
-    return new
-
-
 class Runner:
     """Runs the spans of one file after another on an engine, reporting progress."""
 
@@ -310,21 +309,23 @@ class Runner:
         job.status = "running"
         text = job.source.text
         tree = SyntaxTree(text, job.grammar) if job.grammar else None
+        integrity = FileIntegrity(text, job.grammar)
         done: list[Unit] = []
         for unit in job.units:
-            done += self._rewrite_unit(job, text, tree, unit.span, part_of="")
+            done += self._rewrite_unit(job, text, tree, integrity, unit.span, part_of="")
             self.report.span_done(job)
         job.units = done
         self._assemble(job, text)
         job.seconds = time.perf_counter() - started
         return job
 
-    def _rewrite_unit(self, job: FileJob, text: str, tree, span: Span, part_of: str) -> list[Unit]:
+    def _rewrite_unit(self, job: FileJob, text: str, tree, integrity: FileIntegrity, span: Span,
+                      part_of: str) -> list[Unit]:
         whole_file = span.start == 0 and span.end == len(text)
         self.report.unit_started(job, span)
         for window in ((0,) if whole_file else CONTEXT_WINDOWS):
             try:
-                unit = self._request(job, text, span, context_for(text, span, window))
+                unit = self._request(job, text, integrity, span, context_for(text, span, window))
                 unit.part_of = part_of
                 self.report.unit_done(job, unit)
                 return [unit]
@@ -346,10 +347,11 @@ class Runner:
         self.report.split(job, span, len(pieces))
         units: list[Unit] = []
         for piece in pieces:
-            units += self._rewrite_unit(job, text, tree, piece, part_of or span.label())
+            units += self._rewrite_unit(job, text, tree, integrity, piece, part_of or span.label())
         return units
 
-    def _request(self, job: FileJob, text: str, span: Span, context: str | None) -> Unit:
+    def _request(self, job: FileJob, text: str, integrity: FileIntegrity, span: Span,
+                 context: str | None) -> Unit:
         from .rewrite import RewriteResult
 
         original = text[span.start: span.end]
@@ -374,15 +376,23 @@ class Runner:
                 close()  # stops decoding at once when we leave early
         if result is None:
             raise RuntimeError("the engine's stream ended without a result")
-        new = strip_echoed_context(text, span, reindent(original, result.text))
-        unit = Unit(span, "changed" if new != original else "unchanged", text=new, stats=result.stats)
-        if unit.status == "changed" and result.stats.finish_reason == "length":
+        if result.text != original and result.stats.finish_reason == "length":
             return Unit(span, "failed", "the answer stopped at the token limit; not applied", stats=result.stats)
+        verdict = integrity.check(span.start, span.end, reindent(original, result.text), self.options.instruction)
+        new = verdict.text
+        unit = Unit(span, "changed" if new != original else "unchanged", text=new, stats=result.stats,
+                    reason=verdict.reason)
+        if verdict.refused and not self.options.force:
+            unit.status, unit.text, unit.refused_text = "refused", None, new
+            unit.reason = f"{verdict.reason}; not applied (--force applies it anyway)"
+            return unit
+        if verdict.refused:
+            unit.reason = f"applied with --force although {verdict.reason}"
         if unit.status == "changed" and job.grammar and not job.had_errors and not self.options.allow_syntax_errors:
             candidate = text[: span.start] + new + text[span.end:]
             line = syntax_error_line(candidate, job.grammar)
             if line is not None:
-                unit.status = "refused"
+                unit.status, unit.text, unit.refused_text = "refused", None, new
                 unit.reason = (f"the rewrite does not parse (syntax error at line {line}); not applied "
                                "(--allow-syntax-errors applies it anyway)")
         return unit
@@ -441,6 +451,16 @@ def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers
                 diff_out.flush()
             if options.write:
                 _write(job)
+        for unit in job.units:
+            if unit.refused_text is not None:
+                text = job.source.text
+                unit.refused_diff = unified_diff(
+                    text, text[: unit.span.start] + unit.refused_text + text[unit.span.end:], job.display)
+                if options.show_refused and diff_out is not None:
+                    report.clear()
+                    diff_out.write(f"# refused, not applied: {job.display}: {unit.span.label()}: {unit.reason}\n")
+                    diff_out.write(colorize(unit.refused_diff) if diff_out.isatty() else unit.refused_diff)
+                    diff_out.flush()
         report.file_done(job)
 
     try:
@@ -703,9 +723,11 @@ def json_report(jobs: list[FileJob], options: Options, seconds: float, code: int
                 "kind": u.span.kind, "name": u.span.name,
                 "lines": [u.span.start_line, u.span.end_line],
                 "status": u.status, "reason": u.reason, "part_of": u.part_of,
+                **({"refused_diff": u.refused_diff} if u.refused_diff else {}),
                 **({"stats": _stats_dict(u.stats)} if u.stats else {}),
             } for u in job.units] if job.status != "skipped" else [],
             "diff": job.diff,
+            "notes": job.notes,
             "stats": _stats_dict(stats),
             "seconds": round(job.seconds, 3),
         })
@@ -741,6 +763,8 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
         raise BatchError("--lines applies to one file; name a single file")
     for job in jobs:
         plan(job, options)
+        for note in job.notes:
+            say(f"{job.display}: {note}")
     if not jobs:
         raise BatchError("no source files found under " + ", ".join(paths))
     pending = [job for job in jobs if job.status == "pending"]

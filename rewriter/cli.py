@@ -51,6 +51,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         instruction=args.instruction, lines=parse_line_range(args.lines) if args.lines else None,
         expand=args.expand, each=args.each, write=args.write, check=args.check,
         allow_syntax_errors=args.allow_syntax_errors, max_new_tokens=args.max_new_tokens,
+        force=args.force, show_refused=args.show_refused,
     )
     params = _sampling_params(args)  # refuses bad settings before any model loads
     if args.endpoint:
@@ -214,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", action="store_true", help="write nothing; exit 1 when anything would change")
     apply.add_argument("--allow-syntax-errors", action="store_true",
                        help="apply rewrites that do not parse (refused by default)")
+    apply.add_argument("--force", action="store_true",
+                       help="apply answers the integrity check refuses (lost definitions, duplicated code)")
+    apply.add_argument("--show-refused", action="store_true",
+                       help="print the diff of each refused answer, with the reason")
     apply.add_argument("--json", action="store_true", help="one JSON report on stdout instead of diffs and a table")
     apply.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     apply.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary table")

@@ -41,7 +41,7 @@ COMMENT_OR_STRING = re.compile(r"""(#(?!\s*include)|//|/\*|\*|--|"|'|`)""")
 class Verdict:
     status: str  # applied (as answered), stripped (an echo of the file removed), refused
     text: str  # the span's new text: what to write, or (refused) what --force would write
-    reason: str = ""  # refused: why; stripped: what was removed
+    reason: str = ""  # refused: why ("it would lose method Shape.area"); stripped: what was removed
 
     @property
     def refused(self) -> bool:
@@ -85,11 +85,11 @@ class FileIntegrity:
         stripped = f"removed the answer's copy of {' and '.join(echoes)}" if echoes else ""
         if echoes and not text.strip() and original.strip():
             return Verdict(REFUSED, answer, f"the answer is a copy of {' and '.join(echoes)} "
-                                            "instead of a rewrite of the span; not applied")
+                                            "instead of a rewrite of the span")
         problems = self.problems(start, end, text, instruction)
         if problems:
             after = f" (after it {stripped})" if stripped else ""
-            return Verdict(REFUSED, text, "; ".join(problems) + after + "; not applied (--force applies it anyway)")
+            return Verdict(REFUSED, text, "; ".join(problems) + after)
         return Verdict(STRIPPED, text, stripped) if echoes else Verdict(APPLIED, text)
 
     def problems(self, start: int, end: int, text: str, instruction: str) -> list[str]:
@@ -100,7 +100,9 @@ class FileIntegrity:
             candidate = SyntaxTree(self.text[:start] + text + self.text[end:], self.grammar)
             new_definitions = [d for d in definitions(candidate) if start <= d.start < start + len(text)]
             old_definitions = [d for d in self.definitions if start <= d.start < end]
-            lost = lost_definitions(old_definitions, new_definitions, instruction)
+            # In a text that does not parse, definitions vanish into error nodes: that is the
+            # syntax guard's to judge (and the user's, with --allow-syntax-errors).
+            lost = [] if candidate.has_errors() else lost_definitions(old_definitions, new_definitions, instruction)
             if lost:
                 problems.append("it would lose " + _names(lost))
         duplicated = self.duplicated_lines(start, end, text, {d.header for d in new_definitions})
