@@ -1,0 +1,297 @@
+"""Edit integrity: answers that lose or duplicate the user's code are stripped or refused.
+
+A scripted engine plays each failure shape seen with the embedded model (an answer that
+repeats the whole file, re-indented or not, or the part before or after the span; a span
+replaced by a copy of another function; dropped methods; duplicated imports; a cut node) through
+`rewriter apply`, and the controls that must still be applied.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from rewriter.batch import Options, apply_command
+from rewriter.decode import Stats
+from rewriter.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity, check_edit
+from rewriter.rewrite import Progress, RewriteResult
+
+SHAPES = '''"""Shapes and helpers."""
+import math
+import os
+
+__version__ = "1.2.3"
+
+
+class Rectangle:
+    """An axis-aligned rectangle."""
+
+    def __init__(self, width, height):
+        self.width = width
+        self.height = height
+
+    @property
+    def area(self):
+        return self.width * self.height
+
+    def perimeter(self):
+        return 2 * (self.width + self.height)
+
+
+def circle_area(radius):
+    return math.pi * radius ** 2
+
+
+def walk(root):
+    def visit(path):
+        entries = sorted(os.listdir(path))
+        return [os.path.join(path, e) for e in entries]
+    return visit(root)
+
+
+def clamp(value, low, high):
+    if value < low:
+        return low
+    if value > high:
+        return high
+    return value
+'''
+
+
+def span_of(text: str, first: str, last_line: str) -> tuple[int, int]:
+    """The characters from the line holding `first` to the end of the line holding `last_line`."""
+    start = text.rfind("\n", 0, text.index(first)) + 1
+    end = text.index("\n", text.index(last_line, start)) + 1
+    return start, end
+
+
+class Engine:
+    """Answers each request with `answer(code, context)`, as the model would, with no indentation
+    added back (the batch layer does that)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests = []
+
+    def stream(self, text, instruction, language="", context=None, max_new_tokens=None):
+        self.requests.append((text, context, instruction))
+        stats = Stats(output_tokens=10, total_s=0.01, finish_reason="stop")
+        yield Progress("```\n", stats)
+        yield RewriteResult(text=self.answer(text, context), answer="", stats=stats)
+
+
+@pytest.fixture
+def shapes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "shapes.py"
+    path.write_text(SHAPES)
+    return path
+
+
+def apply(path, engine, capsys=None, **options) -> int:
+    settings = dict(instruction="Keep the code exactly as it is", write=True)
+    settings.update(options)
+    json_output = settings.pop("json_output", False)
+    return apply_command([str(path)], Options(**settings), lambda: engine, json_output=json_output,
+                         say=lambda message: print(f"rewriter: {message}", file=sys.stderr))
+
+
+def dedented(code: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(code)
+
+
+# ---- echo of the surroundings -------------------------------------------------------------
+
+def test_whole_file_echo_reindented_into_a_method_is_stripped_to_the_method(shapes, capsys):
+    # The model, shown a method dedented with the file as context, answers with the whole file;
+    # re-indented as a method, it matches the context no more, and would nest the module in the class.
+    def answer(code, context):
+        return context.replace("return self.width * self.height", "return self.height * self.width")
+
+    start, _ = span_of(SHAPES, "    @property", "return self.width * self.height")
+    line = SHAPES.count("\n", 0, start) + 1
+    assert apply(shapes, Engine(answer), lines=(line, line + 2), expand=True) == 0
+    assert shapes.read_text() == SHAPES.replace("return self.width * self.height", "return self.height * self.width")
+
+
+def test_whole_file_echo_inside_a_nested_function_is_stripped(shapes):
+    def answer(code, context):
+        return context.replace("entries = sorted(os.listdir(path))", "entries = sorted(os.listdir(path), reverse=True)")
+
+    line = SHAPES[: SHAPES.index("        entries =")].count("\n") + 1
+    assert apply(shapes, Engine(answer), lines=(line, line + 1), expand=True) == 0
+    assert shapes.read_text() == SHAPES.replace("sorted(os.listdir(path))", "sorted(os.listdir(path), reverse=True)")
+
+
+def test_partial_echo_of_the_part_before_and_after_is_stripped():
+    start, end = span_of(SHAPES, "    def perimeter", "return 2 * (self.width")
+    method = SHAPES[start:end].replace("2 * (self.width + self.height)", "2 * self.width + 2 * self.height")
+    check = FileIntegrity(SHAPES, "python")
+    head = SHAPES[SHAPES.index("class Rectangle"): start]  # the class so far, then the rewrite
+    verdict = check.check(start, end, head + method, "Simplify")
+    assert (verdict.status, verdict.text) == (STRIPPED, method)
+    assert "lines 8-17 of the file" in verdict.reason
+    tail = SHAPES[end: SHAPES.index("def walk")]  # the rewrite, then what follows it
+    verdict = check.check(start, end, method + tail, "Simplify")
+    assert (verdict.status, verdict.text) == (STRIPPED, method)
+
+
+def test_an_answer_that_only_starts_like_the_span_is_no_echo():
+    text = "x = compute(1)\ny = compute(2)\nx = compute(1)\ny = compute(2)\n"
+    start = text.index("x = compute(1)", 1)
+    answer = "x = compute(1)\ny = compute(3)\n"  # the span's own first line, rewritten after it
+    verdict = check_edit(text, start, len(text), answer, "change 2 to 3", "python")
+    assert (verdict.status, verdict.text) == (APPLIED, answer)
+
+
+# ---- a span replaced by other code ----------------------------------------------------------
+
+def test_two_functions_replaced_by_a_copy_of_a_third_are_refused(shapes, capsys):
+    # "Delete every closing parenthesis", which the model could not follow: it answered with `clamp`.
+    def answer(code, context):
+        return SHAPES[SHAPES.index("def clamp"):]
+
+    first = SHAPES[: SHAPES.index("def circle_area")].count("\n") + 1
+    last = SHAPES[: SHAPES.index("    return visit(root)")].count("\n") + 1
+    code = apply(shapes, Engine(answer), capsys, lines=(first, last), instruction="Delete every closing parenthesis",
+                 show_refused=True)
+    assert code == 1
+    assert shapes.read_text() == SHAPES
+    out, err = capsys.readouterr()
+    assert "copy of lines 34-39 of the file" in err and "not applied" in err
+    # The refused answer is not lost: its diff is shown, with the reason.
+    assert "# refused, not applied: shapes.py" in out and "+def clamp(value, low, high):" in out
+
+
+def test_a_property_replaced_by_a_changed_copy_of_another_function_is_refused(shapes, capsys):
+    def answer(code, context):
+        if "def area" not in code:
+            return code
+        return dedented('''\
+            def perimeter(self):
+                """The perimeter."""
+                return 2 * (self.width + self.height)
+            ''')
+
+    assert apply(shapes, Engine(answer), each="function", instruction="Add a one-line docstring") == 1
+    assert shapes.read_text() == SHAPES
+    err = capsys.readouterr().err
+    assert "it would lose method Rectangle.area" in err
+    assert "it would duplicate code that occurs once in the file: 'def perimeter(self):'" in err
+
+
+def test_a_class_body_replaced_by_a_docstring_is_refused_naming_the_lost_methods(shapes, capsys):
+    def answer(code, context):
+        return 'class Rectangle:\n    """An axis-aligned rectangle with an area and a perimeter."""\n'
+
+    assert apply(shapes, Engine(answer), each="class", instruction="Add docstrings", json_output=True) == 1
+    assert shapes.read_text() == SHAPES
+    report = json.loads(capsys.readouterr().out)
+    span = report["files"][0]["spans"][0]
+    assert span["status"] == "refused"
+    assert ("it would lose method Rectangle.__init__, method Rectangle.area, method Rectangle.perimeter"
+            in span["reason"])
+    assert "-    def __init__(self, width, height):" in span["refused_diff"]
+
+
+def test_imports_and_version_copied_into_a_function_are_refused(shapes, capsys):
+    def answer(code, context):
+        if "def circle_area" not in code:
+            return code
+        return ("import math\n\n__version__ = \"1.2.3\"\n\n"
+                + code.replace("def circle_area(radius):", "def circle_area(radius: float) -> float:"))
+
+    assert apply(shapes, Engine(answer), each="function", instruction="Add type hints to every function") == 1
+    assert shapes.read_text() == SHAPES
+    err = capsys.readouterr().err
+    assert "duplicate code that occurs once in the file: 'import math', '__version__ = \"1.2.3\"'" in err
+
+
+# ---- cut nodes ------------------------------------------------------------------------------
+
+def test_a_line_range_that_cuts_a_node_is_grown_to_whole_nodes(shapes, capsys):
+    # Lines of `if value < low:` without its body: a model completes the node, and without
+    # growing the range the line after it would be in the file twice.
+    first = SHAPES[: SHAPES.index("    if value < low:")].count("\n") + 1
+
+    def answer(code, context):
+        completed = code if "return low" in code else code + "        return low\n"
+        return completed.replace("low:", "low:  # below the range")
+
+    assert apply(shapes, Engine(answer), lines=(first, first)) == 0
+    new = shapes.read_text()
+    assert new == SHAPES.replace("if value < low:", "if value < low:  # below the range")
+    assert new.count("return low") == 1
+    err = capsys.readouterr().err
+    assert f"lines {first}-{first} cut a syntax node in two; rewriting lines {first}-{first + 1} instead" in err
+
+
+def test_a_duplicated_line_after_the_range_is_refused():
+    # Without a tree to grow the range by, the check still sees the line that would be twice.
+    text = "first_value = compute_first()\nsecond_value = compute_second()\n"
+    end = text.index("second")
+    verdict = check_edit(text, 0, end, "first_value = compute_first(1)\nsecond_value = compute_second()\n",
+                         "pass 1", None)
+    assert verdict.refused and "'second_value = compute_second()'" in verdict.reason
+
+
+# ---- controls that must still be applied --------------------------------------------------
+
+def test_a_docstring_added_to_each_function_is_applied(shapes):
+    def answer(code, context):
+        header, _, rest = code.partition(":\n")
+        return f'{header}:\n    """Does its job."""\n{rest}'
+
+    assert apply(shapes, Engine(answer), each="method", instruction="Add a one-line docstring") == 0
+    assert shapes.read_text().count('"""Does its job."""') == 3
+
+
+def test_a_function_renamed_when_asked_is_applied_and_not_when_not_asked(shapes, capsys):
+    def answer(code, context):
+        return code.replace("def clamp(", "def bounded(")
+
+    first = SHAPES[: SHAPES.index("def clamp")].count("\n") + 1
+    assert apply(shapes, Engine(answer), lines=(first, first + 5), instruction="Add type hints") == 1
+    assert "it would lose function clamp" in capsys.readouterr().err
+    assert shapes.read_text() == SHAPES
+    assert apply(shapes, Engine(answer), lines=(first, first + 5), instruction="Rename clamp to bounded") == 0
+    assert "def bounded(value, low, high):" in shapes.read_text()
+
+
+def test_a_method_deleted_when_asked_is_applied(shapes):
+    def answer(code, context):
+        start, end = span_of(code, "    def perimeter", "return 2 * (self.width")
+        return code[:start].rstrip("\n") + "\n"
+
+    first = SHAPES[: SHAPES.index("class Rectangle")].count("\n") + 1
+    last = SHAPES[: SHAPES.index("def circle_area")].count("\n") - 2
+    assert apply(shapes, Engine(answer), lines=(first, last), instruction="Delete the perimeter method") == 0
+    new = shapes.read_text()
+    assert "def perimeter" not in new and "def area" in new and "def clamp" in new
+
+
+def test_force_applies_a_refused_answer(shapes):
+    def answer(code, context):
+        return 'class Rectangle:\n    """A rectangle."""\n'
+
+    assert apply(shapes, Engine(answer), each="class", instruction="Add docstrings", force=True) == 0
+    assert "def __init__" not in shapes.read_text()
+
+
+def test_the_check_is_cheap_on_a_large_file():
+    import time
+
+    body = "".join(f"def function_{i}(value):\n    total = value * {i}\n    return total + {i}\n\n\n"
+                   for i in range(2000))  # 10,000 lines
+    check = FileIntegrity(body, "python")
+    start, end = span_of(body, "def function_1000(", "return total + 1000")
+    started = time.perf_counter()
+    for _ in range(5):
+        verdict = check.check(start, end, body[start:end].replace("total", "result"), "Rename total")
+    per_span = (time.perf_counter() - started) / 5
+    assert verdict.status == APPLIED
+    assert per_span < 0.5, f"{per_span:.3f}s per span on 10,000 lines"
+    assert check.check(start, end, body[start:end] + body[:200], "x").status in (REFUSED, STRIPPED)
