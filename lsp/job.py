@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from rewriter.hunks import Hunk, HunkStream
+from rewriter.integrity import APPLIED, FileIntegrity
 from rewriter.prompt import NoCodeBlock, SourceText, common_indent, extract_code
 
 from .regions import Region
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+APPLY_ANYWAY, DISCARD = "Apply anyway", "Discard"  # the choices offered for a refused edit
 SYNC_TIMEOUT_S = 3.0  # how long the client may take to report our own edit back with didChange
 REPORT_INTERVAL_S = 0.25
 _ids = itertools.count(1)
@@ -81,13 +83,15 @@ def changed_lines(before: list[str], after: list[str]) -> tuple[int, int, int]:
 
 @dataclass
 class Outcome:
-    status: str  # done, unchanged, cancelled, conflict, rejected, error
+    status: str  # done, unchanged, cancelled, conflict, rejected, refused (integrity), error
     message: str
     edits: int = 0
     stats: dict = field(default_factory=dict)
+    refused_text: str | None = None  # the region's text the integrity check refused
 
     def as_dict(self) -> dict:
-        return {"status": self.status, "message": self.message, "edits": self.edits, "stats": self.stats}
+        refused = {"refused_text": self.refused_text} if self.refused_text is not None else {}
+        return {"status": self.status, "message": self.message, "edits": self.edits, "stats": self.stats, **refused}
 
 
 class RewriteJob:
@@ -159,6 +163,9 @@ class RewriteJob:
         self.newline = source.newline
         # The model sees an indented part (a method, say) dedented, and its answer is indented back.
         self.indent = common_indent(source.code)
+        self.language = server.language_of(document)
+        self.document_text = document.source
+        self.region_offset = len("".join(lines[:self.region.start]).replace("\r\n", "\n"))
         await self._begin_progress()
         try:
             outcome = await self._run(original, source, server.language_of(document), context)
@@ -167,7 +174,9 @@ class RewriteJob:
             outcome = Outcome("error", f"rewrite failed: {error}")
         outcome.edits = self.edits
         self._end_progress(outcome.message)
-        if outcome.status not in ("done", "unchanged", "cancelled"):
+        if outcome.status == "refused" and server.supports_message_actions():
+            asyncio.ensure_future(self._offer(outcome))  # the command answers now; the user decides later
+        elif outcome.status not in ("done", "unchanged", "cancelled"):
             server.window_show_message(types.ShowMessageParams(
                 type=types.MessageType.Warning if outcome.status != "error" else types.MessageType.Error,
                 message=f"rewriter: {outcome.message}"))
@@ -270,17 +279,71 @@ class RewriteJob:
                     held = []
                 continue
             final = keep_trailing_blank_lines(source.code, reindent(event.text.replace("\r\n", "\n"), self.indent))
-            held.extend(hunks.feed(final, final=True))
-            if held:
-                await self._apply(held)
             stats = event.stats
             self.result_stats = stats.as_dict() if hasattr(stats, "as_dict") else {}
+            verdict = await asyncio.to_thread(self._check, source.code, final)
+            if verdict.status == APPLIED:
+                held.extend(hunks.feed(final, final=True))
+            else:
+                # The streamed edits showed an answer that is not what may be applied: put the
+                # region back as it was, then apply the stripped answer in one edit (or nothing).
+                if self.edits:
+                    await self._restore(source.code)
+                held = [] if verdict.refused else HunkStream(source.code).feed(verdict.text, final=True)
+            if held:
+                await self._apply(held)
+            if verdict.refused and not self.conflict:
+                return Outcome("refused", f"not applied: {verdict.reason}", stats=self.result_stats,
+                               refused_text=verdict.text)
             if self.conflict:
                 return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
             status = "done" if self.edits else "unchanged"
             summary = stats_message(stats)
             return Outcome(status, ("rewrote" if self.edits else "no changes") + f": {summary}",
                            stats=self.result_stats)
+
+    async def _offer(self, outcome: Outcome) -> None:
+        """Ask whether to apply a refused edit anyway; apply it if the region is still as it was."""
+        server = self.server
+        before = server.workspace.get_text_document(self.uri).source
+        try:
+            choice = await server.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=types.MessageType.Warning, message=f"rewriter: {outcome.message}",
+                actions=[types.MessageActionItem(APPLY_ANYWAY), types.MessageActionItem(DISCARD)]))
+        except Exception as error:  # the editor went away or does not answer
+            log.info("no answer to the refused-edit offer: %s", error)
+            return
+        if choice is None or choice.title != APPLY_ANYWAY:
+            return
+        document = server.workspace.get_text_document(self.uri)
+        if document.source != before:
+            server.show("the document changed meanwhile; the refused edit was not applied", types.MessageType.Warning)
+            return
+        lines = list(document.lines)
+        text = outcome.refused_text if self.newline == "\n" else outcome.refused_text.replace("\n", self.newline)
+        end = self.start + self.region.end - self.region.start
+        edit = types.TextEdit(range=line_range(lines, self.start, end, document.position_codec), new_text=text)
+        result = await server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+            edit=self._workspace_edit(document, [edit]), label=f"rewriter: {self.instruction}"))
+        if not result.applied:
+            server.show(f"the editor rejected the edit ({result.failure_reason or 'no reason given'})",
+                        types.MessageType.Warning)
+
+    def _check(self, original: str, final: str):
+        """The integrity verdict on the region's final text, in the document as it was at the start."""
+        from rewriter.scopes import grammar_for
+
+        document = self.document_text.replace("\r\n", "\n")
+        check = FileIntegrity(document, grammar_for(self.language))
+        return check.check(self.region_offset, self.region_offset + len(original), final, self.instruction)
+
+    async def _restore(self, original: str) -> None:
+        """Replace the region, as our streamed edits left it, by its original lines."""
+        lines = tuple(original.splitlines(keepends=True))
+        current = len(lines) + self.delta
+        self.delta = 0
+        await self._apply([Hunk(0, current, lines)])
+        self.delta = 0
 
     def _stopped(self) -> Outcome:
         if self.conflict:

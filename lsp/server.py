@@ -11,6 +11,7 @@ import sys
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from rewriter.prompt import language_for
@@ -58,6 +59,10 @@ class RewriterServer(LanguageServer):
         if self.options.stream_edits == "never":
             return False
         return self.versioned_edits()
+
+    def supports_message_actions(self) -> bool:
+        """Whether window/showMessageRequest may offer choices ("Apply anyway" / "Discard")."""
+        return self._capability("window", "show_message", default=None) is not None
 
     def language_of(self, document) -> str:
         path = unquote(urlparse(document.uri).path)
@@ -250,11 +255,20 @@ async def rewrite_command(ls: RewriterServer, *args):
     if uri not in ls.workspace.text_documents:
         raise ValueError(f"{uri} is not open in the editor")
     document = ls.workspace.get_text_document(uri)
-    line_count = max(len(document.lines), 1)
-    region = None
+    line_count = len(document.lines)
+    for line, character in (positions[:2], positions[2:]):
+        # The end of the document is (line_count, 0); anything past it, or negative, is not clamped.
+        if line < 0 or character < 0 or line > line_count or (line == line_count and character > 0):
+            raise JsonRpcInvalidParams(f"range {rng} is outside the document, which has {line_count} lines")
     if positions[:2] == positions[2:]:
         region = enclosing_definition(document.source, ls.language_of(document), positions[0])
-    region = region or selection_lines(*positions, line_count)
+        if region is None:
+            message = (f"no function or class around line {positions[0] + 1} to rewrite; "
+                       "select the lines to rewrite")
+            ls.show(message, types.MessageType.Warning)
+            return {"status": "refused", "message": message, "edits": 0, "stats": {}}
+    else:
+        region = selection_lines(*positions, max(line_count, 1))
     return await ls.start_rewrite(uri, region, instruction)
 
 

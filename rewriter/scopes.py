@@ -99,7 +99,11 @@ DEFINITIONS = {
 
 def tree_language(path: str | PurePath) -> str | None:
     """The tree-sitter grammar for a file name, or None when there is none."""
-    language = language_for(path)
+    return grammar_for(language_for(path))
+
+
+def grammar_for(language: str) -> str | None:
+    """The tree-sitter grammar for one of our language names ("python", "jsx"), or None."""
     if not language:
         return None
     name = TREE_SITTER_NAMES.get(language, language)
