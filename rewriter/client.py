@@ -170,7 +170,10 @@ class RemoteRewriter:
             elif event == "hunk":
                 yield Hunk(data["start"], data["end"], tuple(data["lines"]))
             elif event == "result":
-                yield RewriteResult(text=data["text"], answer=data["answer"], stats=stats_from(data["stats"]))
+                # A refused answer comes back as such: the caller's own integrity check refuses it
+                # again, with the reason, and can show it.
+                text = data["refused"]["text"] if data.get("refused") else data["text"]
+                yield RewriteResult(text=text, answer=data["answer"], stats=stats_from(data["stats"]))
                 return
             elif event == "error":
                 raise _error_from(data, 200)

@@ -30,10 +30,12 @@ from .client import AnswerHunks
 from .decode import Decoder, Stats, StopCheck
 from .engine import END, Engine, Failed, QueueFull
 from .hunks import Hunk
+from .integrity import STRIPPED, FileIntegrity
 from .models import LoadedModel
 from .prompt import NoCodeBlock
 from .rewrite import Progress, RewriteError, Rewriter
 from .sampling import SamplingParams, make_verifier
+from .scopes import grammar_for
 
 log = logging.getLogger("rewriter.service")
 
@@ -473,13 +475,35 @@ class Backend:
             result = event
             yield from shifted(hunks.finish(result.text))
             yield "stats", result.stats.as_dict()
-            data = {"text": result.text, "answer": result.answer, "changed": result.text != code,
-                    "stats": result.stats.as_dict()}
+            verdict = judge_rewrite(original if request["range"] else context, code, offset if request["range"] else None,
+                                    result.text, request["instruction"], request["language"])
+            new = code if verdict.refused else verdict.text
+            data = {"text": new, "answer": result.answer, "changed": new != code,
+                    "stats": result.stats.as_dict(), "integrity": verdict.status}
+            if verdict.status == STRIPPED:
+                data["stripped"] = verdict.reason
+            if verdict.refused:
+                data["refused"] = {"reason": verdict.reason, "text": verdict.text}
             if request["range"]:
                 lines = original.splitlines(keepends=True)
-                data["selection"] = result.text
-                data["text"] = "".join(lines[:offset]) + result.text + "".join(lines[request["range"][1]:])
+                data["selection"] = new
+                data["text"] = "".join(lines[:offset]) + new + "".join(lines[request["range"][1]:])
             yield "result", data
+
+
+def judge_rewrite(file_text: str | None, code: str, first_line: int | None, answer: str, instruction: str,
+                  language: str):
+    """The integrity verdict on a /v1/rewrites answer: within the request's text when a range
+    names the lines, within the context when the code occurs in it once, else on the code alone."""
+    start = None
+    if file_text is not None and first_line is not None:
+        start = len("".join(file_text.splitlines(keepends=True)[:first_line]))
+    elif file_text is not None and code and file_text.count(code) == 1:
+        start = file_text.index(code)
+    if start is None:
+        file_text, start = code, 0
+    check = FileIntegrity(file_text, grammar_for(language.lower()))
+    return check.check(start, start + len(code), answer, instruction)
 
 
 @dataclass

@@ -295,3 +295,59 @@ def test_the_check_is_cheap_on_a_large_file():
     assert verdict.status == APPLIED
     assert per_span < 0.5, f"{per_span:.3f}s per span on 10,000 lines"
     assert check.check(start, end, body[start:end] + body[:200], "x").status in (REFUSED, STRIPPED)
+
+
+# ---- /v1/rewrites -----------------------------------------------------------------------------
+
+class FakeRewriter:
+    """The two calls Backend.rewrite makes of a Rewriter, answering `answer(code)`."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def plan(self, code, instruction, language, context, max_tokens):
+        return [0] * 10, None, 100
+
+    def stream(self, code, instruction, language, context, budget):
+        stats = Stats(output_tokens=5, total_s=0.01, finish_reason="stop")
+        yield Progress("```\n", stats)
+        yield RewriteResult(text=self.answer(code), answer="", stats=stats)
+
+
+def service_result(answer, **request):
+    from rewriter.service import Backend, Limits
+
+    backend = Backend.__new__(Backend)  # no model: the fake answers
+    backend.rewriter, backend.limits, backend.max_prompt_tokens = FakeRewriter(answer), Limits(), 10_000
+    body = {"instruction": "Add docstrings", "language": "python", "context": None, "max_tokens": None,
+            "range": None, **request}
+    events = list(backend.rewrite(body))
+    assert events[-1][0] == "result"
+    return events[-1][1]
+
+
+def test_service_returns_a_refused_answer_as_refused_with_the_reason():
+    start, end = span_of(SHAPES, "class Rectangle", "return 2 * (self.width")
+    lines = (SHAPES.count("\n", 0, start), SHAPES.count("\n", 0, end))
+    docstring_only = 'class Rectangle:\n    """A rectangle."""\n'
+    result = service_result(lambda code: docstring_only, text=SHAPES, range=lines)
+    assert result["integrity"] == "refused" and result["changed"] is False
+    assert result["text"] == SHAPES  # applying `text` changes nothing
+    assert "it would lose method Rectangle.__init__" in result["refused"]["reason"]
+    assert result["refused"]["text"] == docstring_only
+
+    # With the file as context instead of a range, the same answer is judged within it.
+    code = SHAPES[start:end]
+    result = service_result(lambda code: docstring_only, text=code, context=SHAPES)
+    assert result["integrity"] == "refused" and result["text"] == code
+
+
+def test_service_strips_an_echo_and_applies_a_good_answer():
+    start, end = span_of(SHAPES, "def clamp", "return value")
+    lines = (SHAPES.count("\n", 0, start), SHAPES.count("\n", 0, end))
+    hinted = SHAPES[start:end].replace("def clamp(value, low, high):", "def clamp(value: int, low: int, high: int) -> int:")
+    result = service_result(lambda code: SHAPES[:start] + hinted, text=SHAPES, range=lines)
+    assert result["integrity"] == "stripped" and "lines 1-" in result["stripped"]
+    assert result["selection"] == hinted and result["text"] == SHAPES[:start] + hinted
+    result = service_result(lambda code: hinted, text=SHAPES, range=lines)
+    assert result["integrity"] == "applied" and "refused" not in result and result["changed"]

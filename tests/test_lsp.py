@@ -279,7 +279,7 @@ async def test_streaming_into_neovim_which_reports_changes_after_replying(tmp_pa
     editor = await Editor.start(NVIM, SCRIPT, tmp_path, {"streamEdits": "always"}, reply_before_change=True)
     try:
         editor.open(URI, SAMPLE)
-        result = await editor.execute("rewriter.rewrite", {"uri": URI, "range": whole(15), "instruction": "Add docstrings"})
+        result = await editor.execute("rewriter.rewrite", {"uri": URI, "range": whole(14), "instruction": "Add docstrings"})
         assert result["status"] == "done", result
         assert len(editor.edits) >= 2
         assert editor.text(URI) == expected(SAMPLE, DOCSTRINGS)
