@@ -139,7 +139,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import load_cases, run_bench
 
     cases = load_cases(args.cases)
-    rewriter = _load_rewriter(args)
+    rewriter = _load_rewriter(args, prefix_cache=args.integrity)  # functions of one file share a prefix
     if args.max_file_tokens:
         cases = [c for c in cases if len(rewriter.tokenizer.encode(c.before)) <= args.max_file_tokens]
     if args.limit:
@@ -147,6 +147,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not cases:
         _say("no cases selected")
         return 2
+    if args.integrity:
+        from .integrity_bench import run_integrity_bench
+
+        _say(f"integrity: up to {args.spans} functions of {len(cases)} files, each rewritten on its own")
+        run_integrity_bench(rewriter, cases, args.spans, args.max_new_tokens, args.json, say=_say)
+        return 0
     params = _sampling_params(args)
     if params != _default_sampling() or args.draft_model or args.mjsd is not None:
         return _sampling_bench(args, rewriter, cases, params)
@@ -239,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-file-tokens", type=int, help="only cases whose file is at most this many tokens")
     bench.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     bench.add_argument("--json", help="write the report here")
+    bench.add_argument("--integrity", action="store_true",
+                       help="instead of speed: rewrite each function of the files (docstrings, type hints, "
+                            "rename, simplify in turn) and count answers applied, stripped and refused")
+    bench.add_argument("--spans", type=int, default=48, help="--integrity: how many functions (default 48)")
     sampling_options(bench)  # any of these switches to the sampling modes
     model_options(bench)
     bench.set_defaults(run=cmd_bench)

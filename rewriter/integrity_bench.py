@@ -1,0 +1,141 @@
+"""`rewriter bench CASES --integrity`: what the integrity check does with real answers.
+
+Every function of the benchmark's files is rewritten on its own, as `rewriter apply --each
+function` does (the span is the prediction, the file the context), with instructions taken in
+turn from INSTRUCTIONS. Each answer is judged by the integrity check: applied, stripped (an
+echo removed) or refused, and why. The applied ones are then audited on the whole file, apart
+from the check's own span-level reasoning: a definition of the file that is gone (and that the
+instruction does not allow to lose) or a significant line that was unique and is now twice
+counts as damage; the check is only right if that count is 0.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .batch import CONTEXT_WINDOWS, context_for, reindent
+from .bench import Case
+from .integrity import FileIntegrity, lost_definitions, significant
+from .scopes import SyntaxTree, definitions, grammar_for, select_nodes
+
+INSTRUCTIONS = (
+    "Add a one-line docstring to this function.",
+    "Add type hints to this function's parameters and return value.",
+    "Rename this function to a more descriptive name.",
+    "Simplify this function without changing what it does.",
+)
+
+
+@dataclass
+class SpanOutcome:
+    case: str
+    span: str
+    instruction: str
+    verdict: str  # applied, stripped, refused, failed (no answer to judge)
+    reason: str = ""
+    changed: bool = False
+    damage: list[str] = field(default_factory=list)  # the audit's findings on an applied answer
+    check_ms: float = 0.0
+
+
+def audit(before: str, after: str, grammar: str | None, instruction: str) -> list[str]:
+    """Whole-file damage: definitions lost (unless the instruction allows) and unique lines now twice."""
+    found = []
+    if grammar:
+        old, new = definitions(SyntaxTree(before, grammar)), definitions(SyntaxTree(after, grammar))
+        found += [f"lost {d.name}" for d in lost_definitions(old, new, instruction)]
+        headers = {d.header for d in old + new}
+    else:
+        headers = set()
+    old_lines = Counter(line.strip() for line in before.splitlines())
+    new_lines = Counter(line.strip() for line in after.splitlines())
+    found += [f"duplicated {line!r}" for line, count in new_lines.items()
+              if count >= 2 and old_lines[line] == 1 and significant(line, headers)]
+    return found
+
+
+def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_tokens: int | None,
+                        json_path: str | None, say=lambda message: print(message, file=sys.stderr)) -> list[SpanOutcome]:
+    outcomes: list[SpanOutcome] = []
+    turn = 0
+    for case in cases:
+        if len(outcomes) >= spans_wanted:
+            break
+        grammar = grammar_for(case.language)
+        if grammar is None:
+            continue
+        text = case.before
+        tree = SyntaxTree(text, grammar)
+        if tree.has_errors():
+            continue
+        check = FileIntegrity(text, grammar)
+        for span in select_nodes(tree, "function"):
+            if len(outcomes) >= spans_wanted:
+                break
+            instruction = INSTRUCTIONS[turn % len(INSTRUCTIONS)]
+            turn += 1
+            outcome = SpanOutcome(case.id, span.label(), instruction, "failed")
+            outcomes.append(outcome)
+            original = text[span.start: span.end]
+            try:
+                result = rewriter.rewrite(original, instruction, case.language,
+                                          context=context_for(text, span, CONTEXT_WINDOWS[0]),
+                                          max_new_tokens=max_new_tokens)
+            except Exception as error:  # noqa: BLE001 - one span's failure is counted, not fatal
+                outcome.reason = f"{type(error).__name__}: {error}"
+                say(f"{case.id} {span.label()}: failed: {outcome.reason}")
+                continue
+            if result.stats.finish_reason == "length":
+                outcome.reason = "stopped at the token limit"
+                say(f"{case.id} {span.label()}: {outcome.reason}")
+                continue
+            started = time.perf_counter()
+            verdict = check.check(span.start, span.end, reindent(original, result.text), instruction)
+            outcome.check_ms = (time.perf_counter() - started) * 1000
+            outcome.verdict, outcome.reason = verdict.status, verdict.reason
+            outcome.changed = verdict.text != original
+            if not verdict.refused:
+                new_file = text[: span.start] + verdict.text + text[span.end:]
+                outcome.damage = audit(text, new_file, grammar, instruction)
+            say(f"{case.id} {span.label()} [{instruction.split()[0].lower()}]: {verdict.status}"
+                + (f": {verdict.reason}" if verdict.reason else "")
+                + (f"  DAMAGE: {outcome.damage}" if outcome.damage else ""))
+    print(summary(outcomes))
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as out:
+            json.dump([outcome.__dict__ for outcome in outcomes], out, indent=2)
+    return outcomes
+
+
+def _reason_kind(reason: str) -> str:
+    if "copy of" in reason:
+        return "answer is a copy of other code"
+    kinds = [name for key, name in (("would lose", "loses a definition"), ("would duplicate", "duplicates code"))
+             if key in reason]
+    return " + ".join(kinds) or reason
+
+
+def summary(outcomes: list[SpanOutcome]) -> str:
+    rows = [("instruction", "spans", "applied", "(changed)", "stripped", "refused", "failed", "damage in applied")]
+    for instruction in [*INSTRUCTIONS, None]:
+        group = [o for o in outcomes if instruction is None or o.instruction == instruction]
+        if not group:
+            continue
+        count = Counter(o.verdict for o in group)
+        rows.append((instruction or "all", str(len(group)), str(count["applied"]),
+                     str(sum(1 for o in group if o.verdict == "applied" and o.changed)),
+                     str(count["stripped"]), str(count["refused"]), str(count["failed"]),
+                     str(sum(1 for o in group if o.damage))))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in rows]
+    reasons = Counter(_reason_kind(o.reason) for o in outcomes if o.verdict == "refused")
+    if reasons:
+        lines.append("refused because: " + ", ".join(f"{kind} {n}" for kind, n in reasons.most_common()))
+    checked = [o.check_ms for o in outcomes if o.verdict != "failed"]
+    if checked:
+        lines.append(f"integrity check: {sum(checked) / len(checked):.1f} ms per span on average, "
+                     f"{max(checked):.1f} ms at most")
+    return "\n".join(lines)
