@@ -1,0 +1,86 @@
+"""Edit integrity on the embedded model: two failures seen with it, reproduced on small files.
+
+Greedy output is deterministic, so each answer below is the one the model gives; the test checks
+that `rewriter apply` strips or refuses it and the file keeps every definition.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewriter.batch import Options, apply_command
+from rewriter.scopes import SyntaxTree, definitions
+
+pytestmark = pytest.mark.real_model
+
+RECTANGLE = '''class Rectangle:
+    def __init__(self, width, height):
+        self.width = width
+        self.height = height
+
+    def area(self):
+        return self.width * self.height
+'''
+
+STORE = '''import json
+
+
+def load(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+class Store:
+    def __init__(self, path):
+        self.path = path
+        self.items = load(path)
+
+    def get(self, key):
+        return self.items.get(key)
+
+    def put(self, key, value):
+        self.items[key] = value
+        self.save()
+
+    def save(self):
+        with open(self.path, "w") as handle:
+            json.dump(self.items, handle)
+'''
+
+
+def apply_json(path, rewriter, capsys, **options) -> tuple[int, dict]:
+    code = apply_command([str(path)], Options(write=True, **options), lambda: rewriter, json_output=True)
+    return code, json.loads(capsys.readouterr().out)
+
+
+def names(text: str) -> list[str]:
+    return [d.name for d in definitions(SyntaxTree(text, "python"))]
+
+
+def test_docstrings_that_replace_a_class_body_are_refused(tmp_path, embedded_rewriter, capsys):
+    # The "Add docstrings" preset on a small class: the model answers with the class and a
+    # docstring only, __init__ and area gone.
+    path = tmp_path / "rectangle.py"
+    path.write_text(RECTANGLE)
+    code, report = apply_json(path, embedded_rewriter, capsys, instruction="Add docstrings", each="class")
+    span = report["files"][0]["spans"][0]
+    assert code == 1 and span["status"] == "refused", span
+    assert "it would lose method Rectangle.__init__, method Rectangle.area" in span["reason"]
+    assert "-    def __init__(self, width, height):" in span["refused_diff"]
+    assert path.read_text() == RECTANGLE
+
+
+def test_a_method_answered_with_the_whole_file_is_stripped_to_the_method(tmp_path, embedded_rewriter, capsys):
+    # `--lines 17-19 --expand -i "Keep the code exactly as it is"` on a method: the model answers
+    # with the whole file, which the batch re-indents as a method; spliced in, it would nest the
+    # module inside the class.
+    path = tmp_path / "store.py"
+    path.write_text(STORE)
+    code, report = apply_json(path, embedded_rewriter, capsys, instruction="Keep the code exactly as it is",
+                              lines=(17, 19), expand=True)
+    span = report["files"][0]["spans"][0]
+    assert code == 0 and span["status"] == "unchanged", span
+    assert "removed the answer's copy of lines 1-15 of the file and lines 21-23 of the file" in span["reason"]
+    assert path.read_text() == STORE
+    assert names(path.read_text()) == names(STORE)
