@@ -98,7 +98,7 @@ class FileIntegrity:
         new_definitions: list[Definition] = []
         if self.tree is not None:
             candidate = SyntaxTree(self.text[:start] + text + self.text[end:], self.grammar)
-            new_definitions = [d for d in definitions(candidate) if start <= d.start < start + len(text)]
+            new_definitions = definitions(candidate, start, start + len(text))
             old_definitions = [d for d in self.definitions if start <= d.start < end]
             # In a text that does not parse, definitions vanish into error nodes: that is the
             # syntax guard's to judge (and the user's, with --allow-syntax-errors).

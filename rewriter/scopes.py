@@ -487,24 +487,29 @@ class Definition:
         return ".".join(self.path)
 
 
-def definitions(tree: SyntaxTree) -> list[Definition]:
-    """Every named function, method and class in the file, in order (nested ones included)."""
+def definitions(tree: SyntaxTree, start: int = 0, end: int | None = None) -> list[Definition]:
+    """Every named function, method and class in the file, in order (nested ones included);
+    with `start`/`end` (character offsets), only those that start there (the rest is not walked)."""
+    low, high = tree.byte(start), tree.byte(len(tree.text) if end is None else end)
     kinds = {node_type: alias for alias in ("class", "function")
              for node_type in ALIASES[alias].get(tree.language, ())}
     found: list[Definition] = []
     stack = [(tree.root, ())]  # explicit stack: deeply nested code must not hit the recursion limit
     while stack:
         node, path = stack.pop()
+        if node.end_byte <= low or node.start_byte >= high:
+            continue  # a subtree apart from the range holds no definition starting in it
         kind = kinds.get(node.type)
         if kind and node.type in _JS_VALUE_FUNCTIONS and not _is_named_function_value(node):
             kind = None
         name = _name_of(tree, node.parent if node.type in _JS_VALUE_FUNCTIONS else node) if kind else ""
         if name:
-            start = tree.char(node.start_byte)
-            line_start = tree.text.rfind("\n", 0, start) + 1
-            line_end = tree.text.find("\n", start)
-            header = tree.text[line_start: line_end if line_end >= 0 else len(tree.text)].strip()
-            path = path + (name,)
-            found.append(Definition(kind, path, start, header))
+            path = path + (name,)  # an enclosing definition names those inside it, in range or not
+            if low <= node.start_byte < high:
+                start = tree.char(node.start_byte)
+                line_start = tree.text.rfind("\n", 0, start) + 1
+                line_end = tree.text.find("\n", start)
+                header = tree.text[line_start: line_end if line_end >= 0 else len(tree.text)].strip()
+                found.append(Definition(kind, path, start, header))
         stack.extend((child, path) for child in reversed(node.children))
     return found
