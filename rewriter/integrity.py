@@ -100,9 +100,10 @@ class FileIntegrity:
             candidate = SyntaxTree(self.text[:start] + text + self.text[end:], self.grammar)
             new_definitions = definitions(candidate, start, start + len(text))
             old_definitions = [d for d in self.definitions if start <= d.start < end]
-            # In a text that does not parse, definitions vanish into error nodes: that is the
+            # Where the new text does not parse, definitions vanish into error nodes: that is the
             # syntax guard's to judge (and the user's, with --allow-syntax-errors).
-            lost = [] if candidate.has_errors() else lost_definitions(old_definitions, new_definitions, instruction)
+            broken = _has_error_within(candidate, start, start + len(text))
+            lost = [] if broken else lost_definitions(old_definitions, new_definitions, instruction)
             if lost:
                 problems.append("it would lose " + _names(lost))
         duplicated = self.duplicated_lines(start, end, text, {d.header for d in new_definitions})
@@ -225,6 +226,20 @@ def lost_definitions(old: list[Definition], new: list[Definition], instruction: 
         if gone == added:
             return []
     return lost
+
+
+def _has_error_within(tree: SyntaxTree, start: int, end: int) -> bool:
+    """Whether a parse error lies in the characters [start, end) (errors elsewhere do not count)."""
+    low, high = tree.byte(start), tree.byte(end)
+    stack = [tree.root]
+    while stack:
+        node = stack.pop()
+        if not node.has_error or node.end_byte < low or node.start_byte > high:
+            continue
+        if node.type == "ERROR" or node.is_missing:
+            return True
+        stack.extend(node.children)
+    return False
 
 
 def significant(line: str, headers: set[str]) -> bool:

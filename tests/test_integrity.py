@@ -351,3 +351,14 @@ def test_service_strips_an_echo_and_applies_a_good_answer():
     assert result["selection"] == hinted and result["text"] == SHAPES[:start] + hinted
     result = service_result(lambda code: hinted, text=SHAPES, range=lines)
     assert result["integrity"] == "applied" and "refused" not in result and result["changed"]
+
+
+def test_definitions_are_still_checked_in_a_file_broken_elsewhere():
+    broken_elsewhere = SHAPES + "\nconst = ;\n"
+    start, end = span_of(broken_elsewhere, "class Rectangle", "return 2 * (self.width")
+    verdict = check_edit(broken_elsewhere, start, end, 'class Rectangle:\n    """Doc."""\n', "Add docstrings", "python")
+    assert verdict.refused and "it would lose method Rectangle.__init__" in verdict.reason
+    # A rewrite that does not parse is the syntax guard's to judge, not counted as lost definitions.
+    verdict = check_edit(SHAPES, start, end, SHAPES[start:end].replace("def area(self):", "def area(self:"),
+                         "Add docstrings", "python")
+    assert not verdict.refused
