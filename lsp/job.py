@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from rewriter.hunks import Hunk, HunkStream
-from rewriter.integrity import APPLIED, FileIntegrity
+from rewriter.integrity import APPLIED, STRIPPED, FileIntegrity
+from rewriter.scopes import grammar_for
 from rewriter.prompt import NoCodeBlock, SourceText, common_indent, extract_code
 
 from .regions import Region
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 APPLY_ANYWAY, DISCARD = "Apply anyway", "Discard"  # the choices offered for a refused edit
+_offers: set[asyncio.Task] = set()  # offers awaiting the user's answer (the loop keeps weak references)
 SYNC_TIMEOUT_S = 3.0  # how long the client may take to report our own edit back with didChange
 REPORT_INTERVAL_S = 0.25
 _ids = itertools.count(1)
@@ -175,7 +177,9 @@ class RewriteJob:
         outcome.edits = self.edits
         self._end_progress(outcome.message)
         if outcome.status == "refused" and server.supports_message_actions():
-            asyncio.ensure_future(self._offer(outcome))  # the command answers now; the user decides later
+            offer = asyncio.ensure_future(self._offer(outcome))  # the command answers now; the user decides later
+            _offers.add(offer)
+            offer.add_done_callback(_offers.discard)
         elif outcome.status not in ("done", "unchanged", "cancelled"):
             server.window_show_message(types.ShowMessageParams(
                 type=types.MessageType.Warning if outcome.status != "error" else types.MessageType.Error,
@@ -298,7 +302,7 @@ class RewriteJob:
             if self.conflict:
                 return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
             status = "done" if self.edits else "unchanged"
-            summary = stats_message(stats)
+            summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == STRIPPED else "")
             return Outcome(status, ("rewrote" if self.edits else "no changes") + f": {summary}",
                            stats=self.result_stats)
 
@@ -331,8 +335,6 @@ class RewriteJob:
 
     def _check(self, original: str, final: str):
         """The integrity verdict on the region's final text, in the document as it was at the start."""
-        from rewriter.scopes import grammar_for
-
         document = self.document_text.replace("\r\n", "\n")
         check = FileIntegrity(document, grammar_for(self.language))
         return check.check(self.region_offset, self.region_offset + len(original), final, self.instruction)
