@@ -91,6 +91,8 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
             if result.stats.finish_reason == "length":
                 outcome.reason = "stopped at the token limit"
                 say(f"{case.id} {span.label()}: {outcome.reason}")
+                if json_path:
+                    _write_json(json_path, outcomes)
                 continue
             started = time.perf_counter()
             verdict = check.check(span.start, span.end, reindent(original, result.text), instruction)
@@ -100,14 +102,20 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
             if not verdict.refused:
                 new_file = text[: span.start] + verdict.text + text[span.end:]
                 outcome.damage = audit(text, new_file, grammar, instruction)
-            say(f"{case.id} {span.label()} [{instruction.split()[0].lower()}]: {verdict.status}"
+            say(f"{case.id} {span.label()}: {verdict.status}" + ("" if outcome.changed else " (unchanged)")
                 + (f": {verdict.reason}" if verdict.reason else "")
                 + (f"  DAMAGE: {outcome.damage}" if outcome.damage else ""))
+            if json_path:  # after every span: a long run stopped early still leaves its figures
+                _write_json(json_path, outcomes)
     print(summary(outcomes))
     if json_path:
-        with open(json_path, "w", encoding="utf-8") as out:
-            json.dump([outcome.__dict__ for outcome in outcomes], out, indent=2)
+        _write_json(json_path, outcomes)
     return outcomes
+
+
+def _write_json(path: str, outcomes: list[SpanOutcome]) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump([outcome.__dict__ for outcome in outcomes], out, indent=2)
 
 
 def _reason_kind(reason: str) -> str:
