@@ -8,7 +8,7 @@ import sys
 import time
 
 from .files import FileError
-from .models import ModelError
+from .models import DTYPES, ModelError
 
 
 def _say(message: str) -> None:
@@ -20,8 +20,8 @@ def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
     from .rewrite import Rewriter
 
     started = time.perf_counter()
-    loaded = load_model(args.model, device=args.device, progress=_say)
-    _say(f"model ready in {time.perf_counter() - started:.1f}s")
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=_say)
+    _say(f"model ready ({loaded.dtype}) in {time.perf_counter() - started:.1f}s")
     return Rewriter(loaded, prefix_cache=prefix_cache)
 
 
@@ -109,7 +109,7 @@ def _configure(rewriter, args: argparse.Namespace, params):
     if args.draft_model:
         from .models import load_model
 
-        draft = load_model(args.draft_model, device=args.device, progress=_say)
+        draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=_say)
     if args.mjsd is not None:
         from .mjsd import WARNING
 
@@ -149,8 +149,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     params = _sampling_params(args)
     if params != _default_sampling() or args.draft_model or args.mjsd is not None:
         return _sampling_bench(args, rewriter, cases, params)
-    _say(f"{len(cases)} cases, each decoded three ways: plain greedy, prompt lookup, ours")
-    run_bench(rewriter, cases, args.max_new_tokens, args.json)
+    reference = None
+    if rewriter.loaded.dtype != "float32" and not args.no_float32_reference:
+        from .models import load_model
+        from .rewrite import Rewriter
+
+        reference = Rewriter(load_model(args.model, device=args.device, dtype="float32", progress=_say))
+    ways = "plain greedy, prompt lookup, ours" + (", and plain float32 greedy as the reference" if reference else "")
+    _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, each decoded: {ways}")
+    run_bench(rewriter, cases, args.max_new_tokens, args.json, float32_reference=reference)
     return 0
 
 
@@ -162,7 +169,7 @@ def _sampling_bench(args: argparse.Namespace, rewriter, cases, params) -> int:
     if args.draft_model:
         from drafters.draft_model import check_same_tokenizer
 
-        draft = load_model(args.draft_model, device=args.device, progress=_say)
+        draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=_say)
         check_same_tokenizer(rewriter.tokenizer, draft.tokenizer)
     if args.mjsd is not None:
         from .mjsd import WARNING
@@ -186,7 +193,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = Limits(max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
                     max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens)
     serve(args.model, host=args.host, port=args.port, device=args.device, limits=limits,
-          api_key_file=args.api_key_file, say=_say)
+          api_key_file=args.api_key_file, say=_say, dtype=args.dtype)
     return 0
 
 
@@ -197,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     def model_options(command: argparse.ArgumentParser) -> None:
         command.add_argument("--model", help="transformers path or hub id, or a .gguf file (default: the embedded Qwen2.5-Coder-0.5B-Instruct)")
         command.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
+        command.add_argument("--dtype", choices=DTYPES, default="auto",
+                             help="weights: auto (default) is int8 on a CPU (several times faster; exact against "
+                                  "its own greedy, may differ from float32) and bfloat16 on a GPU; float32 is "
+                                  "the reference")
 
     apply = commands.add_parser("apply", help="rewrite files, or parts of them, and show the diff")
     apply.add_argument("paths", nargs="+", metavar="PATH",
@@ -234,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-file-tokens", type=int, help="only cases whose file is at most this many tokens")
     bench.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     bench.add_argument("--json", help="write the report here")
+    bench.add_argument("--no-float32-reference", action="store_true",
+                       help="skip plain float32 greedy decoding, the reference run when --dtype is not float32")
     sampling_options(bench)  # any of these switches to the sampling modes
     model_options(bench)
     bench.set_defaults(run=cmd_bench)

@@ -17,6 +17,7 @@ from transformers import DynamicCache
 
 from drafters.base import Drafter
 from .lookahead import Lookahead
+from .quantize import is_int8
 from .verify import GreedyVerifier, Verifier
 
 # Returns the number of output tokens to keep once the output is complete, else None.
@@ -113,7 +114,7 @@ class Decoder:
         self.verifier = verifier or GreedyVerifier()
         self.device = next(model.parameters()).device
         # One window policy per decoder: what passes cost on this device carries across requests.
-        self.lookahead = lookahead or Lookahead(self.device.type)
+        self.lookahead = lookahead or Lookahead(self.device.type, int8=is_int8(model))
         eos = model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if tokenizer.eos_token_id is not None:

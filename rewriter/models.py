@@ -58,6 +58,7 @@ class LoadedModel:
     tokenizer: object
     name: str
     device: torch.device
+    dtype: str = "float32"  # what the weights run in: int8, float32, bfloat16, float16
 
     @property
     def context_length(self) -> int:
@@ -77,9 +78,17 @@ def pick_device(requested: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def default_dtype(device: torch.device) -> torch.dtype:
-    # bf16 is fast and safe on GPUs; on CPUs fp32 is both faster and exact.
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
+DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(requested: str | None, device: torch.device) -> str:
+    """The dtype `auto` (or None) means here: int8 on a CPU (several times faster), bf16 on a GPU."""
+    if requested in (None, "", "auto"):
+        return "bfloat16" if device.type == "cuda" else "int8"
+    if requested not in DTYPES:
+        raise ModelError(f"unknown dtype {requested!r}; choose one of {', '.join(DTYPES)}")
+    return requested
 
 
 def _quiet(progress: Progress | None) -> Progress:
@@ -197,27 +206,43 @@ def resolve_checkpoint(name: str | None, progress: Progress | None = None) -> Pa
     return name  # a hub id: transformers resolves (and downloads) it
 
 
+def _warn(progress: Progress | None) -> Progress:
+    return progress or (lambda message: print(f"rewriter: {message}", file=sys.stderr, flush=True))
+
+
 def load_model(
     name: str | None = None,
     device: str | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: str | None = None,
     progress: Progress | None = None,
 ) -> LoadedModel:
+    """Load a model for decoding; `dtype` is one of DTYPES (default auto: int8 on CPU, bf16 on GPU)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .quantize import QuantizationUnavailable, quantize_int8
 
     say = _quiet(progress)
     checkpoint = resolve_checkpoint(name, progress)
     target = pick_device(device)
-    say(f"loading {checkpoint} on {target}")
+    wanted = resolve_dtype(dtype, target)
+    if wanted == "int8" and target.type != "cpu":
+        _warn(progress)(f"int8 runs on the CPU only; using bfloat16 on {target}")
+        wanted = "bfloat16"
+    say(f"loading {checkpoint} on {target} ({wanted})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-        model = AutoModelForCausalLM.from_pretrained(
-            checkpoint, dtype=dtype or default_dtype(target)
-        )
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=TORCH_DTYPES.get(wanted, torch.float32))
     except (OSError, ValueError) as error:
         raise ModelError(f"cannot load model {checkpoint}: {error}") from error
     model.to(target).eval()
-    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target)
+    if wanted == "int8":
+        try:
+            quantize_int8(model)
+        except QuantizationUnavailable as error:
+            _warn(progress)(f"int8 is unavailable here ({error}); using float32")
+            wanted = "float32"
+    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target,
+                       dtype=wanted)
 
 
 if __name__ == "__main__":  # python -m rewriter.models: prepare the embedded model

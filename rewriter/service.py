@@ -806,7 +806,7 @@ def _model_card(name: str, created: int) -> dict:
 
 
 def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, device: str | None = None,
-          limits: Limits | None = None, api_key_file: str | None = None, say=print) -> None:
+          limits: Limits | None = None, api_key_file: str | None = None, say=print, dtype: str | None = None) -> None:
     """Load the model and serve until interrupted. Off loopback, an API key is required."""
     import uvicorn
 
@@ -818,8 +818,8 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
                          "--api-key-file (loopback addresses need none)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     started = time.perf_counter()
-    loaded = load_model(model, device=device, progress=say)
-    say(f"model {loaded.name} ready on {loaded.device} in {time.perf_counter() - started:.1f}s")
+    loaded = load_model(model, device=device, dtype=dtype, progress=say)
+    say(f"model {loaded.name} ({loaded.dtype}) ready on {loaded.device} in {time.perf_counter() - started:.1f}s")
     app = create_app(loaded, limits, api_key)
     say(f"serving on http://{host}:{port}/v1 ({'API key required' if api_key else 'no API key'})")
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
