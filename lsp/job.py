@@ -17,23 +17,40 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
+from rewriter.client import ServiceError
 from rewriter.hunks import Hunk, HunkStream
 from rewriter.prompt import NoCodeBlock, SourceText, common_indent, extract_code
+from rewriter.results import Progress, RewriteError, RewriteResult
 
+from .options import Options
 from .regions import Region
-
-if TYPE_CHECKING:
-    from .server import RewriterServer
 
 log = logging.getLogger(__name__)
 
 SYNC_TIMEOUT_S = 3.0  # how long the client may take to report our own edit back with didChange
 REPORT_INTERVAL_S = 0.25
 _ids = itertools.count(1)
+
+
+class JobHost(Protocol):
+    """What a job needs from the language server (lsp/server.py), named here so job does not import it."""
+
+    options: Options
+    decode_lock: asyncio.Lock
+    jobs_by_token: dict
+
+    async def get_engine(self, report): ...
+
+    def language_of(self, document) -> str: ...
+
+    def supports_progress(self) -> bool: ...
+
+    def versioned_edits(self) -> bool: ...
 
 
 class Conflict(Exception):
@@ -91,7 +108,7 @@ class Outcome:
 
 
 class RewriteJob:
-    def __init__(self, server: "RewriterServer", uri: str, region: Region, instruction: str, stream: bool):
+    def __init__(self, server: JobHost | LanguageServer, uri: str, region: Region, instruction: str, stream: bool):
         self.id = next(_ids)
         self.server = server
         self.uri = uri
@@ -219,10 +236,6 @@ class RewriteJob:
         put = lambda item: self.loop.call_soon_threadsafe(self.queue.put_nowait, item)  # noqa: E731
         events = None
         try:
-            # Imported here, off the event loop: it brings in torch.
-            from rewriter.client import ServiceError
-            from rewriter.rewrite import Progress, RewriteError, RewriteResult
-
             events = engine.stream(text, self.instruction, language, context, self.server.options.max_new_tokens)
             for event in events:
                 if self.cancelled.is_set():

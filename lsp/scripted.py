@@ -19,9 +19,8 @@ import json
 import time
 from pathlib import Path
 
-from rewriter.decode import Stats
 from rewriter.prompt import SourceText, build_prompt, extract_code
-from rewriter.rewrite import Progress, RewriteError, RewriteResult
+from rewriter.results import Progress, RewriteError, RewriteResult, Stats
 
 
 class ScriptedEngine:

