@@ -23,6 +23,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.seed is not None and not -2**63 <= self.seed < 2**64:
+            raise ValueError(f"seed must fit in 64 bits (-2**63 to 2**64 - 1), got {self.seed}")
         if self.verification not in ("token", "block"):
             raise ValueError(f"verification must be 'token' or 'block', got {self.verification!r}")
 
