@@ -165,9 +165,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .service import Limits, serve
 
     limits = Limits(max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
-                    max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens)
+                    max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens,
+                    read_timeout_s=args.read_timeout, max_connections=args.max_connections)
     serve(args.model, host=args.host, port=args.port, device=args.device, limits=limits,
-          api_key_file=args.api_key_file, say=_say)
+          api_key_file=args.api_key_file, say=_say, allowed_hosts=tuple(args.allowed_host))
     return 0
 
 
@@ -227,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024)
     serve.add_argument("--max-prompt-tokens", type=int, help="default: the model's context length")
     serve.add_argument("--max-output-tokens", type=int, default=8192)
+    serve.add_argument("--read-timeout", type=float, default=30.0, metavar="S",
+                       help="seconds a client may take to send a request's headers, and again its body")
+    serve.add_argument("--max-connections", type=int, default=64,
+                       help="open connections and requests at once; beyond that 503")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                       help="without an API key, also answer requests for this Host (default: loopback names only)")
     model_options(serve)
     serve.set_defaults(run=cmd_serve)
 
