@@ -222,3 +222,21 @@ def load_model(
 if __name__ == "__main__":  # python -m rewriter.models: prepare the embedded model
     loaded = load_model(progress=lambda message: print(message, file=sys.stderr))
     print(loaded.name, loaded.device, sum(p.numel() for p in loaded.model.parameters()))
+
+
+def hide_progress_bars(route_warnings: bool = False) -> None:
+    """No progress bars from transformers and the hub on stderr (`-q`, and the language server,
+    whose stderr editors log as errors). `route_warnings` hands transformers' own log lines to
+    Python logging, where the language server sends them to the editor."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+    except ImportError:
+        pass
+    else:
+        disable_progress_bars()
+    if route_warnings:
+        hf_logging.disable_default_handler()
+        hf_logging.enable_propagation()
