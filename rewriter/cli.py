@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -14,13 +15,24 @@ def _say(message: str) -> None:
     print(f"rewriter: {message}", file=sys.stderr, flush=True)
 
 
+def _progress(args: argparse.Namespace):
+    """Where model-loading lines go: stderr, or nowhere under -q (with transformers' bars hidden)."""
+    if not getattr(args, "quiet", False):
+        return _say
+    from .models import hide_progress_bars
+
+    hide_progress_bars()
+    return lambda message: None
+
+
 def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
     from .models import load_model
     from .rewrite import Rewriter
 
     started = time.perf_counter()
-    loaded = load_model(args.model, device=args.device, progress=_say)
-    _say(f"model ready in {time.perf_counter() - started:.1f}s")
+    say = _progress(args)
+    loaded = load_model(args.model, device=args.device, progress=say)
+    say(f"model ready in {time.perf_counter() - started:.1f}s")
     return Rewriter(loaded, prefix_cache=prefix_cache)
 
 
@@ -90,7 +102,7 @@ def _configure(rewriter, args: argparse.Namespace, params):
     if args.draft_model:
         from .models import load_model
 
-        draft = load_model(args.draft_model, device=args.device, progress=_say)
+        draft = load_model(args.draft_model, device=args.device, progress=_progress(args))
     if args.mjsd is not None:
         from .mjsd import WARNING
 
@@ -172,8 +184,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+class UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(f"{parser.prog}: {message}")
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are raised, not printed, so that `apply --json` can report them as JSON."""
+
+    def error(self, message: str):
+        raise UsageError(self, message)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rewriter")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rewriter", description="Rewrite code with a local model, fast.")
+    parser = _Parser(prog="rewriter", description="Rewrite code with a local model, fast.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def model_options(command: argparse.ArgumentParser) -> None:
@@ -245,12 +280,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `apply --json` promises one JSON report on stdout, failures included.
+    json_errors = argv[:1] == ["apply"] and "--json" in argv
+
+    def fail(message: str) -> int:
+        if json_errors:
+            print(json.dumps({"error": message}), flush=True)
+        else:
+            _say(message)
+        return 2
+
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as error:
+        if json_errors:
+            return fail(str(error))
+        error.parser.print_usage(sys.stderr)
+        print(f"{error.parser.prog}: error: {str(error).removeprefix(error.parser.prog + ': ')}", file=sys.stderr)
+        return 2
     try:
         return args.run(args)
     except (FileError, ModelError, ValueError) as error:
-        _say(str(error))
-        return 2
+        return fail(str(error))
     except KeyboardInterrupt:
         _say("interrupted; nothing was written")
         return 130
