@@ -39,9 +39,10 @@ class EmbeddedEngine:
         with self._load_lock:
             if self._rewriter is not None:
                 return
-            from rewriter.models import ModelError, load_model
+            from rewriter.models import ModelError, hide_progress_bars, load_model
             from rewriter.rewrite import Rewriter
 
+            hide_progress_bars(route_warnings=True)  # `say` reports the load through progress
             try:
                 self._rewriter = Rewriter(load_model(self.model_name, device=self.device, dtype=self.dtype,
                                                       progress=say))

