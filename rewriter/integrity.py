@@ -188,11 +188,11 @@ class FileIntegrity:
                 best = (length, min(ends), max(ends))
         if best is None:
             return None
-        # An answer that starts (or ends) the way the span itself does is the span, not an echo.
-        same = 0
-        while same < min(len(answer_code), len(original_code)) and answer_code[same] == original_code[same]:
-            same += 1
-        return None if same >= best[0] else best
+        # Lines that the span itself also holds, in that order, may be the span's own: no echo.
+        run = answer_code[: best[0]]
+        if any(original_code[i: i + len(run)] == run for i in range(len(original_code) - len(run) + 1)):
+            return None
+        return best
 
     def _line_of(self, offset: int) -> int:
         """0-based line of a character offset."""

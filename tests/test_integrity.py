@@ -145,6 +145,12 @@ def test_an_answer_that_only_starts_like_the_span_is_no_echo():
     answer = "x = compute(1)\ny = compute(3)\n"  # the span's own first line, rewritten after it
     verdict = check_edit(text, start, len(text), answer, "change 2 to 3", "python")
     assert (verdict.status, verdict.text) == (APPLIED, answer)
+    # Nor one that ends with lines the span holds too (two methods that begin alike, in the bench).
+    text = ("class A:\n    def __init__(self, *args):\n        super().__init__(*args)\n        self.a = None\n\n"
+            "class B:\n    def __init__(self, *args):\n        super().__init__(*args)\n        self.b = {}\n")
+    start, end = span_of(text, "    def __init__", "self.a = None")
+    answer = "    def __init__(self, *args):\n        super().__init__(*args)\n"
+    assert check_edit(text, start, end, answer, "Simplify", "python").status == APPLIED
 
 
 # ---- a span replaced by other code ----------------------------------------------------------
@@ -305,8 +311,13 @@ class FakeRewriter:
     def __init__(self, answer):
         self.answer = answer
 
+    eos_token_id = 0
+
     def plan(self, code, instruction, language, context, max_tokens):
-        return [0] * 10, None, 100
+        return [0] * 10, [], 100
+
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
 
     def stream(self, code, instruction, language, context, budget):
         stats = Stats(output_tokens=5, total_s=0.01, finish_reason="stop")
@@ -317,11 +328,13 @@ class FakeRewriter:
 def service_result(answer, **request):
     from rewriter.service import Backend, Limits
 
-    backend = Backend.__new__(Backend)  # no model: the fake answers
-    backend.rewriter, backend.limits, backend.max_prompt_tokens = FakeRewriter(answer), Limits(), 10_000
+    backend = Backend.__new__(Backend)  # no model: the fake answers, and tokenizes
+    backend.rewriter = backend.tokenizer = FakeRewriter(answer)
+    backend.limits, backend.max_prompt_tokens = Limits(), 10_000
+    backend.totals = {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0, "rejected_prediction_drafts": 0}
     body = {"instruction": "Add docstrings", "language": "python", "context": None, "max_tokens": None,
             "range": None, **request}
-    events = list(backend.rewrite(body))
+    events = list(backend.rewrite(backend.prepare_rewrite(body)))
     assert events[-1][0] == "result"
     return events[-1][1]
 

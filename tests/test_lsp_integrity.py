@@ -65,7 +65,7 @@ async def vscode(tmp_path):
 async def test_an_empty_range_outside_any_function_is_refused(vscode):
     vscode.open(URI, SHAPES)
     blank = {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}
-    result = await vscode.execute("rewriter.rewrite", {"uri": URI, "range": blank, "instruction": "Invent"})
+    result = await vscode.execute("rewriter.rewrite", {"uri": URI, "range": blank, "instruction": "Invent", "wait": True})
     assert result["status"] == "refused" and "no function or class around line 3" in result["message"]
     assert not vscode.edits and vscode.text(URI) == SHAPES
 
@@ -76,7 +76,7 @@ async def test_ranges_outside_the_document_are_invalid_params_not_clamped(vscode
     for bad in (lines_range(lines - 1, lines + 3), lines_range(-2, 1),
                 {"start": {"line": lines, "character": 4}, "end": {"line": lines, "character": 4}}):
         with pytest.raises(Exception, match="outside the document") as error:
-            await vscode.execute("rewriter.rewrite", {"uri": URI, "range": bad, "instruction": "Invent"})
+            await vscode.execute("rewriter.rewrite", {"uri": URI, "range": bad, "instruction": "Invent", "wait": True})
         assert getattr(error.value, "code", None) == -32602  # InvalidParams
     assert not vscode.edits and vscode.text(URI) == SHAPES
 
@@ -84,7 +84,7 @@ async def test_ranges_outside_the_document_are_invalid_params_not_clamped(vscode
 async def test_a_refused_streamed_answer_is_put_back_and_discarded(vscode):
     offers = Offers(vscode, "Discard")
     vscode.open(URI, SHAPES)
-    result = await vscode.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings"})
+    result = await vscode.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings", "wait": True})
     assert result["status"] == "refused"
     assert "it would lose method Circle.__init__, method Circle.area" in result["message"]
     assert len(vscode.edits) == 2  # the class body streamed in, then the region was put back
@@ -102,7 +102,7 @@ async def test_apply_anyway_applies_the_refused_answer(tmp_path):
         editor.open(URI, SHAPES)
         on_class = {"start": {"line": 3, "character": 2}, "end": {"line": 3, "character": 2}}
         result = await editor.execute("rewriter.rewrite", {"uri": URI, "range": on_class,
-                                                           "instruction": "Add docstrings"})
+                                                           "instruction": "Add docstrings", "wait": True})
         assert result["status"] == "refused" and not editor.edits  # one edit at the end: none was sent
         await asyncio.wait_for(offers.answered.wait(), 10)
         await asyncio.wait_for(editor.edit_applied.wait(), 10)
