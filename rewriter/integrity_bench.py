@@ -119,7 +119,7 @@ def _write_json(path: str, outcomes: list[SpanOutcome]) -> None:
 
 
 def _reason_kind(reason: str) -> str:
-    if "copy of" in reason:
+    if reason.startswith("the answer is a copy of"):
         return "answer is a copy of other code"
     kinds = [name for key, name in (("would lose", "loses a definition"), ("would duplicate", "duplicates code"))
              if key in reason]
