@@ -138,6 +138,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import load_cases, run_bench
 
     cases = load_cases(args.cases)
+    params = _sampling_params(args)
+    sampling = params != _default_sampling() or args.draft_model or args.mjsd is not None
+    if args.tests:
+        if sampling:
+            _say("--tests measures greedy decoding; leave out the sampling and draft-model options")
+            return 2
+        with_tests = [case for case in cases if case.tests]
+        if len(with_tests) < len(cases):
+            _say(f"{len(cases) - len(with_tests)} cases without tests left out")
+        cases = with_tests
     rewriter = _load_rewriter(args)
     if args.max_file_tokens:
         cases = [c for c in cases if len(rewriter.tokenizer.encode(c.before)) <= args.max_file_tokens]
@@ -146,11 +156,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not cases:
         _say("no cases selected")
         return 2
-    params = _sampling_params(args)
-    if params != _default_sampling() or args.draft_model or args.mjsd is not None:
+    if args.tests:
+        return _tests_bench(args, rewriter, cases)
+    if sampling:
         return _sampling_bench(args, rewriter, cases, params)
     _say(f"{len(cases)} cases, each decoded three ways: plain greedy, prompt lookup, ours")
     run_bench(rewriter, cases, args.max_new_tokens, args.json)
+    return 0
+
+
+def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
+    from .bench import run_tests_bench
+
+    ways = "plain greedy, prompt lookup and ours" if args.baselines else "ours only (--baselines adds the others)"
+    _say(f"{len(cases)} cases, decoded by {ways}; tests run on each edit ({args.test_timeout:g}s limit)")
+    run_tests_bench(rewriter, cases, args.max_new_tokens, args.json, baselines=args.baselines,
+                    timeout_s=args.test_timeout)
     return 0
 
 
@@ -234,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-file-tokens", type=int, help="only cases whose file is at most this many tokens")
     bench.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     bench.add_argument("--json", help="write the report here")
+    quality = bench.add_argument_group("edit quality")
+    quality.add_argument("--tests", action="store_true",
+                         help="run each case's tests on the edited code (pass rate, unchanged, no code block); "
+                              "decodes with ours only")
+    quality.add_argument("--baselines", action="store_true", help="with --tests, also decode with the baselines")
+    quality.add_argument("--test-timeout", type=float, default=30.0, metavar="S",
+                         help="time limit for one case's tests (default 30 s)")
     sampling_options(bench)  # any of these switches to the sampling modes
     model_options(bench)
     bench.set_defaults(run=cmd_bench)
