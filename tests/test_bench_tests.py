@@ -1,6 +1,8 @@
 """`rewriter bench --tests`: each answer's outcome, the summary, and the command line."""
 import json
 
+import pytest
+
 from rewriter.bench import Case, judge_answer, load_cases, summarize_tests
 from test_cli import assert_clean_failure, run_cli
 
@@ -55,14 +57,15 @@ def test_cases_keep_their_tests(tmp_path):
     assert [case.tests for case in load_cases(path)] == ["pass", None]
 
 
-def test_the_command_runs_the_tests_and_writes_the_report(tmp_path, tiny_checkpoint):
+@pytest.mark.parametrize("baselines", [False, True])
+def test_the_command_runs_the_tests_and_writes_the_report(tmp_path, tiny_checkpoint, baselines):
     cases = tmp_path / "cases.jsonl"
     rows = [{"id": "q/1", "language": "python", "before": "x = 1\n", "instruction": "y", "tests": "assert x == 2\n"},
             {"id": "q/2", "language": "python", "before": "x = 1\n", "instruction": "y"}]
     cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
     report = tmp_path / "bench-tests.json"
     result = run_cli("bench", str(cases), "--tests", "--max-new-tokens", "24", "--json", str(report),
-                     "--model", str(tiny_checkpoint))
+                     "--model", str(tiny_checkpoint), *(["--baselines"] if baselines else []))
     assert result.returncode == 0, result.stderr
     assert "1 cases without tests left out" in result.stderr
     data = json.loads(report.read_text())
@@ -71,7 +74,8 @@ def test_the_command_runs_the_tests_and_writes_the_report(tmp_path, tiny_checkpo
         assert key in data["summary"]
     (case,) = data["cases"]
     assert case["outcome"] in {"passed", "failed", "timed_out", "unchanged", "no_code_block"}
-    assert "identical_to_greedy" not in case  # only ours decodes unless --baselines
+    # Only ours decodes unless --baselines; with them, ours is still plain greedy's text.
+    assert case.get("identical_to_greedy", "not compared") == (True if baselines else "not compared")
     assert "tests passed: " in result.stdout
 
 
