@@ -137,6 +137,9 @@ def sampling_options(command: argparse.ArgumentParser) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import load_cases, run_bench
 
+    if args.every is not None and args.every < 1:
+        _say("--every takes a whole number of at least 1")
+        return 2
     cases = load_cases(args.cases)
     params = _sampling_params(args)
     sampling = params != _default_sampling() or args.draft_model or args.mjsd is not None
@@ -151,6 +154,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rewriter = _load_rewriter(args)
     if args.max_file_tokens:
         cases = [c for c in cases if len(rewriter.tokenizer.encode(c.before)) <= args.max_file_tokens]
+    if args.every:
+        cases = cases[:: args.every]
     if args.limit:
         cases = cases[: args.limit]
     if not cases:
@@ -252,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="compare with plain greedy decoding and prompt lookup")
     bench.add_argument("cases", help="JSONL file of cases (id, language, before, instruction)")
     bench.add_argument("--limit", type=int, help="at most this many cases")
+    bench.add_argument("--every", type=int, metavar="N",
+                       help="only every Nth case (the 1st, the N+1th, ...): an evenly spread sample of a long set")
     bench.add_argument("--max-file-tokens", type=int, help="only cases whose file is at most this many tokens")
     bench.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     bench.add_argument("--json", help="write the report here")

@@ -61,18 +61,20 @@ def test_cases_keep_their_tests(tmp_path):
 def test_the_command_runs_the_tests_and_writes_the_report(tmp_path, tiny_checkpoint, baselines):
     cases = tmp_path / "cases.jsonl"
     rows = [{"id": "q/1", "language": "python", "before": "x = 1\n", "instruction": "y", "tests": "assert x == 2\n"},
-            {"id": "q/2", "language": "python", "before": "x = 1\n", "instruction": "y"}]
+            {"id": "q/2", "language": "python", "before": "x = 1\n", "instruction": "y"},
+            {"id": "q/3", "language": "python", "before": "x = 1\n", "instruction": "y", "tests": "assert x == 3\n"}]
     cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
     report = tmp_path / "bench-tests.json"
     result = run_cli("bench", str(cases), "--tests", "--max-new-tokens", "24", "--json", str(report),
-                     "--model", str(tiny_checkpoint), *(["--baselines"] if baselines else []))
+                     "--model", str(tiny_checkpoint), "--every", "2", *(["--baselines"] if baselines else []))
     assert result.returncode == 0, result.stderr
     assert "1 cases without tests left out" in result.stderr
     data = json.loads(report.read_text())
-    assert data["summary"]["cases"] == 1
+    assert data["summary"]["cases"] == 1  # q/2 has no tests; of q/1 and q/3, every 2nd from the first
     for key in ("tests_passed", "unchanged", "no_code_block", "refused", "timed_out", "tokens_per_s"):
         assert key in data["summary"]
     (case,) = data["cases"]
+    assert case["id"] == "q/1"
     assert case["outcome"] in {"passed", "failed", "timed_out", "unchanged", "no_code_block"}
     # Only ours decodes unless --baselines; with them, ours is still plain greedy's text.
     assert case.get("identical_to_greedy", "not compared") == (True if baselines else "not compared")
@@ -83,3 +85,4 @@ def test_tests_refuse_sampling_options(tmp_path):
     cases = tmp_path / "cases.jsonl"
     cases.write_text(json.dumps({"id": "a", "before": "x", "instruction": "y", "tests": "pass"}) + "\n")
     assert_clean_failure(run_cli("bench", str(cases), "--tests", "--temperature", "0.7"), "greedy")
+    assert_clean_failure(run_cli("bench", str(cases), "--tests", "--every", "0"), "at least 1")
