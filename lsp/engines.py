@@ -24,9 +24,10 @@ class EmbeddedEngine:
 
     concurrent = False
 
-    def __init__(self, model: str | None = None, device: str | None = None):
+    def __init__(self, model: str | None = None, device: str | None = None, dtype: str = "auto"):
         self.model_name = model
         self.device = device
+        self.dtype = dtype
         self._rewriter = None
         self._load_lock = threading.Lock()
 
@@ -38,11 +39,13 @@ class EmbeddedEngine:
         with self._load_lock:
             if self._rewriter is not None:
                 return
-            from rewriter.models import ModelError, load_model
+            from rewriter.models import ModelError, hide_progress_bars, load_model
             from rewriter.rewrite import Rewriter
 
+            hide_progress_bars(route_warnings=True)  # `say` reports the load through progress
             try:
-                self._rewriter = Rewriter(load_model(self.model_name, device=self.device, progress=say))
+                self._rewriter = Rewriter(load_model(self.model_name, device=self.device, dtype=self.dtype,
+                                                      progress=say))
             except ModelError as error:
                 raise EngineError(str(error)) from error
 
@@ -59,7 +62,7 @@ def make_engine(options: EngineOptions):
 
         return ScriptedEngine.from_file(script)
     if options.kind == "embedded":
-        return EmbeddedEngine(options.model, options.device)
+        return EmbeddedEngine(options.model, options.device, options.dtype)
     return make_remote_engine(options)
 
 

@@ -17,23 +17,39 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
+from rewriter.client import ServiceError
 from rewriter.hunks import Hunk, HunkStream
 from rewriter.prompt import NoCodeBlock, SourceText, common_indent, extract_code
+from rewriter.results import Progress, RewriteError, RewriteResult
 
+from .options import Options
 from .regions import Region
-
-if TYPE_CHECKING:
-    from .server import RewriterServer
 
 log = logging.getLogger(__name__)
 
-SYNC_TIMEOUT_S = 3.0  # how long the client may take to report our own edit back with didChange
 REPORT_INTERVAL_S = 0.25
 _ids = itertools.count(1)
+
+
+class JobHost(Protocol):
+    """What a job needs from the language server (lsp/server.py), named here so job does not import it."""
+
+    options: Options
+    decode_lock: asyncio.Lock
+    jobs_by_token: dict
+
+    async def get_engine(self, report): ...
+
+    def language_of(self, document) -> str: ...
+
+    def supports_progress(self) -> bool: ...
+
+    def versioned_edits(self) -> bool: ...
 
 
 class Conflict(Exception):
@@ -91,8 +107,10 @@ class Outcome:
 
 
 class RewriteJob:
-    def __init__(self, server: "RewriterServer", uri: str, region: Region, instruction: str, stream: bool):
+    def __init__(self, server: JobHost | LanguageServer, uri: str, region: Region, instruction: str, stream: bool,
+                 announce_end: bool = False):
         self.id = next(_ids)
+        self.announce_end = announce_end  # nobody waits for the outcome: say every ending
         self.server = server
         self.uri = uri
         self.region = region
@@ -108,6 +126,8 @@ class RewriteJob:
         # The document as we believe it is, and as it will be once our edit in flight lands.
         self.expected = server.workspace.get_text_document(uri).source
         self.pending: str | None = None
+        self.sent_version: int | None = None  # the document version our edit in flight was made for
+        self.answered = False  # the client has accepted our edit in flight
         self.synced = asyncio.Event()
         self.start = region.start  # the region's first line in the current document
         self.delta = 0  # lines our applied hunks added to the region
@@ -125,7 +145,13 @@ class RewriteJob:
             if text == self.pending:
                 self.expected, self.pending = text, None
                 self.synced.set()
-            return  # anything else is judged once the client has answered our edit
+            elif self.answered:
+                # The client took our edit and reports more than it (the user typed too): judge
+                # the rest against our edit, by content, however late the report comes.
+                pending, self.pending = self.pending, None
+                self._judge(pending, text)
+                self.synced.set()
+            return  # before the answer, anything else is judged once the client has answered
         self._judge(self.expected, text)
 
     def _judge(self, base: str, text: str) -> None:
@@ -171,6 +197,9 @@ class RewriteJob:
             server.window_show_message(types.ShowMessageParams(
                 type=types.MessageType.Warning if outcome.status != "error" else types.MessageType.Error,
                 message=f"rewriter: {outcome.message}"))
+        elif self.announce_end:
+            server.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Info, message=f"rewriter: {outcome.message}"))
         return outcome
 
     async def _run(self, original: str, source: SourceText, language: str, context: str | None) -> Outcome:
@@ -219,10 +248,6 @@ class RewriteJob:
         put = lambda item: self.loop.call_soon_threadsafe(self.queue.put_nowait, item)  # noqa: E731
         events = None
         try:
-            # Imported here, off the event loop: it brings in torch.
-            from rewriter.client import ServiceError
-            from rewriter.rewrite import Progress, RewriteError, RewriteResult
-
             events = engine.stream(text, self.instruction, language, context, self.server.options.max_new_tokens)
             for event in events:
                 if self.cancelled.is_set():
@@ -311,6 +336,7 @@ class RewriteJob:
             shift += len(hunk.lines) - (hunk.end - hunk.start)
         edit = self._workspace_edit(document, edits)
         self.pending = "".join(after)
+        self.sent_version, self.answered = document.version, False
         self.synced.clear()
         try:
             # Neovim prints a label on every edit: name only an edit that comes whole.
@@ -327,18 +353,13 @@ class RewriteJob:
             return
         self.edits += 1
         self.delta += shift
+        self.answered = True
         if self.pending is not None:
-            if self.server.workspace.get_text_document(self.uri).source == self.pending:
-                self.document_changed(self.pending)
-            else:
-                try:
-                    await asyncio.wait_for(self.synced.wait(), SYNC_TIMEOUT_S)
-                except asyncio.TimeoutError:
-                    # Our edit has not shown up as we sent it: someone else changed the text too.
-                    pending, self.pending = self.pending, None
-                    self._judge(pending, self.server.workspace.get_text_document(self.uri).source)
-                    if not self.conflict:
-                        self.expected = self.server.workspace.get_text_document(self.uri).source
+            now = self.server.workspace.get_text_document(self.uri)
+            if now.source == self.pending or now.version != self.sent_version:
+                self.document_changed(now.source)  # reported already, maybe with more than our edit
+            else:  # not reported yet: wait, with no timer (a slow client is not a conflict)
+                await self._unless_stopped(self.synced.wait(), cancel=True)
 
     def _reject(self, reason: str) -> None:
         self.conflict = reason
@@ -377,6 +398,7 @@ class RewriteJob:
         if self.token:
             self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
             self.server.jobs_by_token.pop(self.token, None)
+            self.token = None  # nothing may report into an ended progress (a model still loading, say)
 
 
 def dedent(text: str, indent: str) -> str:

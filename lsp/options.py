@@ -26,6 +26,7 @@ class EngineOptions:
     kind: str = "embedded"  # embedded: the model in this process; service: our HTTP service; openai: any compatible endpoint
     model: str | None = None  # embedded: a path, hub id or .gguf (default: the embedded model); remote: the model name
     device: str | None = None  # embedded only: cpu, cuda, ...
+    dtype: str = "auto"  # embedded only: auto (int8 on CPU, bfloat16 on GPU), float32, bfloat16, float16, int8
     url: str | None = None  # service / openai: the base URL
     api_key_env: str | None = None  # the name of the environment variable holding the API key
     timeout_s: float = 120.0
@@ -132,6 +133,14 @@ def _parse_engine(raw: dict, warnings: list[str]) -> EngineOptions:
                 setattr(engine, name, value.strip())
             else:
                 warnings.append(f"engine.{_camel(name)}: expected a non-empty string, got {value!r}; ignored")
+    found, value = _get(raw, "dtype")
+    if found:
+        from rewriter.results import DTYPES
+
+        if value in DTYPES:
+            engine.dtype = value
+        else:
+            warnings.append(f"engine.dtype: expected one of {', '.join(DTYPES)}, got {value!r}; using 'auto'")
     found, value = _get(raw, "timeout_s")
     if found:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:

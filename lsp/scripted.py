@@ -3,7 +3,7 @@
 Set REWRITER_LSP_TEST_SCRIPT to a JSON file and the server answers every rewrite from it instead
 of a model, deterministically and at a chosen pace:
 
-    {"delay_s": 0.02, "chunk_chars": 8, "concurrent": false,
+    {"delay_s": 0.02, "chunk_chars": 8, "concurrent": false, "load_s": 0,
      "rules": [{"instruction": "Add docstrings", "replace": [["old text", "new text"]]},
                {"instruction": "Explode", "error": "the model refused"}]}
 
@@ -12,6 +12,7 @@ wins); its replacements are applied to the code in order; a rule may set its own
 `chunk_chars`. The answer is the edited code in one
 fenced block, streamed `chunk_chars` characters at a time, `delay_s` apart. "Tokens" in the
 stats are characters: accepted while the answer still equals the prediction, rejected after.
+`load_s` > 0 makes the first rewrite wait that long for a "model" to load, reporting as it goes.
 """
 from __future__ import annotations
 
@@ -19,23 +20,35 @@ import json
 import time
 from pathlib import Path
 
-from rewriter.decode import Stats
 from rewriter.prompt import SourceText, build_prompt, extract_code
-from rewriter.rewrite import Progress, RewriteError, RewriteResult
+from rewriter.results import Progress, RewriteError, RewriteResult, Stats
 
 
 class ScriptedEngine:
-    def __init__(self, rules: list[dict], delay_s: float = 0.0, chunk_chars: int = 8, concurrent: bool = False):
+    def __init__(self, rules: list[dict], delay_s: float = 0.0, chunk_chars: int = 8, concurrent: bool = False,
+                 load_s: float = 0.0):
         self.rules = rules
         self.delay_s = delay_s
         self.chunk_chars = max(1, chunk_chars)
         self.concurrent = concurrent
+        self.load_s = load_s
+        self.loaded = load_s <= 0
 
     @classmethod
     def from_file(cls, path: str) -> "ScriptedEngine":
         script = json.loads(Path(path).read_text())
         return cls(script.get("rules", []), script.get("delay_s", 0.0), script.get("chunk_chars", 8),
-                   script.get("concurrent", False))
+                   script.get("concurrent", False), script.get("load_s", 0.0))
+
+    def ensure_loaded(self, say) -> None:
+        """Like EmbeddedEngine's: a slow first load, with progress."""
+        if self.loaded:
+            return
+        steps = 10
+        for step in range(steps):
+            time.sleep(self.load_s / steps)
+            say(f"loading weights {10 * (step + 1)}%")
+        self.loaded = True
 
     def stream(self, text, instruction, language="", context=None, max_new_tokens=None):
         if not instruction or not instruction.strip():

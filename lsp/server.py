@@ -11,12 +11,13 @@ import sys
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from rewriter.prompt import language_for
 
-from .engines import EmbeddedEngine, EngineError, make_engine
-from .job import RewriteJob
+from .engines import EngineError, make_engine
+from .job import Outcome, RewriteJob
 from .options import DIAGNOSTIC_PRESET, Options, parse_options
 from .regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
 
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 REWRITE = "rewriter.rewrite"
 REWRITE_FILE = "rewriter.rewriteFile"
 CANCEL = "rewriter.cancel"
+WAIT = "rewriter.wait"
+KEEP_OUTCOMES = 32  # finished rewrites whose outcome rewriter.wait can still give
 ACTION_KIND = types.CodeActionKind.RefactorRewrite
 
 
@@ -38,6 +41,8 @@ class RewriterServer(LanguageServer):
         self.decode_lock = asyncio.Lock()  # in-process decoding runs one rewrite at a time
         self.jobs: dict[int, RewriteJob] = {}
         self.jobs_by_token: dict[str, RewriteJob] = {}
+        self.runs: dict[int, asyncio.Task] = {}  # job id -> its run, kept after the end for rewriter.wait
+        self.load_listeners: set = set()  # progress reporters of the rewrites waiting for the model
 
     # --- what the client can do ----------------------------------------------------------------
 
@@ -66,27 +71,41 @@ class RewriterServer(LanguageServer):
     # --- the engine ------------------------------------------------------------------------------
 
     async def get_engine(self, report):
-        """The engine, made once; the embedded model is loaded here, in a thread, with progress."""
-        async with self.engine_lock:
-            if self.engine is None:
-                self.engine = await asyncio.to_thread(make_engine, self.options.engine)
-            engine = self.engine
-            if isinstance(engine, EmbeddedEngine) and not engine.loaded:
-                loop = asyncio.get_running_loop()
-                say = lambda message: loop.call_soon_threadsafe(report, f"model: {message}")  # noqa: E731
-                report("loading the model (once)")
-                await asyncio.to_thread(engine.ensure_loaded, say)
-            return engine
+        """The engine, made once; a model is loaded here, in a thread, with progress.
+
+        Loading progress goes to every rewrite waiting for it, not only the one that started it
+        (that one may be cancelled meanwhile).
+        """
+        self.load_listeners.add(report)
+        try:
+            async with self.engine_lock:
+                if self.engine is None:
+                    self.engine = await asyncio.to_thread(make_engine, self.options.engine)
+                engine = self.engine
+                if hasattr(engine, "ensure_loaded") and not engine.loaded:
+                    loop = asyncio.get_running_loop()
+                    say = lambda message: loop.call_soon_threadsafe(self._tell_loading, f"model: {message}")  # noqa: E731
+                    self._tell_loading("loading the model (once)")
+                    await asyncio.to_thread(engine.ensure_loaded, say)
+                return engine
+        finally:
+            self.load_listeners.discard(report)
+
+    def _tell_loading(self, message: str) -> None:
+        for report in list(self.load_listeners):
+            report(message)
 
     # --- rewrites --------------------------------------------------------------------------------
 
-    async def start_rewrite(self, uri: str, region: Region, instruction: str) -> dict:
+    async def start_rewrite(self, uri: str, region: Region, instruction: str, wait: bool = False) -> dict:
+        """Start a rewrite and answer at once ({status: "started", job}); the end comes through
+        progress and window/showMessage. With `wait` (or rewriter.wait), answer with its outcome."""
         if uri not in self.workspace.text_documents:
-            raise ValueError(f"{uri} is not open in the editor")
+            raise invalid(f"{uri} is not open in the editor")
         if not instruction or not instruction.strip():
-            raise ValueError("the instruction is empty")
+            raise invalid("the instruction is empty")
         if not self._capability("workspace", "apply_edit", default=False):
-            raise ValueError("this editor does not accept workspace/applyEdit, so a rewrite cannot be applied")
+            raise invalid("this editor does not accept workspace/applyEdit, so a rewrite cannot be applied")
         lines = region.end - region.start
         if lines > self.options.max_rewrite_lines:
             message = (f"the region has {lines} lines, more than maxRewriteLines "
@@ -97,16 +116,32 @@ class RewriterServer(LanguageServer):
             message = "a rewrite is already running in this document; cancel it first (rewriter.cancel)"
             self.show(message, types.MessageType.Warning)
             return {"status": "busy", "message": message, "edits": 0, "stats": {}}
-        job = RewriteJob(self, uri, region, instruction.strip(), self.streams())
+        job = RewriteJob(self, uri, region, instruction.strip(), self.streams(), announce_end=not wait)
         self.jobs[job.id] = job
+        self.runs[job.id] = asyncio.ensure_future(self._run(job))
+        for old in list(self.runs)[:-KEEP_OUTCOMES]:
+            if self.runs[old].done():
+                del self.runs[old]
+        if wait:
+            return await self.wait_for(job.id)
+        return {"status": "started", "message": f"rewriting ({instruction.strip()})", "edits": 0, "stats": {},
+                "job": job.id}
+
+    async def _run(self, job: RewriteJob) -> dict:
         try:
             outcome = await job.run()
         except EngineError as error:
             self.show(str(error), types.MessageType.Error)
-            return {"status": "error", "message": str(error), "edits": 0, "stats": {}}
+            outcome = Outcome("error", str(error))
         finally:
             self.jobs.pop(job.id, None)
         return {**outcome.as_dict(), "job": job.id}
+
+    async def wait_for(self, job_id: int) -> dict:
+        run = self.runs.get(job_id)
+        if run is None:
+            raise invalid(f"no rewrite {job_id} (finished rewrites are kept for a while only)")
+        return await asyncio.shield(run)  # a client giving up on waiting does not stop the rewrite
 
     def cancel_jobs(self, uri: str | None = None, job_id: int | None = None) -> int:
         matched = [j for j in self.jobs.values()
@@ -119,11 +154,50 @@ class RewriterServer(LanguageServer):
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"rewriter: {message}"))
 
 
+def invalid(message: str) -> JsonRpcInvalidParams:
+    """Bad arguments: InvalidParams with a one-line message, not an internal error with a traceback."""
+    return JsonRpcInvalidParams(message)
+
+
 server = RewriterServer()
+
+
+class EditorLog(logging.Handler):
+    """Log records go to the editor as window/logMessage once it is connected: Neovim files
+    every line a server writes on stderr as an [ERROR]. Until then, and if sending fails, stderr."""
+
+    LEVELS = ((logging.ERROR, types.MessageType.Error), (logging.WARNING, types.MessageType.Warning),
+              (logging.INFO, types.MessageType.Info), (logging.NOTSET, types.MessageType.Log))
+
+    def __init__(self, fallback: logging.Handler):
+        super().__init__()
+        self.fallback = fallback
+        self.loop: asyncio.AbstractEventLoop | None = None  # set once the client has initialized
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.loop is None or self.loop.is_closed():
+            self.fallback.handle(record)
+            return
+        kind = next(kind for level, kind in self.LEVELS if record.levelno >= level)
+        params = types.LogMessageParams(type=kind, message=self.format(record))
+        self.loop.call_soon_threadsafe(self._send, params, record)  # records come from worker threads too
+
+    def _send(self, params: types.LogMessageParams, record: logging.LogRecord) -> None:
+        try:
+            server.window_log_message(params)
+        except Exception:
+            self.fallback.handle(record)
+
+
+def editor_log() -> EditorLog | None:
+    return next((h for h in logging.getLogger().handlers if isinstance(h, EditorLog)), None)
 
 
 @server.feature(types.INITIALIZE)
 def initialize(ls: RewriterServer, params: types.InitializeParams) -> None:
+    handler = editor_log()
+    if handler is not None:
+        handler.loop = asyncio.get_running_loop()
     ls.options, ls.option_warnings = parse_options(params.initialization_options)
     for warning in ls.option_warnings:
         log.warning("initializationOptions: %s", warning)
@@ -220,13 +294,17 @@ def diagnostic_instruction(diagnostics: list[types.Diagnostic], region: Region) 
 
 def _argument(args: tuple, name: str, expected: type, required: bool = True):
     if not args or not isinstance(args[0], dict):
-        raise ValueError(f"expected one object argument with {name!r}")
+        raise invalid(f"expected one object argument with {name!r}")
     value = args[0].get(name)
     if value is None and not required:
         return None
-    if not isinstance(value, expected):
-        raise ValueError(f"argument {name!r} must be a {expected.__name__}, got {value!r}")
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise invalid(f"argument {name!r} must be a {expected.__name__}, got {value!r:.80}")
     return value
+
+
+def _wait(args: tuple) -> bool:
+    return bool(_argument(args, "wait", bool, required=False))
 
 
 def _instruction(args: tuple) -> str:
@@ -238,7 +316,8 @@ def _instruction(args: tuple) -> str:
 
 @server.command(REWRITE)
 async def rewrite_command(ls: RewriterServer, *args):
-    """{uri, range, instruction}: rewrite the lines the range covers (an empty range: the enclosing definition)."""
+    """{uri, range, instruction, wait?}: rewrite the lines the range covers (an empty range: the
+    enclosing definition). Answers {status: "started", job} at once, or the outcome with wait: true."""
     uri = _argument(args, "uri", str)
     instruction = _instruction(args)
     rng = _argument(args, "range", dict)
@@ -246,27 +325,33 @@ async def rewrite_command(ls: RewriterServer, *args):
         start, end = rng["start"], rng["end"]
         positions = [int(start["line"]), int(start["character"]), int(end["line"]), int(end["character"])]
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"argument 'range' must be an LSP range, got {rng!r}") from None
+        raise invalid(f"argument 'range' must be an LSP range, got {rng!r:.80}") from None
     if uri not in ls.workspace.text_documents:
-        raise ValueError(f"{uri} is not open in the editor")
+        raise invalid(f"{uri} is not open in the editor")
     document = ls.workspace.get_text_document(uri)
     line_count = max(len(document.lines), 1)
     region = None
     if positions[:2] == positions[2:]:
         region = enclosing_definition(document.source, ls.language_of(document), positions[0])
     region = region or selection_lines(*positions, line_count)
-    return await ls.start_rewrite(uri, region, instruction)
+    return await ls.start_rewrite(uri, region, instruction, _wait(args))
 
 
 @server.command(REWRITE_FILE)
 async def rewrite_file_command(ls: RewriterServer, *args):
-    """{uri, instruction}: rewrite the whole document."""
+    """{uri, instruction, wait?}: rewrite the whole document."""
     uri = _argument(args, "uri", str)
     instruction = _instruction(args)
     if uri not in ls.workspace.text_documents:
-        raise ValueError(f"{uri} is not open in the editor")
+        raise invalid(f"{uri} is not open in the editor")
     lines = ls.workspace.get_text_document(uri).lines
-    return await ls.start_rewrite(uri, Region(0, max(len(lines), 1)), instruction)
+    return await ls.start_rewrite(uri, Region(0, max(len(lines), 1)), instruction, _wait(args))
+
+
+@server.command(WAIT)
+async def wait_command(ls: RewriterServer, *args):
+    """{job}: the outcome of a started rewrite, once it ends ({status, message, edits, stats, job})."""
+    return await ls.wait_for(_argument(args, "job", int))
 
 
 @server.command(CANCEL)
@@ -282,14 +367,23 @@ def cancel_command(ls: RewriterServer, *args):
 
 
 @server.feature(types.SHUTDOWN)
-def shutdown(ls: RewriterServer, params) -> None:
+async def shutdown(ls: RewriterServer, params) -> None:
+    # Our rewrites end first, so that pygls, cancelling the requests still open, finds none of ours.
     ls.cancel_jobs()
+    runs = [run for run in ls.runs.values() if not run.done()]
+    if runs:
+        await asyncio.wait(runs, timeout=5)
+    for _ in range(3):  # let the answers to waited-for commands go out
+        await asyncio.sleep(0)
 
 
 def serve(tcp: str | None = None, log_level: str = "WARNING") -> int:
     """Run the server on stdio, or on a TCP socket given as HOST:PORT."""
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="rewriter-lsp %(levelname)s %(name)s: %(message)s")
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(logging.Formatter("rewriter-lsp %(levelname)s %(name)s: %(message)s"))
+    handler = EditorLog(stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=log_level.upper(), handlers=[handler])
     if tcp:
         host, _, port = tcp.rpartition(":")
         if not host or not port.isdigit():
@@ -298,7 +392,8 @@ def serve(tcp: str | None = None, log_level: str = "WARNING") -> int:
         server.start_tcp(host, int(port))
     else:
         server.start_io()
-    return 0
+    # As LSP asks: 0 after shutdown then exit, 1 when the client left without a shutdown.
+    return 0 if server.protocol._shutdown else 1
 
 
 def main(argv: list[str] | None = None) -> int:

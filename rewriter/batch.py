@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from .decode import Stats
+from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .prompt import NoCodeBlock, common_indent, language_for
+from .results import RewriteResult, Stats
 from .scopes import (ScopeError, Span, SyntaxTree, expand_to_nodes, line_span, select_nodes,
                      split_span, syntax_error_line, tree_language)
 
@@ -350,8 +351,6 @@ class Runner:
         return units
 
     def _request(self, job: FileJob, text: str, span: Span, context: str | None) -> Unit:
-        from .rewrite import RewriteResult
-
         original = text[span.start: span.end]
         events = self.engine.stream(original, self.options.instruction, job.language,
                                     context=context, max_new_tokens=self.options.max_new_tokens)
@@ -425,7 +424,6 @@ def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers
     Returns False when interrupted (Ctrl-C); every file is then untouched or fully written, and
     its status says which.
     """
-    from .cli import colorize, unified_diff
 
     cancel = threading.Event()
     runner = Runner(engine, options, report, cancel)
@@ -465,9 +463,9 @@ def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers
         cancel.set()
         for job in pending:
             if job.status in ("pending", "running"):
-                job.status, job.reason = "interrupted", "interrupted; untouched"
+                job.status, job.reason = "interrupted", "untouched"
             elif job.status == "changed" and options.write:
-                job.reason = "interrupted before it was written; untouched"
+                job.reason = "before it was written; untouched"
                 job.status = "interrupted"
         report.close()
         return False
@@ -626,6 +624,10 @@ def _rate(stats: Stats) -> float:
     return stats.output_tokens / stats.total_s if stats.total_s > 0 else 0.0
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def status_text(job: FileJob, options: Options) -> str:
     words = {"changed": "would change" if not options.write else "changed, not written",
              "interrupted": "interrupted"}
@@ -659,8 +661,9 @@ def summary_table(jobs: list[FileJob], options: Options, seconds: float) -> str:
     order = ["written", "changed", "unchanged", "skipped", "failed", "interrupted"]
     parts = [f"{counts[s]} {'would change' if s == 'changed' and not options.write else s}"
              for s in order if counts.get(s)]
+    spans = sum(len(j.units) for j in jobs if j.status != "skipped")
     lines.append(
-        f"{len(jobs)} files ({', '.join(parts)}), {sum(len(j.units) for j in jobs if j.status != 'skipped')} spans, "
+        f"{plural(len(jobs), 'file')} ({', '.join(parts)}), {plural(spans, 'span')}, "
         f"{total.output_tokens} tokens, prediction tokens {total.accepted_prediction_tokens} accepted / "
         f"{total.rejected_prediction_tokens} rejected, {_rate(total):.1f} tok/s, {seconds:.1f}s"
     )
@@ -775,7 +778,7 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
             say(f"{job.display}: {job.reason}")
     if not completed:
         written = [j.display for j in jobs if j.status == "written"]
-        say(f"interrupted; {len(written)} files written" + (f" ({', '.join(written)})" if written else "")
+        say(f"interrupted; {plural(len(written), 'file')} written" + (f" ({', '.join(written)})" if written else "")
             + ", every other file untouched")
     elif code == 0 and not any(j.status in ("changed", "written") for j in jobs) and not quiet:
         say("no changes")

@@ -1,7 +1,9 @@
 """`rewriter bench`: plain greedy, transformers' prompt lookup and ours, side by side.
 
 Each case is decoded three ways on the same model, prompt and stopping rule (end of turn or
-the closing fence). Figures are per case and, in the summary, medians and ratios.
+the closing fence). Figures are per case and, in the summary, medians and ratios. When the model
+runs in another dtype than float32 (int8 on a CPU), plain greedy decoding of the float32 model
+runs too: the reference for what the user gains, and for how often the outputs differ.
 """
 from __future__ import annotations
 
@@ -109,14 +111,17 @@ def _decode_ours(rewriter: Rewriter, prompt_ids: list[int], prediction: list[int
     return tokens, stats, time.perf_counter() - start
 
 
-def run_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None) -> dict:
-    return _measure_case(rewriter, case, max_new_tokens)[0]
+def run_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None,
+             float32_reference: Rewriter | None = None) -> dict:
+    return _measure_case(rewriter, case, max_new_tokens, float32_reference)[0]
 
 
-def _measure_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None) -> tuple[dict, list[int]]:
+def _measure_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None,
+                  float32_reference: Rewriter | None = None) -> tuple[dict, list[int]]:
     """The three-way comparison's row, and our output tokens."""
     code = SourceText.from_text(case.before).code
     prompt_ids, prediction, budget = rewriter.plan(code, case.instruction, case.language, None, max_new_tokens)
+    reference = _baseline(float32_reference, prompt_ids, budget) if float32_reference else None
     prefill = _prefill_seconds(rewriter, prompt_ids)
     greedy = _baseline(rewriter, prompt_ids, budget)
     lookup = _baseline(rewriter, prompt_ids, budget, prompt_lookup_num_tokens=10)
@@ -127,8 +132,17 @@ def _measure_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None) ->
     def decode_rate(seconds: float, prefill_s: float, count: int) -> float:
         return (count - 1) / max(seconds - prefill_s, 1e-9)
 
+    versus_float32 = {}
+    if reference:
+        versus_float32 = {
+            "float32_greedy_s": reference["seconds"],
+            "float32_greedy_tokens_per_s": len(reference["tokens"]) / reference["seconds"],
+            "speedup_vs_float32_greedy": reference["seconds"] / ours_seconds,
+            "identical_to_float32_greedy": tokens == reference["tokens"],
+        }
     row = {
         "id": case.id,
+        "dtype": rewriter.loaded.dtype,
         "prompt_tokens": len(prompt_ids),
         "prediction_tokens": len(prediction),
         "output_tokens": len(tokens),
@@ -157,6 +171,7 @@ def _measure_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None) ->
         "prefill_s": prefill,
         "ttft_s": stats.ttft_s,
         "finish_reason": stats.finish_reason,
+        **versus_float32,
     }
     return row, tokens
 
@@ -165,8 +180,18 @@ def summarize(rows: list[dict]) -> dict:
     def median(key: str) -> float:
         return statistics.median(row[key] for row in rows) if rows else 0.0
 
+    with_reference = [row for row in rows if "float32_greedy_s" in row]
+    versus_float32 = {}
+    if with_reference:
+        versus_float32 = {
+            "median_speedup_vs_float32_greedy": statistics.median(row["speedup_vs_float32_greedy"] for row in with_reference),
+            "identical_to_float32_greedy": sum(row["identical_to_float32_greedy"] for row in with_reference),
+            "median_float32_greedy_tokens_per_s": statistics.median(row["float32_greedy_tokens_per_s"] for row in with_reference),
+        }
     return {
         "cases": len(rows),
+        "dtype": rows[0]["dtype"] if rows else "",
+        **versus_float32,
         "identical_to_greedy": sum(row["identical_to_greedy"] for row in rows),
         "median_speedup_vs_greedy": median("speedup_vs_greedy"),
         "median_speedup_vs_prompt_lookup": median("speedup_vs_prompt_lookup"),
@@ -194,18 +219,32 @@ TABLE_COLUMNS = [
     ("acc", "accepted_prediction_tokens", "{}"), ("rej", "rejected_prediction_tokens", "{}"),
     ("same", "identical_to_greedy", "{}"),
 ]
+REFERENCE_COLUMNS = [("f32 s", "float32_greedy_s", "{:.1f}"), ("x f32", "speedup_vs_float32_greedy", "{:.2f}"),
+                     ("=f32", "identical_to_float32_greedy", "{}")]
+
+
+def columns(row: dict) -> list:
+    return TABLE_COLUMNS + (REFERENCE_COLUMNS if "float32_greedy_s" in row else [])
 
 
 def format_row(row: dict) -> str:
-    cells = [fmt.format(row[key]) for _, key, fmt in TABLE_COLUMNS]
+    cells = [fmt.format(row[key]) for _, key, fmt in columns(row)]
     cells[0] = cells[0].rsplit("/", 1)[-1]
     return " | ".join(cells)
 
 
 def format_summary(summary: dict) -> str:
     rates = summary["median_tokens_per_s"]
+    reference = []
+    if "median_speedup_vs_float32_greedy" in summary:
+        reference = [
+            f"float32 greedy (the reference): median {summary['median_float32_greedy_tokens_per_s']:.1f} tokens/s; "
+            f"ours {summary['median_speedup_vs_float32_greedy']:.2f}x faster; output identical to float32 greedy "
+            f"in {summary['identical_to_float32_greedy']}/{summary['cases']} cases"
+        ]
     return "\n".join([
-        f"cases: {summary['cases']}, identical to greedy: {summary['identical_to_greedy']}/{summary['cases']}",
+        f"dtype: {summary['dtype']}; cases: {summary['cases']}, identical to greedy of the same model: "
+        f"{summary['identical_to_greedy']}/{summary['cases']}",
         f"median tokens/s: greedy {rates['greedy']:.1f}, prompt lookup {rates['prompt_lookup']:.1f}, ours {rates['ours']:.1f}",
         f"median speed-up: {summary['median_speedup_vs_greedy']:.2f}x vs greedy "
         f"({summary['median_decode_speedup_vs_greedy']:.2f}x decoding only), "
@@ -216,17 +255,19 @@ def format_summary(summary: dict) -> str:
         f"median time to first token: {summary['median_ttft_s']:.2f}s, peak RSS: {summary['peak_rss_mb']:.0f} MB",
         f"prediction tokens: {summary['accepted_prediction_tokens']} accepted, "
         f"{summary['rejected_prediction_tokens']} rejected",
+        *reference,
     ])
 
 
 def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
-              out=sys.stdout) -> dict:
+              out=sys.stdout, float32_reference: Rewriter | None = None) -> dict:
     # One warm-up pass so the first case does not pay for allocator and kernel start-up.
     _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
-    print(" | ".join(title for title, _, _ in TABLE_COLUMNS), file=out, flush=True)
+    header = TABLE_COLUMNS + (REFERENCE_COLUMNS if float32_reference else [])
+    print(" | ".join(title for title, _, _ in header), file=out, flush=True)
     rows = []
     for case in cases:
-        row = run_case(rewriter, case, max_new_tokens)
+        row = run_case(rewriter, case, max_new_tokens, float32_reference)
         rows.append(row)
         print(format_row(row), file=out, flush=True)
         if json_path:  # keep partial results of long runs
@@ -282,8 +323,8 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
         prompt_ids, prediction, budget = rewriter.plan(code, case.instruction, case.language, None, max_new_tokens)
         tokens, stats, seconds = _decode_ours(rewriter, prompt_ids, prediction, budget)
         row = {
-            "id": case.id, "prompt_tokens": len(prompt_ids), "prediction_tokens": len(prediction),
-            "output_tokens": len(tokens), "ours_s": seconds, "ours_tokens_per_s": len(tokens) / seconds,
+            "id": case.id, "dtype": rewriter.loaded.dtype, "prompt_tokens": len(prompt_ids),
+            "prediction_tokens": len(prediction), "output_tokens": len(tokens), "ours_s": seconds, "ours_tokens_per_s": len(tokens) / seconds,
             "ours_forward_passes": stats.forward_passes,
             "forward_passes_per_token": stats.forward_passes / max(len(tokens), 1),
             "accepted_prediction_tokens": stats.accepted_prediction_tokens,
@@ -300,6 +341,7 @@ def summarize_tests(rows: list[dict]) -> dict:
     seconds = sum(row["ours_s"] for row in rows)
     summary = {
         "cases": len(rows),
+        "dtype": rows[0]["dtype"] if rows else None,
         "tests_passed": counts["passed"],
         "pass_rate": counts["passed"] / len(rows) if rows else 0.0,
         "tests_failed": counts["failed"],

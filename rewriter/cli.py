@@ -2,17 +2,27 @@
 from __future__ import annotations
 
 import argparse
-import difflib
+import json
 import os
 import sys
 import time
 
 from .files import FileError
-from .models import ModelError
+from .results import DTYPES, ModelError
 
 
 def _say(message: str) -> None:
     print(f"rewriter: {message}", file=sys.stderr, flush=True)
+
+
+def _progress(args: argparse.Namespace):
+    """Where model-loading lines go: stderr, or nowhere under -q (with transformers' bars hidden)."""
+    if not getattr(args, "quiet", False):
+        return _say
+    from .models import hide_progress_bars
+
+    hide_progress_bars()
+    return lambda message: None
 
 
 def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
@@ -20,27 +30,10 @@ def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
     from .rewrite import Rewriter
 
     started = time.perf_counter()
-    loaded = load_model(args.model, device=args.device, progress=_say)
-    _say(f"model ready in {time.perf_counter() - started:.1f}s")
+    say = _progress(args)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=say)
+    say(f"model ready ({loaded.dtype}) in {time.perf_counter() - started:.1f}s")
     return Rewriter(loaded, prefix_cache=prefix_cache)
-
-
-def colorize(diff: str) -> str:
-    colors = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
-    lines = []
-    for line in diff.splitlines(keepends=True):
-        color = colors.get(line[:1]) if not line.startswith(("+++", "---")) else "\033[1m"
-        lines.append(f"{color}{line.rstrip(chr(10))}\033[0m\n" if color else line)
-    return "".join(lines)
-
-
-def unified_diff(before: str, after: str, name: str) -> str:
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{name}", tofile=f"b/{name}",
-    )
-    # A last line without newline must still end the diff line, as diff(1) marks it.
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -109,7 +102,7 @@ def _configure(rewriter, args: argparse.Namespace, params):
     if args.draft_model:
         from .models import load_model
 
-        draft = load_model(args.draft_model, device=args.device, progress=_say)
+        draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=_progress(args))
     if args.mjsd is not None:
         from .mjsd import WARNING
 
@@ -165,8 +158,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _tests_bench(args, rewriter, cases)
     if sampling:
         return _sampling_bench(args, rewriter, cases, params)
-    _say(f"{len(cases)} cases, each decoded three ways: plain greedy, prompt lookup, ours")
-    run_bench(rewriter, cases, args.max_new_tokens, args.json)
+    reference = None
+    if rewriter.loaded.dtype != "float32" and not args.no_float32_reference:
+        from .models import load_model
+        from .rewrite import Rewriter
+
+        reference = Rewriter(load_model(args.model, device=args.device, dtype="float32", progress=_say))
+    ways = "plain greedy, prompt lookup, ours" + (", and plain float32 greedy as the reference" if reference else "")
+    _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, each decoded: {ways}")
+    run_bench(rewriter, cases, args.max_new_tokens, args.json, float32_reference=reference)
     return 0
 
 
@@ -174,7 +174,8 @@ def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
     from .bench import run_tests_bench
 
     ways = "plain greedy, prompt lookup and ours" if args.baselines else "ours only (--baselines adds the others)"
-    _say(f"{len(cases)} cases, decoded by {ways}; tests run on each edit ({args.test_timeout:g}s limit)")
+    _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, decoded by {ways}; "
+         f"tests run on each edit ({args.test_timeout:g}s limit)")
     run_tests_bench(rewriter, cases, args.max_new_tokens, args.json, baselines=args.baselines,
                     timeout_s=args.test_timeout)
     return 0
@@ -188,7 +189,7 @@ def _sampling_bench(args: argparse.Namespace, rewriter, cases, params) -> int:
     if args.draft_model:
         from drafters.draft_model import check_same_tokenizer
 
-        draft = load_model(args.draft_model, device=args.device, progress=_say)
+        draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=_say)
         check_same_tokenizer(rewriter.tokenizer, draft.tokenizer)
     if args.mjsd is not None:
         from .mjsd import WARNING
@@ -210,19 +211,47 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .service import Limits, serve
 
     limits = Limits(max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
-                    max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens)
+                    max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens,
+                    read_timeout_s=args.read_timeout, max_connections=args.max_connections)
     serve(args.model, host=args.host, port=args.port, device=args.device, limits=limits,
-          api_key_file=args.api_key_file, say=_say)
+          api_key_file=args.api_key_file, say=_say, allowed_hosts=tuple(args.allowed_host), dtype=args.dtype)
     return 0
 
 
+class UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(f"{parser.prog}: {message}")
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are raised, not printed, so that `apply --json` can report them as JSON."""
+
+    def error(self, message: str):
+        raise UsageError(self, message)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rewriter")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rewriter", description="Rewrite code with a local model, fast.")
+    parser = _Parser(prog="rewriter", description="Rewrite code with a local model, fast.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def model_options(command: argparse.ArgumentParser) -> None:
         command.add_argument("--model", help="transformers path or hub id, or a .gguf file (default: the embedded Qwen2.5-Coder-0.5B-Instruct)")
         command.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
+        command.add_argument("--dtype", choices=DTYPES, default="auto",
+                             help="weights: auto (default) is int8 on a CPU (several times faster; exact against "
+                                  "its own greedy, may differ from float32) and bfloat16 on a GPU; float32 is "
+                                  "the reference")
 
     apply = commands.add_parser("apply", help="rewrite files, or parts of them, and show the diff")
     apply.add_argument("paths", nargs="+", metavar="PATH",
@@ -262,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-file-tokens", type=int, help="only cases whose file is at most this many tokens")
     bench.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     bench.add_argument("--json", help="write the report here")
+    bench.add_argument("--no-float32-reference", action="store_true",
+                       help="skip plain float32 greedy decoding, the reference run when --dtype is not float32")
     quality = bench.add_argument_group("edit quality")
     quality.add_argument("--tests", action="store_true",
                          help="run each case's tests on the edited code (pass rate, unchanged, no code block); "
@@ -281,6 +312,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024)
     serve.add_argument("--max-prompt-tokens", type=int, help="default: the model's context length")
     serve.add_argument("--max-output-tokens", type=int, default=8192)
+    serve.add_argument("--read-timeout", type=float, default=30.0, metavar="S",
+                       help="seconds a client may take to send a request's headers, and again its body")
+    serve.add_argument("--max-connections", type=int, default=64,
+                       help="open connections and requests at once; beyond that 503")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                       help="without an API key, also answer requests for this Host (default: loopback names only)")
     model_options(serve)
     serve.set_defaults(run=cmd_serve)
 
@@ -292,12 +329,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `apply --json` promises one JSON report on stdout, failures included.
+    json_errors = argv[:1] == ["apply"] and "--json" in argv
+
+    def fail(message: str) -> int:
+        if json_errors:
+            print(json.dumps({"error": message}), flush=True)
+        else:
+            _say(message)
+        return 2
+
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as error:
+        if json_errors:
+            return fail(str(error))
+        error.parser.print_usage(sys.stderr)
+        print(f"{error.parser.prog}: error: {str(error).removeprefix(error.parser.prog + ': ')}", file=sys.stderr)
+        return 2
     try:
         return args.run(args)
     except (FileError, ModelError, ValueError) as error:
-        _say(str(error))
-        return 2
+        return fail(str(error))
     except KeyboardInterrupt:
         _say("interrupted; nothing was written")
         return 130

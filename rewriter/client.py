@@ -19,6 +19,7 @@ import httpx
 
 from .hunks import Hunk, HunkStream
 from .prompt import NoCodeBlock, SourceText, build_prompt, extract_code
+from .results import Progress, RewriteError, RewriteResult, Stats
 
 MAX_RETRY_WAIT_S = 30.0
 
@@ -69,10 +70,8 @@ class _Request:
     max_new_tokens: int | None
 
 
-def stats_from(data: dict | None):
+def stats_from(data: dict | None) -> Stats:
     """A Stats from its JSON form, ignoring fields this version does not know."""
-    from .decode import Stats
-
     known = {f.name for f in fields(Stats)}
     return Stats(**{k: v for k, v in (data or {}).items() if k in known})
 
@@ -132,7 +131,6 @@ class RemoteRewriter:
 
     def rewrite(self, text: str, instruction: str, language: str = "", context: str | None = None,
                 max_new_tokens: int | None = None):
-        from .rewrite import RewriteResult
 
         for event in self.stream(text, instruction, language, context, max_new_tokens):
             if isinstance(event, RewriteResult):
@@ -142,7 +140,6 @@ class RemoteRewriter:
     def edits(self, text: str, instruction: str, language: str = "", context: str | None = None,
               max_new_tokens: int | None = None) -> Iterator:
         """Like stream(), with each settled Hunk (in `text`'s line numbering) as it settles."""
-        from .rewrite import RewriteError
 
         if not instruction or not instruction.strip():
             raise RewriteError("the instruction is empty")
@@ -154,7 +151,6 @@ class RemoteRewriter:
     # Our service ------------------------------------------------------------------------------
 
     def _edits_rewriter(self, request: _Request) -> Iterator:
-        from .rewrite import Progress, RewriteResult
 
         body = {"text": request.text, "instruction": request.instruction, "language": request.language}
         if request.context is not None:
@@ -179,7 +175,6 @@ class RemoteRewriter:
     # Any OpenAI-compatible endpoint -----------------------------------------------------------
 
     def _edits_openai(self, request: _Request) -> Iterator:
-        from .rewrite import Progress, RewriteResult
 
         source = SourceText.from_text(request.text)
         prompt = build_prompt(source.code, request.instruction, request.language, request.context)
@@ -280,7 +275,6 @@ def _json_or_text(response: httpx.Response) -> dict:
 
 
 def _error_from(data: dict, status: int, retry_after: float | None = None) -> Exception:
-    from .rewrite import RewriteError
 
     error = data.get("error") if isinstance(data.get("error"), dict) else {"message": str(data.get("error", data))}
     message = error.get("message") or "unknown error"

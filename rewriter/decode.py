@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -17,38 +17,12 @@ from transformers import DynamicCache
 
 from drafters.base import Drafter
 from .lookahead import Lookahead
+from .quantize import is_int8
+from .results import Stats
 from .verify import GreedyVerifier, Verifier
 
 # Returns the number of output tokens to keep once the output is complete, else None.
 StopCheck = Callable[[list[int]], "int | None"]
-
-
-@dataclass
-class Stats:
-    prompt_tokens: int = 0
-    cached_prompt_tokens: int = 0  # prompt tokens whose KV cache was reused from an earlier request
-    output_tokens: int = 0
-    forward_passes: int = 0
-    accepted_prediction_tokens: int = 0  # drafted from the prediction and accepted
-    rejected_prediction_tokens: int = 0  # drafted from the prediction and rejected
-    accepted_draft_tokens: int = 0  # from any drafter
-    rejected_draft_tokens: int = 0
-    prefill_s: float = 0.0
-    ttft_s: float = 0.0
-    total_s: float = 0.0
-    finish_reason: str = ""
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.output_tokens / self.total_s if self.total_s else 0.0
-
-    @property
-    def decode_tokens_per_s(self) -> float:
-        decode_s = self.total_s - self.prefill_s
-        return (self.output_tokens - 1) / decode_s if decode_s > 0 else 0.0
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "tokens_per_s": self.tokens_per_s}
 
 
 @dataclass
@@ -113,7 +87,7 @@ class Decoder:
         self.verifier = verifier or GreedyVerifier()
         self.device = next(model.parameters()).device
         # One window policy per decoder: what passes cost on this device carries across requests.
-        self.lookahead = lookahead or Lookahead(self.device.type)
+        self.lookahead = lookahead or Lookahead(self.device.type, int8=is_int8(model))
         eos = model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if tokenizer.eos_token_id is not None:

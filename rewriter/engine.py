@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import queue
 import threading
 import time
@@ -17,6 +18,10 @@ from typing import Any, Callable, Iterator
 log = logging.getLogger("rewriter.engine")
 
 Work = Callable[[], Iterator[Any]]
+
+MAX_RETRY_AFTER_S = 120  # a client told to wait longer would rather hear "busy" again
+FIRST_SECONDS_PER_TOKEN = 0.05  # until a request has been timed
+RATE_MEMORY = 0.5  # weight of the latest request in the per-token time: recent load counts most
 
 
 class QueueFull(RuntimeError):
@@ -50,13 +55,14 @@ class EngineCounters:
     last_cancel_latency_s: float | None = None
     # The longest gap between two events of the request that was cancelled: about one step.
     last_cancelled_step_s: float | None = None
-    mean_request_s: float = 1.0
+    seconds_per_token: float = FIRST_SECONDS_PER_TOKEN  # per expected output token, recent requests
 
 
 @dataclass
 class Job:
     work: Work
     loop: asyncio.AbstractEventLoop
+    tokens: int = 1  # the output tokens it is expected to take: what Retry-After adds up
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.perf_counter)
@@ -86,6 +92,7 @@ class Engine:
         self.max_queue = max_queue
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._waiting = 0
+        self._waiting_tokens = 0
         self._lock = threading.Lock()
         self.running: Job | None = None
         self.counters = EngineCounters()
@@ -96,19 +103,26 @@ class Engine:
     def waiting(self) -> int:
         return self._waiting
 
-    def submit(self, work: Work, loop: asyncio.AbstractEventLoop | None = None) -> Job:
+    def submit(self, work: Work, loop: asyncio.AbstractEventLoop | None = None, tokens: int = 1) -> Job:
+        """Queue `work`; `tokens` (its expected output) lets a refusal say how long the queue takes."""
         loop = loop or asyncio.get_running_loop()
         with self._lock:
             if self._waiting >= self.max_queue:
                 raise QueueFull(self._retry_after())
             self._waiting += 1
-        job = Job(work=work, loop=loop)
+            self._waiting_tokens += max(1, tokens)
+        job = Job(work=work, loop=loop, tokens=max(1, tokens))
         self._queue.put(job)
         return job
 
     def _retry_after(self) -> int:
-        # Everyone waiting, plus the running request, at the usual pace.
-        return max(1, round((self._waiting + 1) * self.counters.mean_request_s))
+        """Seconds until the queue has drained: its tokens, and the running request's rest, at the recent pace."""
+        pace = self.counters.seconds_per_token
+        seconds = self._waiting_tokens * pace
+        running = self.running
+        if running is not None and running.started_at is not None:
+            seconds += max(0.0, running.tokens * pace - (time.perf_counter() - running.started_at))
+        return min(MAX_RETRY_AFTER_S, max(1, math.ceil(seconds)))
 
     def close(self, timeout: float = 5.0) -> None:
         running = self.running
@@ -124,6 +138,7 @@ class Engine:
                 return
             with self._lock:
                 self._waiting -= 1
+                self._waiting_tokens -= job.tokens
             if job.cancelled.is_set():
                 self.counters.cancelled += 1
                 job._push(END)
@@ -165,5 +180,6 @@ class Engine:
                      self.counters.last_cancel_latency_s)
         else:
             self.counters.completed += 1
-            # A slow moving average, for Retry-After.
-            self.counters.mean_request_s = 0.8 * self.counters.mean_request_s + 0.2 * elapsed
+            pace = elapsed / job.tokens
+            memory = RATE_MEMORY if self.counters.completed > 1 else 1.0  # the first timing replaces the guess
+            self.counters.seconds_per_token += memory * (pace - self.counters.seconds_per_token)

@@ -15,6 +15,8 @@ PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 # Relative cost of a pass of n tokens before anything is measured.
 # CPU: measured for the 0.5B model on 2 cores (../shared/MODELS.md); GPU: nearly flat.
 CPU_PRIOR = {1: 1.0, 2: 1.5, 4: 1.58, 8: 1.58, 16: 2.62, 32: 2.75, 64: 4.0, 128: 7.2}
+# int8 on the same CPU: one-token passes get far cheaper, so wide passes cost relatively more.
+CPU_INT8_PRIOR = {1: 1.0, 2: 1.15, 4: 1.33, 8: 1.59, 16: 1.95, 32: 2.56, 64: 4.38, 128: 8.0}
 GPU_PRIOR = {n: 1.0 + n / 256 for n in PASS_SIZES}
 
 
@@ -26,8 +28,12 @@ def expected_tokens(acceptance: float, draft_length: int) -> float:
 
 
 class Lookahead:
-    def __init__(self, device_type: str = "cpu", max_window: int = 127, smoothing: float = 0.3):
-        self.prior = GPU_PRIOR if device_type == "cuda" else CPU_PRIOR
+    def __init__(self, device_type: str = "cpu", max_window: int = 127, smoothing: float = 0.3,
+                 int8: bool = False):
+        if device_type == "cuda":
+            self.prior = GPU_PRIOR
+        else:
+            self.prior = CPU_INT8_PRIOR if int8 else CPU_PRIOR
         self.max_window = max_window
         self.smoothing = smoothing
         self.measured: dict[int, float] = {}  # pass size -> smoothed seconds

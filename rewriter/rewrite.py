@@ -1,37 +1,15 @@
 """One rewrite request end to end: prompt, prediction, speculative decoding, edited text."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
 from .decode import Decoder, Stats, StopCheck
 from .models import LoadedModel
 from .prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, extract_code
+from .results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .sampling import SamplingParams, make_verifier
 from .verify import Verifier
-
-
-class RewriteError(ValueError):
-    """A request that cannot be served as given; the message says why."""
-
-
-@dataclass
-class RewriteResult:
-    text: str  # the edited code, in the original's line endings
-    answer: str  # the model's raw answer
-    stats: Stats
-
-    def changed(self, original: str) -> bool:
-        return self.text != original
-
-
-@dataclass
-class Progress:
-    """A streamed increment of the model's answer."""
-
-    text: str
-    stats: Stats
 
 
 def fence_stop(tokenizer) -> StopCheck:

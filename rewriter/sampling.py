@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .verify import BlockVerifier, GreedyVerifier, LogitsShaper, TokenVerifier, Verifier
+if TYPE_CHECKING:  # the verifiers bring in torch; settings are checked without it
+    from .verify import LogitsShaper, Verifier
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.seed is not None and not -2**63 <= self.seed < 2**64:
+            raise ValueError(f"seed must fit in 64 bits (-2**63 to 2**64 - 1), got {self.seed}")
         if self.verification not in ("token", "block"):
             raise ValueError(f"verification must be 'token' or 'block', got {self.verification!r}")
 
@@ -31,6 +35,8 @@ class SamplingParams:
 
 def make_verifier(params: SamplingParams) -> Verifier:
     """The verifier for one request's settings."""
+    from .verify import BlockVerifier, GreedyVerifier, TokenVerifier
+
     if params.greedy:
         return GreedyVerifier()
     verifier = TokenVerifier if params.verification == "token" else BlockVerifier
@@ -39,6 +45,8 @@ def make_verifier(params: SamplingParams) -> Verifier:
 
 def shaper(params: SamplingParams) -> LogitsShaper:
     """The sampling distribution these settings ask for (temperature > 0)."""
+    from .verify import LogitsShaper
+
     return LogitsShaper(params.temperature, params.top_p, params.top_k)
 
 

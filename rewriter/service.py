@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import difflib
 import hmac
 import ipaddress
 import json
 import logging
+import math
 import os
 import time
 import uuid
@@ -21,7 +23,7 @@ from typing import Any, AsyncIterator, Iterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -40,6 +42,8 @@ log = logging.getLogger("rewriter.service")
 API_KEY_ENV = "REWRITER_API_KEY"
 STATS_EVERY_S = 0.5
 MAX_STOP_SEQUENCES = 4
+MAX_JSON_DEPTH = 32  # OpenAI's bodies nest a few levels; deeper is refused before any work
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Limits:
     max_body_bytes: int = 2 * 1024 * 1024
     max_prompt_tokens: int | None = None  # None: the model's context length
     max_output_tokens: int = 8192
+    read_timeout_s: float = 30.0  # for a request's headers, and again for its body
+    max_connections: int = 64  # open connections and requests; beyond that uvicorn answers 503
 
 
 class ApiError(Exception):
@@ -84,7 +90,20 @@ def read_api_key(path: str | None = None) -> str | None:
         if not key:
             raise ValueError(f"the API key file {path} is empty")
         return key
-    return os.environ.get(API_KEY_ENV) or None
+    return os.environ.get(API_KEY_ENV, "").strip() or None  # blank is no key, not a key of spaces
+
+
+def host_name(header: str) -> str:
+    """The name in a Host header, without the port: `[::1]:8000` -> `::1`."""
+    if header.startswith("["):
+        return header[1:].partition("]")[0].lower()
+    return header.rpartition(":")[0].lower() if header.count(":") == 1 else header.lower()
+
+
+def bearer_token(header: str) -> str | None:
+    """The credentials of an `Authorization: Bearer ...` header; the scheme is case-insensitive."""
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 # Request parsing ------------------------------------------------------------------------------
@@ -100,8 +119,8 @@ def _wrong_type(param: str, expected: str, value: Any) -> ApiError:
                     param=param, code="invalid_type")
 
 
-def _get(body: dict, name: str, kind: str, default: Any = None) -> Any:
-    """body[name] checked against a JSON kind: bool, int, number, str, list, dict."""
+def _get(body: dict, name: str, kind: str, default: Any = None, param: str | None = None) -> Any:
+    """body[name] checked against a JSON kind: bool, int, number, str, list, dict; `param` names it in errors."""
     value = body.get(name)
     if value is None:
         return default
@@ -116,7 +135,10 @@ def _get(body: dict, name: str, kind: str, default: Any = None) -> Any:
     if not ok:
         names = {"bool": "a boolean", "int": "an integer", "number": "a number", "str": "a string",
                  "list": "an array", "dict": "an object"}
-        raise _wrong_type(name, names[kind], value)
+        raise _wrong_type(param or name, names[kind], value)
+    if kind == "number" and not math.isfinite(value):
+        raise ApiError(400, f"Invalid '{param or name}': expected a finite number, got {value}.",
+                       param=param or name, code="invalid_value")
     return value
 
 
@@ -236,14 +258,15 @@ def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
     seed = _get(body, "seed", "int")
     if temperature is not None and not 0 <= temperature <= 2:
         raise ApiError(400, f"Invalid 'temperature': expected a value between 0 and 2, got {temperature}.",
-                       param="temperature", code="decimal_above_max_value")
+                       param="temperature",
+                       code="decimal_below_min_value" if temperature < 0 else "decimal_above_max_value")
     try:
         # Greedy unless asked: an editor wants the model's most likely edit.
         sampling = SamplingParams(temperature=float(temperature or 0.0),
                                   top_p=float(top_p if top_p is not None else 1.0), seed=seed)
-    except ValueError as error:
-        raise ApiError(400, f"Invalid sampling parameters: {error}.", param="top_p" if "top_p" in str(error)
-                       else "temperature", code="invalid_value") from error
+    except ValueError as error:  # its messages start with the setting's name
+        raise ApiError(400, f"Invalid sampling parameters: {error}.", param=str(error).split()[0],
+                       code="invalid_value") from error
 
     _refuse_unsupported(body, prediction is not None)
     return ChatRequest(model=model, messages=messages, prediction=prediction, stream=stream,
@@ -314,11 +337,17 @@ def parse_rewrite(body: dict) -> dict:
         if context is not None:
             raise ApiError(400, "Give either 'range' (the rest of 'text' is the context) or 'context', not both.",
                            param="range", code="invalid_value")
-        start, end = _get(raw_range, "start", "int"), _get(raw_range, "end", "int")
+        start = _get(raw_range, "start", "int", param="range.start")
+        end = _get(raw_range, "end", "int", param="range.end")
         lines = len(text.splitlines())
-        if start is None or end is None or not 0 <= start < end <= max(lines, 1):
+        for name, value in (("start", start), ("end", end)):
+            if value is None:
+                raise ApiError(400, f"Missing required parameter: 'range.{name}'.", param=f"range.{name}",
+                               code="missing_required_parameter")
+        if not 0 <= start < end <= max(lines, 1):
             raise ApiError(400, f"Invalid 'range': expected {{\"start\": line, \"end\": line}} with "
-                           f"0 <= start < end <= {lines} (0-based lines, end exclusive).", param="range",
+                           f"0 <= start < end <= {lines} (0-based lines, end exclusive).",
+                           param="range.start" if not 0 <= start < max(lines, 1) else "range.end",
                            code="invalid_value")
         span = (start, end)
     return {"text": text, "instruction": instruction, "language": language, "context": context,
@@ -390,10 +419,46 @@ class ChatDelta:
     text: str
     stats: Stats
     done: bool
+    rejected_prediction_tokens: int = 0  # as OpenAI counts them; set on the last delta
+
+
+@dataclass
+class PreparedChat:
+    """A chat request checked against the limits and tokenized, before it takes a queue slot."""
+
+    request: ChatRequest
+    prompt: list[int]
+    prediction: list[int] | None  # the prediction's tokens, without the end of turn
+    budget: int
+
+
+@dataclass
+class PreparedRewrite:
+    request: dict
+    code: str
+    context: str | None
+    offset: int  # the first line of `code` in the request's text
+    prediction: list[int]
+    budget: int
+
+
+def rejected_prediction_tokens(prediction: list[int], completion: list[int], final: bool = True) -> int:
+    """OpenAI's count: the prediction's tokens that do not appear in the completion.
+
+    While the completion is still growing (`final` False), only the prediction up to the
+    furthest point the completion has matched counts.
+    """
+    blocks = difflib.SequenceMatcher(None, prediction, completion, autojunk=False).get_matching_blocks()
+    matched = sum(block.size for block in blocks)
+    reached = len(prediction) if final else max((b.a + b.size for b in blocks if b.size), default=0)
+    return reached - matched
 
 
 class Backend:
-    """The loaded model and everything that decodes with it; used only on the engine's worker."""
+    """The loaded model and everything that decodes with it.
+
+    prepare_* run before queueing (tokenizing only); chat and rewrite run on the engine's worker.
+    """
 
     def __init__(self, loaded: LoadedModel, limits: Limits):
         self.loaded = loaded
@@ -403,8 +468,11 @@ class Backend:
         self.rewriter = Rewriter(loaded, decoder=self.decoder)
         self.context_length = loaded.context_length
         self.max_prompt_tokens = min(limits.max_prompt_tokens or self.context_length, self.context_length - 1)
+        # Totals over completed requests, for /health.
+        self.totals = {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
+                       "rejected_prediction_drafts": 0}
 
-    def chat(self, request: ChatRequest, verifier) -> Iterator[ChatDelta]:
+    def prepare_chat(self, request: ChatRequest) -> PreparedChat:
         self._check_max_tokens(request.max_tokens)
         prompt = self.rewriter.encode_prompt(_Messages(request.messages))
         if len(prompt) > self.max_prompt_tokens:
@@ -418,41 +486,66 @@ class Backend:
                            f"messages, {request.max_tokens} in the completion). Please reduce the length of the "
                            "messages or completion.", param="max_tokens", code="context_length_exceeded")
         budget = min(request.max_tokens or self.limits.max_output_tokens, room)
+        prediction = None
         if request.prediction is not None:
             prediction = self.tokenizer.encode(request.prediction, add_special_tokens=False)
+        return PreparedChat(request, prompt, prediction, budget)
+
+    def chat(self, prepared: PreparedChat, verifier) -> Iterator[ChatDelta]:
+        request = prepared.request
+        if prepared.prediction is not None:
+            drafts = list(prepared.prediction)
             if self.tokenizer.eos_token_id is not None:  # as Rewriter.encode_prediction: end with the turn
-                prediction.append(self.tokenizer.eos_token_id)
-            drafter = CombinedDrafter(PredictionDrafter(prediction), PromptLookupDrafter())
+                drafts.append(self.tokenizer.eos_token_id)
+            drafter = CombinedDrafter(PredictionDrafter(drafts), PromptLookupDrafter())
         else:
             drafter = PromptLookupDrafter()
         stop = stop_strings(self.tokenizer, request.stop) if request.stop else None
         trimmer = StopTrimmer(request.stop)
-        for step in self.decoder.generate(prompt, drafter, budget, stop, verifier):
-            yield ChatDelta(trimmer.feed(step.text, step.done), dataclasses.replace(step.stats), step.done)
+        output: list[int] = []
+        for step in self.decoder.generate(prepared.prompt, drafter, prepared.budget, stop, verifier):
+            output += step.tokens
+            rejected = 0
+            if step.done:
+                rejected = rejected_prediction_tokens(prepared.prediction or [], output)
+                self._count(step.stats, rejected)
+            yield ChatDelta(trimmer.feed(step.text, step.done), dataclasses.replace(step.stats), step.done,
+                            rejected)
+
+    def _count(self, stats: Stats, rejected: int) -> None:
+        self.totals["accepted_prediction_tokens"] += stats.accepted_prediction_tokens
+        self.totals["rejected_prediction_tokens"] += rejected
+        self.totals["rejected_prediction_drafts"] += stats.rejected_prediction_tokens
 
     def _check_max_tokens(self, max_tokens: int | None) -> None:
         if max_tokens and max_tokens > self.limits.max_output_tokens:
             raise ApiError(400, f"Invalid 'max_tokens': this server allows at most {self.limits.max_output_tokens} "
                            f"output tokens, got {max_tokens}.", param="max_tokens", code="integer_above_max_value")
 
-    def rewrite(self, request: dict) -> Iterator[tuple[str, dict]]:
-        """(event, data) pairs for /v1/rewrites: delta, hunk, stats, then result."""
+    def prepare_rewrite(self, request: dict) -> PreparedRewrite:
         original = request["text"]
         code, context, offset = original, request["context"], 0
         if request["range"]:
             start, end = request["range"]
             code, context, offset = "".join(original.splitlines(keepends=True)[start:end]), original, start
         self._check_max_tokens(request["max_tokens"])
-        try:  # plan once up front for the limits; stream() plans again (tokenizing is cheap)
-            prompt, _, budget = self.rewriter.plan(code, request["instruction"], request["language"], context,
-                                                   request["max_tokens"])
+        try:  # stream() plans again on the worker (tokenizing is cheap)
+            prompt, prediction, budget = self.rewriter.plan(code, request["instruction"], request["language"],
+                                                            context, request["max_tokens"])
         except RewriteError as error:
             raise ApiError(400, str(error), param="text", code="invalid_rewrite") from error
         if len(prompt) > self.max_prompt_tokens:
             raise ApiError(400, f"The prompt takes {len(prompt)} tokens; this server takes at most "
                            f"{self.max_prompt_tokens}. Rewrite a smaller part.", param="text",
                            code="invalid_rewrite")
-        budget = min(budget, self.limits.max_output_tokens)
+        if prediction and prediction[-1] == self.tokenizer.eos_token_id:
+            prediction = prediction[:-1]
+        return PreparedRewrite(request, code, context, offset, prediction,
+                               min(budget, self.limits.max_output_tokens))
+
+    def rewrite(self, prepared: PreparedRewrite) -> Iterator[tuple[str, dict]]:
+        """(event, data) pairs for /v1/rewrites: delta, hunk, stats, then result."""
+        request, code, offset = prepared.request, prepared.code, prepared.offset
         hunks = AnswerHunks(code)
         answer = ""
         stats_sent = time.perf_counter()
@@ -461,22 +554,31 @@ class Backend:
             for hunk in found:
                 yield "hunk", {"start": hunk.start + offset, "end": hunk.end + offset, "lines": list(hunk.lines)}
 
-        for event in self.rewriter.stream(code, request["instruction"], request["language"], context, budget):
+        def stats_data(stats: Stats, final: bool) -> dict:
+            # The answer's tokens again (the stream gives text): OpenAI's count needs them.
+            completion = self.tokenizer.encode(answer, add_special_tokens=False)
+            return {**stats.as_dict(), "rejected_prediction_drafts": stats.rejected_prediction_tokens,
+                    "rejected_prediction_tokens": rejected_prediction_tokens(prepared.prediction, completion, final)}
+
+        for event in self.rewriter.stream(code, request["instruction"], request["language"], prepared.context,
+                                          prepared.budget):
             if isinstance(event, Progress):
                 answer += event.text
                 yield "delta", {"text": event.text}
                 yield from shifted(hunks.feed(answer))
                 if time.perf_counter() - stats_sent >= STATS_EVERY_S:
                     stats_sent = time.perf_counter()
-                    yield "stats", event.stats.as_dict()
+                    yield "stats", stats_data(event.stats, final=False)
                 continue
             result = event
+            answer = result.answer
             yield from shifted(hunks.finish(result.text))
-            yield "stats", result.stats.as_dict()
-            data = {"text": result.text, "answer": result.answer, "changed": result.text != code,
-                    "stats": result.stats.as_dict()}
+            stats = stats_data(result.stats, final=True)
+            self._count(result.stats, stats["rejected_prediction_tokens"])
+            yield "stats", stats
+            data = {"text": result.text, "answer": result.answer, "changed": result.text != code, "stats": stats}
             if request["range"]:
-                lines = original.splitlines(keepends=True)
+                lines = request["text"].splitlines(keepends=True)
                 data["selection"] = result.text
                 data["text"] = "".join(lines[:offset]) + result.text + "".join(lines[request["range"][1]:])
             yield "result", data
@@ -492,25 +594,70 @@ class _Messages:
 # HTTP --------------------------------------------------------------------------------------
 
 
-async def read_json(request: Request, limit: int) -> dict:
+class ClientGone(Exception):
+    """The client hung up before its request was read: nobody to answer."""
+
+
+async def read_json(request: Request, limit: int, timeout_s: float = 30.0) -> dict:
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "application/json":
+        # A web page may post text/plain cross-site without asking first; JSON needs a preflight.
+        raise ApiError(415, f"The request body must be sent as Content-Type: application/json, not "
+                       f"{kind or 'without a type'}.", code="unsupported_media_type")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"The request body is {declared} bytes; this server takes at most {limit}.",
                        code="request_too_large")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"The request body exceeds {limit} bytes.", code="request_too_large")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, f"The request body exceeds {limit} bytes.", code="request_too_large")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, f"The request body did not arrive within {timeout_s:g}s.", code="request_timeout",
+                       headers={"Connection": "close"}) from None
+    except ClientDisconnect:
+        raise ClientGone() from None
     try:
         body = json.loads(b"".join(chunks))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ApiError(400, f"We could not parse the JSON body of your request ({error}). The body must be "
-                       "a JSON object.", code="invalid_json") from error
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        reason = "it nests too deeply" if isinstance(error, RecursionError) else str(error)
+        raise ApiError(400, f"We could not parse the JSON body of your request ({reason}). The body must be "
+                       "a JSON object.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, f"The request body must be a JSON object, not {_type_name(body)}.", code="invalid_json")
+    check_json_values(body)
     return body
+
+
+def check_json_values(body: dict) -> None:
+    """Refuse what parses but cannot be served: deep nesting, and strings that are not valid Unicode."""
+    pending: list[tuple[Any, str, int]] = [(body, "", 0)]
+    while pending:  # no recursion: the depth is what is being checked
+        value, path, depth = pending.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ApiError(400, f"The request body nests more than {MAX_JSON_DEPTH} levels deep.",
+                           code="invalid_json")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                _check_text(key, path or "body")
+                pending.append((item, f"{path}.{key}" if path else key, depth + 1))
+        elif isinstance(value, list):
+            pending.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            _check_text(value, path)
+
+
+def _check_text(text: str, param: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ApiError(400, f"Invalid '{param}': the string holds a lone UTF-16 surrogate "
+                       f"({text[error.start]!r} at {error.start}), which is not valid Unicode.",
+                       param=param, code="invalid_value") from None
 
 
 async def _watch_disconnect(request: Request, job) -> None:
@@ -552,7 +699,7 @@ def sse(data: Any, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-def usage_of(stats: Stats) -> dict:
+def usage_of(stats: Stats, rejected_prediction_tokens: int) -> dict:
     return {
         "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.output_tokens,
@@ -560,7 +707,7 @@ def usage_of(stats: Stats) -> dict:
         "prompt_tokens_details": {"cached_tokens": stats.cached_prompt_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "accepted_prediction_tokens": stats.accepted_prediction_tokens,
-            "rejected_prediction_tokens": stats.rejected_prediction_tokens,
+            "rejected_prediction_tokens": rejected_prediction_tokens,
             "reasoning_tokens": 0,
             "audio_tokens": 0,
         },
@@ -580,25 +727,34 @@ def error_for(error: BaseException) -> ApiError:
 
 
 def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str | None = None,
-               model_ids: set[str] | None = None) -> Starlette:
+               model_ids: set[str] | None = None, allowed_hosts: tuple[str, ...] = ()) -> Starlette:
     limits = limits or Limits()
     backend = Backend(loaded, limits)
     engine = Engine(max_queue=limits.max_queue)
     served = sorted(model_ids or {loaded.name})
     created = int(time.time())
-    expected_auth = f"Bearer {api_key}".encode() if api_key else None
+    api_key = (api_key or "").strip() or None
+    hosts = {*LOOPBACK_HOSTS, *(host_name(h) for h in allowed_hosts)}
+
+    def check_host(request: Request) -> None:
+        # Without a key, any web page could reach a loopback server through a DNS name it
+        # controls (DNS rebinding); such requests carry that name in Host.
+        if api_key is None and host_name(request.headers.get("host", "")) not in hosts:
+            raise ApiError(403, f"Host {request.headers.get('host', '(none)')!r} is not allowed: without an API key "
+                           "this server answers only loopback names (add others with --allowed-host).",
+                           code="host_not_allowed", type="permission_error")
 
     def check_auth(request: Request) -> None:
-        if expected_auth is None:
+        if api_key is None:
             return
-        given = request.headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, expected_auth):
+        given = bearer_token(request.headers.get("authorization", "")) or ""
+        if not hmac.compare_digest(given.encode(), api_key.encode()):
             raise ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'.",
                            code="invalid_api_key")
 
-    def submit(work, request_id: str):
+    def submit(work, request_id: str, tokens: int):
         try:
-            return engine.submit(work)
+            return engine.submit(work, tokens=tokens)
         except QueueFull as full:
             log.warning("%s refused: %d requests waiting", request_id, engine.waiting)
             raise ApiError(503, f"The server is busy ({engine.waiting} requests waiting); retry in "
@@ -611,12 +767,12 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
             raise error_for(event.error)
         return event
 
-    async def start(request: Request, work, request_id: str):
+    async def start(request: Request, work, request_id: str, tokens: int):
         """Queue the work, watch for the client leaving, and wait for its first event.
 
         Refusals found on the worker become plain HTTP errors; END means the client left.
         """
-        job = submit(work, request_id)
+        job = submit(work, request_id, tokens)
         watcher = asyncio.create_task(_watch_disconnect(request, job))
         try:
             first = await next_event(job)
@@ -640,15 +796,17 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
 
     async def chat_completions(request: Request) -> Response:
         check_auth(request)
-        body = await read_json(request, limits.max_body_bytes)
+        body = await read_json(request, limits.max_body_bytes, limits.read_timeout_s)
         chat = parse_chat(body, set(served))
         try:
             verifier = make_verifier(chat.sampling)
         except ValueError as error:
             raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
                            code="unsupported_value") from error
+        prepared = await asyncio.to_thread(backend.prepare_chat, chat)  # refusals before taking a queue slot
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        job, watcher, first = await start(request, lambda: backend.chat(chat, verifier), request_id)
+        tokens = min(prepared.budget, len(prepared.prediction) + 16 if prepared.prediction else prepared.budget)
+        job, watcher, first = await start(request, lambda: backend.chat(prepared, verifier), request_id, tokens)
         if first is END:
             return Response(status_code=499)  # the client went away while queued
         base = {"id": request_id, "created": int(time.time()), "model": chat.model,
@@ -670,7 +828,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
                 **base, "object": "chat.completion",
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text), "refusal": None},
                              "logprobs": None, "finish_reason": event.stats.finish_reason}],
-                "usage": usage_of(event.stats),
+                "usage": usage_of(event.stats, event.rejected_prediction_tokens),
             })
 
         async def chunks() -> AsyncIterator[bytes]:
@@ -698,7 +856,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
                     return  # cancelled
             yield choice({}, event.stats.finish_reason)
             if chat.include_usage:
-                yield sse({**chunk, "choices": [], "usage": usage_of(event.stats)})
+                yield sse({**chunk, "choices": [], "usage": usage_of(event.stats, event.rejected_prediction_tokens)})
             yield sse("[DONE]")
             log_done(request_id, "chat stream", event.stats, job)
 
@@ -709,10 +867,11 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         if request.method == "GET":  # what this endpoint is, for clients that detect it
             return JSONResponse({"object": "rewriter.service", "model": loaded.name, "models": served,
                                  "hunk_lines": "0-based, end exclusive, in the request text's lines"})
-        body = await read_json(request, limits.max_body_bytes)
-        parsed = parse_rewrite(body)
+        body = await read_json(request, limits.max_body_bytes, limits.read_timeout_s)
+        prepared = await asyncio.to_thread(backend.prepare_rewrite, parse_rewrite(body))
         request_id = f"rewrite-{uuid.uuid4().hex[:24]}"
-        job, watcher, first = await start(request, lambda: backend.rewrite(parsed), request_id)
+        job, watcher, first = await start(request, lambda: backend.rewrite(prepared), request_id,
+                                          min(prepared.budget, len(prepared.prediction) + 16))
         if first is END:
             return Response(status_code=499)
 
@@ -754,14 +913,20 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
             "completed": counters.completed, "cancelled": counters.cancelled, "failed": counters.failed,
             "last_cancel_latency_s": counters.last_cancel_latency_s,
             "last_cancelled_step_s": counters.last_cancelled_step_s,
+            # rejected_prediction_tokens as OpenAI counts them; drafts: rejected draft positions
+            **backend.totals,
         })
 
     def guarded(handler):
         async def run(request: Request) -> Response:
             try:
+                check_host(request)
                 return await handler(request)
             except ApiError as error:
                 return error.response()
+            except ClientGone:
+                log.info("%s %s: the client hung up before its request was read", request.method, request.url.path)
+                return Response(status_code=499)
             except Exception as error:  # never a crash: a 500 in OpenAI's shape
                 return error_for(error).response()
         return run
@@ -806,11 +971,15 @@ def _model_card(name: str, created: int) -> dict:
 
 
 def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, device: str | None = None,
-          limits: Limits | None = None, api_key_file: str | None = None, say=print) -> None:
+          limits: Limits | None = None, api_key_file: str | None = None, say=print,
+          allowed_hosts: tuple[str, ...] = (), dtype: str | None = None) -> None:
     """Load the model and serve until interrupted. Off loopback, an API key is required."""
     import uvicorn
 
+    from .http_protocol import with_header_timeout
     from .models import load_model
+
+    limits = limits or Limits()
 
     api_key = read_api_key(api_key_file)
     if not is_loopback(host) and not api_key:
@@ -818,8 +987,10 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
                          "--api-key-file (loopback addresses need none)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     started = time.perf_counter()
-    loaded = load_model(model, device=device, progress=say)
-    say(f"model {loaded.name} ready on {loaded.device} in {time.perf_counter() - started:.1f}s")
-    app = create_app(loaded, limits, api_key)
+    loaded = load_model(model, device=device, dtype=dtype, progress=say)
+    say(f"model {loaded.name} ({loaded.dtype}) ready on {loaded.device} in {time.perf_counter() - started:.1f}s")
+    app = create_app(loaded, limits, api_key, allowed_hosts=allowed_hosts)
     say(f"serving on http://{host}:{port}/v1 ({'API key required' if api_key else 'no API key'})")
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
+                http=with_header_timeout(limits.read_timeout_s), limit_concurrency=limits.max_connections,
+                timeout_keep_alive=5)

@@ -65,9 +65,11 @@ class LogitsShaper:
             if ordered.shape[-1] < probs.shape[-1] and not bool((mass[..., -1] >= self.top_p).all()):
                 ordered, order = probs.sort(dim=-1, descending=True)
                 mass = ordered.cumsum(-1)
-            # Keep the smallest set of most likely tokens whose mass reaches top_p (at least one).
-            before = mass - ordered
-            ordered = ordered.masked_fill(before >= self.top_p, 0.0)
+            # Keep the smallest set of most likely tokens whose mass reaches top_p, and always the
+            # most likely one: a tiny top_p rounds to 0 in float32 and would otherwise drop them all.
+            drop = (mass - ordered) >= self.top_p
+            drop[..., 0] = False
+            ordered = ordered.masked_fill(drop, 0.0)
             probs = torch.zeros_like(probs).scatter_(-1, order, ordered)
             probs = probs / probs.sum(-1, keepdim=True)
         return probs

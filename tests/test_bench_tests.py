@@ -38,7 +38,7 @@ def test_no_code_block_refused_and_timed_out():
 
 
 def test_the_summary_counts_every_outcome():
-    speed = {"output_tokens": 10, "ours_s": 2.0, "ours_tokens_per_s": 5.0, "forward_passes_per_token": 0.5,
+    speed = {"dtype": "int8", "output_tokens": 10, "ours_s": 2.0, "ours_tokens_per_s": 5.0, "forward_passes_per_token": 0.5,
              "accepted_prediction_tokens": 8, "rejected_prediction_tokens": 1, "finish_reason": "stop"}
     outcomes = ["passed", "passed", "failed", "timed_out", "unchanged", "no_code_block", "refused"]
     summary = summarize_tests([{**speed, "outcome": outcome} for outcome in outcomes])

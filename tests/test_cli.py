@@ -1,4 +1,5 @@
 """The command line as a user meets it: clear messages and exit codes, never a traceback."""
+import json
 import os
 import subprocess
 import sys
@@ -48,3 +49,48 @@ def test_bench_rejects_a_malformed_cases_file(tmp_path):
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"id": "1", "before": "x"}\n')
     assert_clean_failure(run_cli("bench", str(cases)), "not a benchmark case")
+
+
+def test_version():
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.stdout.startswith("rewriter ") and result.stdout.strip() != "rewriter"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["apply", "--json"], "the following arguments are required"),
+    (["apply", "a.py", "-i", "x", "--json", "--temperature", "warm"], "--temperature"),
+    (["apply", "a.py", "-i", "x", "--json", "--lines", "9-1"], "9-1"),
+    (["apply", "missing.py", "-i", "x", "--json"], "no such file"),
+])
+def test_json_reports_usage_errors_as_json(tmp_path, args, words):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert list(report) == ["error"] and words in report["error"]
+
+
+def test_usage_errors_without_json_keep_argparse_s_form():
+    result = run_cli("apply")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("usage: rewriter apply") and "rewriter apply: error: " in result.stderr
+
+
+def test_quiet_hides_model_loading(tmp_path, tiny_checkpoint):
+    path = tmp_path / "a.py"
+    path.write_text("x = 1\n")
+    loud = run_cli("apply", str(path), "-i", "rename x", "--model", str(tiny_checkpoint), "--max-new-tokens", "4")
+    assert "model ready" in loud.stderr and "Loading" in loud.stderr  # what -q must hide, transformers' bar too
+    quiet = run_cli("apply", str(path), "-i", "rename x", "--model", str(tiny_checkpoint), "--max-new-tokens", "4",
+                    "-q")
+    assert "Traceback" not in quiet.stderr
+    for noise in ("model ready", "Loading", "%|"):
+        assert noise not in quiet.stderr, quiet.stderr
+
+
+def test_the_summary_counts_one_file_in_the_singular(tmp_path, tiny_checkpoint):
+    path = tmp_path / "a.py"
+    path.write_text("x = 1\n")
+    result = run_cli("apply", str(path), "-i", "rename x", "--model", str(tiny_checkpoint), "--max-new-tokens", "4")
+    summary = result.stderr.splitlines()
+    assert any(line.startswith("1 file (") and ", 1 span, " in line for line in summary), result.stderr

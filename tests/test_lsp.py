@@ -45,11 +45,12 @@ def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
 
 
 class Editor:
-    def __init__(self, client, reply_before_change: bool = False, reject: bool = False):
+    def __init__(self, client, reply_before_change: bool = False, reject: bool = False, report_delay_s: float = 0.1):
         self.client = client
         self.documents: dict[str, list] = {}  # uri -> [text, version]
         self.edits: list[types.ApplyWorkspaceEditParams] = []
         self.reply_before_change = reply_before_change  # like Neovim: didChange follows the reply
+        self.report_delay_s = report_delay_s  # how long after the reply (Emacs in batch mode: seconds)
         self.reject = reject
         self.edit_applied = asyncio.Event()
         async def apply_edit(params: types.ApplyWorkspaceEditParams):
@@ -120,7 +121,7 @@ class Editor:
         for uri, edits in (edit.changes or {}).items():
             targets.append((uri, list(edits)))
         if self.reply_before_change:
-            asyncio.get_running_loop().call_later(0.1, self._apply_all, targets)
+            asyncio.get_running_loop().call_later(self.report_delay_s, self._apply_all, targets)
         else:
             self._apply_all(targets)
         return types.ApplyWorkspaceEditResult(applied=True)
@@ -130,7 +131,10 @@ class Editor:
             self.change(uri, edits)
         self.edit_applied.set()
 
-    def execute(self, command: str, *arguments):
+    def execute(self, command: str, *arguments, wait: bool = True):
+        """Run a command; a rewrite's answer is its outcome (wait: true) unless `wait` is False."""
+        if wait and command.startswith("rewriter.rewrite") and arguments and isinstance(arguments[0], dict):
+            arguments = ({"wait": True, **arguments[0]}, *arguments[1:])
         return self.client.workspace_execute_command_async(
             types.ExecuteCommandParams(command=command, arguments=list(arguments)))
 

@@ -1,4 +1,7 @@
-"""Exactness on the embedded Qwen2.5-Coder-0.5B-Instruct: our tokens equal plain greedy decoding."""
+"""Exactness on the embedded Qwen2.5-Coder-0.5B-Instruct: our tokens equal plain greedy decoding.
+
+The `embedded_rewriter` runs in the default dtype (int8 on a CPU); a few cases run in float32 too.
+"""
 import subprocess
 import sys
 
@@ -57,9 +60,26 @@ CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def float32_rewriter(embedded_checkpoint):
+    from rewriter.models import load_model
+    from rewriter.rewrite import Rewriter
+
+    return Rewriter(load_model(str(embedded_checkpoint), dtype="float32"))
+
+
 @pytest.mark.parametrize("name, code, instruction", CASES, ids=[case[0] for case in CASES])
 def test_output_equals_plain_greedy(embedded_rewriter, name, code, instruction):
-    rewriter = embedded_rewriter
+    _check_exact(embedded_rewriter, name, code, instruction)
+
+
+@pytest.mark.parametrize("name, code, instruction", CASES[:3], ids=[case[0] for case in CASES[:3]])
+def test_float32_output_equals_plain_greedy(float32_rewriter, name, code, instruction):
+    assert float32_rewriter.loaded.dtype == "float32"
+    _check_exact(float32_rewriter, name, code, instruction)
+
+
+def _check_exact(rewriter, name, code, instruction):
     source = SourceText.from_text(code)
     prompt, prediction, _ = rewriter.plan(source.code, instruction, "go" if "func" in code else "python")
     budget = 160

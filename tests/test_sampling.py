@@ -225,6 +225,8 @@ def test_greedy_settings_give_the_greedy_verifier():
     ({"top_p": 1.5}, "top_p"),
     ({"top_k": -1}, "top_k"),
     ({"verification": "tree"}, "verification"),
+    ({"temperature": 1.0, "seed": 2**80}, "seed"),
+    ({"temperature": 1.0, "seed": -2**63 - 1}, "seed"),
 ])
 def test_invalid_settings_are_refused(settings, message):
     with pytest.raises(ValueError, match=message):
@@ -239,6 +241,21 @@ def test_shaping_cuts_top_k_and_top_p():
     assert torch.allclose(top_p, torch.tensor([0.5, 0.2, 0.15, 0, 0]) / 0.85)
     cold = shaper(SamplingParams(temperature=0.5)).probs(logits)
     assert torch.allclose(cold, torch.softmax(logits / 0.5, -1))
+
+
+def test_a_vanishing_top_p_keeps_the_most_likely_token():
+    # 1e-46 rounds to 0 in float32: every token would be cut and the distribution be NaN.
+    logits = torch.log(torch.tensor([[0.1, 0.6, 0.3], [0.7, 0.2, 0.1]]))
+    probs = shaper(SamplingParams(temperature=1.0, top_p=1e-46)).probs(logits)
+    assert torch.equal(probs, torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]))
+    verifier = make_verifier(SamplingParams(temperature=1.0, top_p=1e-46, seed=3))
+    assert [verifier.first_token(logits[0]) for _ in range(20)] == [1] * 20
+
+
+def test_the_largest_64_bit_seeds_are_accepted():
+    for seed in (2**64 - 1, -2**63):
+        verifier = make_verifier(SamplingParams(temperature=1.0, seed=seed))
+        assert verifier.first_token(torch.zeros(4)) in range(4)
 
 
 def test_a_seed_makes_sampling_reproducible(target_table):

@@ -417,7 +417,7 @@ def test_rewrites_errors(server):
     assert_error(post(server, {"text": "a\n", "instruction": 5}, path="/v1/rewrites"), 400, "invalid_type")
     assert_error(post(server, {"text": "a\n", "instruction": " "}, path="/v1/rewrites"), 400, "invalid_rewrite")
     assert_error(post(server, {"text": "a\nb\n", "instruction": "x", "range": {"start": 1, "end": 5}},
-                      path="/v1/rewrites"), 400, param="range")
+                      path="/v1/rewrites"), 400, param="range.end")
     assert_error(post(server, {"text": "a\nb\n", "instruction": "x", "range": {"start": 0, "end": 1},
                                "context": "a"}, path="/v1/rewrites"), 400, param="range")
     assert_error(post(server, {"text": "a\n" * 40000, "instruction": "x"}, path="/v1/rewrites"),

@@ -53,9 +53,14 @@ def test_chat_with_prediction_equals_in_process_greedy(real_server, embedded_rew
     details = usage.completion_tokens_details
     assert details.accepted_prediction_tokens > usage.completion_tokens // 2  # most of the code is unchanged
     assert details.accepted_prediction_tokens < usage.completion_tokens
-    # How many drafted tokens get rejected depends on the window sizes, which follow the pass costs
-    # each process measures, so it differs between two runs with the same output tokens.
-    assert details.rejected_prediction_tokens >= 0
+    # As OpenAI counts them: the prediction's tokens missing from the completion, which depends on
+    # the output tokens only (rejected draft positions follow each process's window sizes).
+    from rewriter.service import rejected_prediction_tokens
+
+    predicted = embedded_rewriter.tokenizer.encode(prompt.prediction, add_special_tokens=False)
+    completion = [token for step in steps for token in step.tokens]
+    assert details.rejected_prediction_tokens == rejected_prediction_tokens(predicted, completion)
+    assert 0 < details.rejected_prediction_tokens < len(predicted) // 2  # the edit replaced a few tokens
 
 
 def test_rewrites_stream_hunks_that_rebuild_the_result(real_server, embedded_rewriter):

@@ -50,10 +50,10 @@ local function execute(bufnr, command, arguments, on_done)
     local request = vim.fn.has('nvim-0.11') == 1 and function(...) return client:request(...) end or client.request
     request('workspace/executeCommand', { command = command, arguments = arguments },
       function(err, result)
+        -- The server says how a rewrite ended with window/showMessage: repeating it here
+        -- showed every conflict twice.
         if err then
           vim.notify('rewriter: ' .. err.message, vim.log.levels.ERROR)
-        elseif result and result.message and result.status ~= 'done' then
-          vim.notify('rewriter: ' .. result.message)
         end
         if on_done then on_done(err, result) end
       end, bufnr)
@@ -82,6 +82,7 @@ vim.api.nvim_create_user_command('Rewrite', function(opts)
       uri = vim.uri_from_bufnr(bufnr),
       range = { start = { line = first, character = 0 }, ['end'] = { line = last, character = 0 } },
       instruction = instruction,
+      wait = true, -- Neovim's requests have no time limit: answer with the outcome, for on_done
     } }, M.on_done)
   end)
 end, { range = true, nargs = '*', desc = 'Rewrite the range (or the function at the cursor)' })
@@ -89,7 +90,8 @@ end, { range = true, nargs = '*', desc = 'Rewrite the range (or the function at 
 vim.api.nvim_create_user_command('RewriteFile', function(opts)
   local bufnr = vim.api.nvim_get_current_buf()
   with_instruction(opts.args, function(instruction)
-    execute(bufnr, 'rewriter.rewriteFile', { { uri = vim.uri_from_bufnr(bufnr), instruction = instruction } }, M.on_done)
+    execute(bufnr, 'rewriter.rewriteFile', { { uri = vim.uri_from_bufnr(bufnr), instruction = instruction, wait = true } },
+      M.on_done)
   end)
 end, { nargs = '*', desc = 'Rewrite the whole buffer' })
 

@@ -32,13 +32,20 @@ end
 vim.lsp.handlers['window/showMessage'] = function(_, params)
   table.insert(report.messages, params.message)
 end
+local client_id
 vim.lsp.handlers['workspace/executeCommand'] = function(err, result)
+  if result and result.status == 'started' then
+    -- A code action's rewrite answers at once; ask for its outcome, as a client that wants it does.
+    vim.lsp.get_client_by_id(client_id).request('workspace/executeCommand',
+      { command = 'rewriter.wait', arguments = { { job = result.job } } }, nil, bufnr)
+    return
+  end
   report.error = err and err.message or nil
   report.result = result
   report.done = true
 end
 
-local client_id = vim.lsp.start_client({
+client_id = vim.lsp.start_client({
   name = 'rewriter',
   cmd = vim.fn.json_decode(env.REWRITER_NVIM_SERVER),
   root_dir = vim.fn.fnamemodify(env.REWRITER_NVIM_FILE, ':h'),

@@ -1,0 +1,67 @@
+"""What a rewrite produces, shared by every engine: stats, streamed progress, the result.
+
+Torch-free on purpose: the remote engine (rewriter.client), the language server and
+`rewriter apply --endpoint` use these without loading a model stack.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+class RewriteError(ValueError):
+    """A request that cannot be served as given; the message says why."""
+
+
+class ModelError(RuntimeError):
+    """A model could not be found, verified or loaded; the message says why."""
+
+
+# What a local model's weights may run in (auto: int8 on a CPU, bfloat16 on a GPU; see
+# rewriter/quantize.py). Here so that front ends can offer the choice without loading torch.
+DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # prompt tokens whose KV cache was reused from an earlier request
+    output_tokens: int = 0
+    forward_passes: int = 0
+    accepted_prediction_tokens: int = 0  # drafted from the prediction and accepted
+    rejected_prediction_tokens: int = 0  # drafted from the prediction and rejected
+    accepted_draft_tokens: int = 0  # from any drafter
+    rejected_draft_tokens: int = 0
+    prefill_s: float = 0.0
+    ttft_s: float = 0.0
+    total_s: float = 0.0
+    finish_reason: str = ""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.output_tokens / self.total_s if self.total_s else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        decode_s = self.total_s - self.prefill_s
+        return (self.output_tokens - 1) / decode_s if decode_s > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "tokens_per_s": self.tokens_per_s}
+
+
+@dataclass
+class RewriteResult:
+    text: str  # the edited code, in the original's line endings
+    answer: str  # the model's raw answer
+    stats: Stats
+
+    def changed(self, original: str) -> bool:
+        return self.text != original
+
+
+@dataclass
+class Progress:
+    """A streamed increment of the model's answer."""
+
+    text: str
+    stats: Stats

@@ -1,0 +1,135 @@
+"""Module structure: no import circles, and the remote engine and CLI work without torch."""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("rewriter", "lsp", "drafters")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Project module -> project modules it imports, at the top or inside functions."""
+    modules = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).glob("*.py"):
+            modules[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name.split(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package + (f".{node.module}" if node.module else "") if node.level else node.module or ""
+                for alias in node.names:
+                    target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                    if target in modules:
+                        found.add(target)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name in modules)
+        found.discard(name)
+        graph[name] = found
+    return graph
+
+
+def test_the_graph_sees_imports_inside_functions():
+    graph = import_graph()
+    assert "rewriter.batch" in graph["rewriter.cli"]  # cmd_apply imports it lazily
+    assert "lsp.job" in graph["lsp.server"]
+
+
+def test_no_module_imports_itself_through_others():
+    graph = import_graph()
+    circles = []
+
+    def visit(name: str, path: list[str]) -> None:
+        for target in sorted(graph[name]):
+            if target == path[0]:
+                circles.append(" -> ".join(path + [target]))
+            elif target not in path and target > path[0]:  # each circle once, from its least module
+                visit(target, path + [target])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    assert circles == []
+
+
+NO_TORCH = "import sys\nsys.modules['torch'] = None  # `import torch` now raises ImportError\n"
+
+SERVICE = """
+import json, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Service(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self._send(200, "application/json", json.dumps({"object": "rewriter.service"}))
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        new = body["text"].replace("total = 0", "total: int = 0")
+        events = [("delta", {"text": "```python\\n"}),
+                  ("stats", {"output_tokens": 7, "accepted_prediction_tokens": 5}),
+                  ("result", {"text": new, "answer": "```python\\n" + new + "```\\n",
+                              "stats": {"output_tokens": 9, "accepted_prediction_tokens": 6}})]
+        self._send(200, "text/event-stream",
+                   "".join(f"event: {name}\\ndata: {json.dumps(data)}\\n\\n" for name, data in events))
+
+    def _send(self, status, kind, text):
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+httpd = ThreadingHTTPServer(("127.0.0.1", 0), Service)
+threading.Thread(target=httpd.serve_forever, daemon=True).start()
+URL = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+"""
+
+
+def run_without_torch(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    script = tmp_path / "no_torch.py"
+    script.write_text(NO_TORCH + SERVICE + textwrap.dedent(code))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_the_remote_engine_rewrites_without_torch(tmp_path):
+    done = run_without_torch("""
+        from rewriter.client import RemoteRewriter
+        result = RemoteRewriter(URL).rewrite("total = 0\\n", "Add type hints", "python")
+        print(json.dumps({"text": result.text, "accepted": result.stats.accepted_prediction_tokens,
+                          "torch": "torch" in sys.modules and sys.modules["torch"] is not None}))
+    """, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"text": "total: int = 0\n", "accepted": 6, "torch": False}
+
+
+def test_apply_with_an_endpoint_and_the_language_server_need_no_torch(tmp_path):
+    (tmp_path / "sums.py").write_text("total = 0\nfor x in range(3):\n    total += x\n")
+    done = run_without_torch("""
+        import lsp.server  # the language server with a remote engine
+        from rewriter.cli import main
+        code = main(["apply", "sums.py", "-i", "Add type hints", "--endpoint", URL, "--write", "-q"])
+        print(json.dumps({"code": code, "torch": sys.modules.get("torch") is not None}))
+    """, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"code": 0, "torch": False}
+    assert (tmp_path / "sums.py").read_text().startswith("total: int = 0\n")
+
+
+def test_result_types_keep_their_old_homes():
+    from rewriter import client, decode, models, results, rewrite
+
+    assert decode.Stats is results.Stats and client.Stats is results.Stats
+    assert (rewrite.RewriteResult, rewrite.Progress, rewrite.RewriteError) == (
+        results.RewriteResult, results.Progress, results.RewriteError)
+    assert models.ModelError is results.ModelError
