@@ -14,12 +14,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from .rewrite import Rewriter
-from .prompt import SourceText
+from .prompt import NoCodeBlock, SourceText, extract_code
+from .testrun import DEFAULT_TIMEOUT_S, run_tests
 
 
 @dataclass
@@ -28,6 +30,7 @@ class Case:
     language: str
     before: str
     instruction: str
+    tests: str | None = None  # Python run after the edited code; it passes when the program exits 0
 
 
 def load_cases(path: str | Path) -> list[Case]:
@@ -38,7 +41,8 @@ def load_cases(path: str | Path) -> list[Case]:
                 continue
             try:
                 row = json.loads(line)
-                cases.append(Case(str(row["id"]), row.get("language", ""), row["before"], row["instruction"]))
+                cases.append(Case(str(row["id"]), row.get("language", ""), row["before"], row["instruction"],
+                                  row.get("tests")))
             except (json.JSONDecodeError, KeyError, TypeError) as error:
                 raise ValueError(f"{path}:{number}: not a benchmark case ({error})") from error
     return cases
@@ -97,21 +101,31 @@ def _prefill_seconds(rewriter: Rewriter, prompt_ids: list[int]) -> float:
     return time.perf_counter() - start
 
 
+def _decode_ours(rewriter: Rewriter, prompt_ids: list[int], prediction: list[int], budget: int):
+    """Our decoding of one prompt: output tokens, the decoder's stats, wall-clock seconds."""
+    start = time.perf_counter()
+    tokens: list[int] = []
+    for step in rewriter.decoder.generate(prompt_ids, rewriter.drafter(prediction), budget, rewriter.stop):
+        tokens.extend(step.tokens)
+        stats = step.stats
+    return tokens, stats, time.perf_counter() - start
+
+
 def run_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None,
              float32_reference: Rewriter | None = None) -> dict:
+    return _measure_case(rewriter, case, max_new_tokens, float32_reference)[0]
+
+
+def _measure_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None,
+                  float32_reference: Rewriter | None = None) -> tuple[dict, list[int]]:
+    """The three-way comparison's row, and our output tokens."""
     code = SourceText.from_text(case.before).code
     prompt_ids, prediction, budget = rewriter.plan(code, case.instruction, case.language, None, max_new_tokens)
     reference = _baseline(float32_reference, prompt_ids, budget) if float32_reference else None
     prefill = _prefill_seconds(rewriter, prompt_ids)
     greedy = _baseline(rewriter, prompt_ids, budget)
     lookup = _baseline(rewriter, prompt_ids, budget, prompt_lookup_num_tokens=10)
-
-    start = time.perf_counter()
-    tokens: list[int] = []
-    for step in rewriter.decoder.generate(prompt_ids, rewriter.drafter(prediction), budget, rewriter.stop):
-        tokens.extend(step.tokens)
-        stats = step.stats
-    ours_seconds = time.perf_counter() - start
+    tokens, stats, ours_seconds = _decode_ours(rewriter, prompt_ids, prediction, budget)
 
     n = len(greedy["tokens"])
 
@@ -126,7 +140,7 @@ def run_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None,
             "speedup_vs_float32_greedy": reference["seconds"] / ours_seconds,
             "identical_to_float32_greedy": tokens == reference["tokens"],
         }
-    return {
+    row = {
         "id": case.id,
         "dtype": rewriter.loaded.dtype,
         "prompt_tokens": len(prompt_ids),
@@ -159,6 +173,7 @@ def run_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None,
         "finish_reason": stats.finish_reason,
         **versus_float32,
     }
+    return row, tokens
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -266,6 +281,139 @@ def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None,
 
 def _write_report(path: str, rows: list[dict], summary: dict | None = None) -> None:
     report = {"summary": summary or summarize(rows), "cases": rows}
+    Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+# Edit quality ----------------------------------------------------------------------------------
+# `rewriter bench CASES --tests`: is the edit right? Each case's tests run on the edited code.
+
+OUTCOMES = ("passed", "failed", "timed_out", "unchanged", "no_code_block", "refused")
+
+# The integrity guard's verdict on an answer: the reason it is refused, or None.
+Refusal = Callable[[Case, str], str | None]
+
+
+def judge_answer(case: Case, answer: str, refusal: Refusal | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+    """The outcome of one answer, and why: the tests run only on a real, accepted edit."""
+    try:
+        code = extract_code(answer)
+    except NoCodeBlock:
+        return {"outcome": "no_code_block"}
+    edited = SourceText.from_text(case.before).restore(code)
+    reason = refusal(case, edited) if refusal else None
+    if reason:
+        return {"outcome": "refused", "reason": reason, "edited": edited}
+    if edited == case.before:
+        return {"outcome": "unchanged"}
+    result = run_tests(edited, case.tests or "", timeout_s)
+    outcome = "passed" if result.passed else "timed_out" if result.timed_out else "failed"
+    verdict = {"outcome": outcome, "edited": edited, "test_s": result.seconds}
+    if not result.passed:
+        verdict["test_output"] = result.output[-600:]
+    return verdict
+
+
+def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, baselines: bool = False,
+                   refusal: Refusal | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+    if baselines:
+        row, tokens = _measure_case(rewriter, case, max_new_tokens)
+    else:
+        code = SourceText.from_text(case.before).code
+        prompt_ids, prediction, budget = rewriter.plan(code, case.instruction, case.language, None, max_new_tokens)
+        tokens, stats, seconds = _decode_ours(rewriter, prompt_ids, prediction, budget)
+        row = {
+            "id": case.id, "dtype": rewriter.loaded.dtype, "prompt_tokens": len(prompt_ids),
+            "prediction_tokens": len(prediction), "output_tokens": len(tokens), "ours_s": seconds, "ours_tokens_per_s": len(tokens) / seconds,
+            "ours_forward_passes": stats.forward_passes,
+            "forward_passes_per_token": stats.forward_passes / max(len(tokens), 1),
+            "accepted_prediction_tokens": stats.accepted_prediction_tokens,
+            "rejected_prediction_tokens": stats.rejected_prediction_tokens,
+            "ttft_s": stats.ttft_s, "finish_reason": stats.finish_reason,
+        }
+    answer = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)
+    return {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
+
+
+def summarize_tests(rows: list[dict]) -> dict:
+    counts = {outcome: sum(row["outcome"] == outcome for row in rows) for outcome in OUTCOMES}
+    tokens = sum(row["output_tokens"] for row in rows)
+    seconds = sum(row["ours_s"] for row in rows)
+    summary = {
+        "cases": len(rows),
+        "dtype": rows[0]["dtype"] if rows else None,
+        "tests_passed": counts["passed"],
+        "pass_rate": counts["passed"] / len(rows) if rows else 0.0,
+        "tests_failed": counts["failed"],
+        "timed_out": counts["timed_out"],
+        "unchanged": counts["unchanged"],
+        "no_code_block": counts["no_code_block"],
+        "refused": counts["refused"],
+        "cut_at_token_limit": sum(row["finish_reason"] == "length" for row in rows),
+        "tokens_per_s": tokens / seconds if seconds else 0.0,  # all output tokens over all decoding time
+        "median_tokens_per_s": statistics.median(row["ours_tokens_per_s"] for row in rows) if rows else 0.0,
+        "median_forward_passes_per_token": statistics.median(row["forward_passes_per_token"] for row in rows)
+        if rows else 0.0,
+        "output_tokens": tokens,
+        "decode_s": seconds,
+        "accepted_prediction_tokens": sum(row["accepted_prediction_tokens"] for row in rows),
+        "rejected_prediction_tokens": sum(row["rejected_prediction_tokens"] for row in rows),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    if rows and "identical_to_greedy" in rows[0]:
+        summary["identical_to_greedy"] = sum(row["identical_to_greedy"] for row in rows)
+        summary["median_speedup_vs_greedy"] = statistics.median(row["speedup_vs_greedy"] for row in rows)
+    return summary
+
+
+TESTS_TABLE_COLUMNS = [
+    ("case", "id", "{}"), ("out", "output_tokens", "{}"), ("ours s", "ours_s", "{:.1f}"),
+    ("tok/s", "ours_tokens_per_s", "{:.1f}"), ("passes/tok", "forward_passes_per_token", "{:.3f}"),
+    ("acc", "accepted_prediction_tokens", "{}"), ("rej", "rejected_prediction_tokens", "{}"),
+    ("outcome", "outcome", "{}"),
+]
+
+
+def format_tests_summary(summary: dict) -> str:
+    lines = [
+        f"cases: {summary['cases']}, tests passed: {summary['tests_passed']} ({100 * summary['pass_rate']:.1f}%), "
+        f"failed: {summary['tests_failed']}, timed out: {summary['timed_out']}, unchanged: {summary['unchanged']}, "
+        f"no code block: {summary['no_code_block']}, refused: {summary['refused']} "
+        f"(cut at the token limit: {summary['cut_at_token_limit']})",
+        f"tokens/s: {summary['tokens_per_s']:.1f} overall ({summary['output_tokens']} tokens in "
+        f"{summary['decode_s']:.1f}s), median {summary['median_tokens_per_s']:.1f}; median forward passes per "
+        f"token: {summary['median_forward_passes_per_token']:.3f}; prediction tokens: "
+        f"{summary['accepted_prediction_tokens']} accepted, {summary['rejected_prediction_tokens']} rejected; "
+        f"peak RSS: {summary['peak_rss_mb']:.0f} MB",
+    ]
+    if "identical_to_greedy" in summary:
+        lines.append(f"identical to greedy: {summary['identical_to_greedy']}/{summary['cases']}, "
+                     f"median speed-up vs greedy: {summary['median_speedup_vs_greedy']:.2f}x")
+    return "\n".join(lines)
+
+
+def run_tests_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
+                    baselines: bool = False, refusal: Refusal | None = None,
+                    timeout_s: float = DEFAULT_TIMEOUT_S, out=sys.stdout) -> dict:
+    _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
+    print(" | ".join(title for title, _, _ in TESTS_TABLE_COLUMNS), file=out, flush=True)
+    rows = []
+    for case in cases:
+        row = run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s)
+        rows.append(row)
+        cells = [fmt.format(row[key]) for _, key, fmt in TESTS_TABLE_COLUMNS]
+        print(" | ".join([cells[0].rsplit("/", 1)[-1], *cells[1:]]), file=out, flush=True)
+        if json_path:
+            _write_tests_report(json_path, rows)
+    summary = summarize_tests(rows)
+    print(format_tests_summary(summary), file=out, flush=True)
+    if json_path:
+        _write_tests_report(json_path, rows, summary)
+    return {"summary": summary, "cases": rows}
+
+
+def _write_tests_report(path: str, rows: list[dict], summary: dict | None = None) -> None:
+    report = {"summary": summary or summarize_tests(rows), "cases": rows}
     Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 

@@ -131,10 +131,25 @@ def sampling_options(command: argparse.ArgumentParser) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import load_cases, run_bench
 
+    if args.every is not None and args.every < 1:
+        _say("--every takes a whole number of at least 1")
+        return 2
     cases = load_cases(args.cases)
+    params = _sampling_params(args)
+    sampling = params != _default_sampling() or args.draft_model or args.mjsd is not None
+    if args.tests:
+        if sampling:
+            _say("--tests measures greedy decoding; leave out the sampling and draft-model options")
+            return 2
+        with_tests = [case for case in cases if case.tests]
+        if len(with_tests) < len(cases):
+            _say(f"{len(cases) - len(with_tests)} cases without tests left out")
+        cases = with_tests
     rewriter = _load_rewriter(args, prefix_cache=args.integrity)  # functions of one file share a prefix
     if args.max_file_tokens:
         cases = [c for c in cases if len(rewriter.tokenizer.encode(c.before)) <= args.max_file_tokens]
+    if args.every:
+        cases = cases[:: args.every]
     if args.limit:
         cases = cases[: args.limit]
     if not cases:
@@ -146,8 +161,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _say(f"integrity: up to {args.spans} functions of {len(cases)} files, each rewritten on its own")
         run_integrity_bench(rewriter, cases, args.spans, args.max_new_tokens, args.json, say=_say)
         return 0
-    params = _sampling_params(args)
-    if params != _default_sampling() or args.draft_model or args.mjsd is not None:
+    if args.tests:
+        return _tests_bench(args, rewriter, cases)
+    if sampling:
         return _sampling_bench(args, rewriter, cases, params)
     reference = None
     if rewriter.loaded.dtype != "float32" and not args.no_float32_reference:
@@ -158,6 +174,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     ways = "plain greedy, prompt lookup, ours" + (", and plain float32 greedy as the reference" if reference else "")
     _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, each decoded: {ways}")
     run_bench(rewriter, cases, args.max_new_tokens, args.json, float32_reference=reference)
+    return 0
+
+
+def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
+    from .bench import run_tests_bench
+
+    ways = "plain greedy, prompt lookup and ours" if args.baselines else "ours only (--baselines adds the others)"
+    _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, decoded by {ways}; "
+         f"tests run on each edit ({args.test_timeout:g}s limit)")
+    run_tests_bench(rewriter, cases, args.max_new_tokens, args.json, baselines=args.baselines,
+                    timeout_s=args.test_timeout)
     return 0
 
 
@@ -270,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="compare with plain greedy decoding and prompt lookup")
     bench.add_argument("cases", help="JSONL file of cases (id, language, before, instruction)")
     bench.add_argument("--limit", type=int, help="at most this many cases")
+    bench.add_argument("--every", type=int, metavar="N",
+                       help="only every Nth case (the 1st, the N+1th, ...): an evenly spread sample of a long set")
     bench.add_argument("--max-file-tokens", type=int, help="only cases whose file is at most this many tokens")
     bench.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     bench.add_argument("--json", help="write the report here")
@@ -279,6 +308,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead of speed: rewrite each function of the files (docstrings, type hints, "
                             "rename, simplify in turn) and count answers applied, stripped and refused")
     bench.add_argument("--spans", type=int, default=48, help="--integrity: how many functions (default 48)")
+    quality = bench.add_argument_group("edit quality")
+    quality.add_argument("--tests", action="store_true",
+                         help="run each case's tests on the edited code (pass rate, unchanged, no code block); "
+                              "decodes with ours only")
+    quality.add_argument("--baselines", action="store_true", help="with --tests, also decode with the baselines")
+    quality.add_argument("--test-timeout", type=float, default=30.0, metavar="S",
+                         help="time limit for one case's tests (default 30 s)")
     sampling_options(bench)  # any of these switches to the sampling modes
     model_options(bench)
     bench.set_defaults(run=cmd_bench)

@@ -10,10 +10,12 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
+# Asks for the change itself, done fully: told to keep everything "exactly as it is", the models
+# handed the code back unchanged more often (bench --tests). Short: every request pays for it in prefill.
 SYSTEM_PROMPT = (
-    "You are a precise code editor. Apply the user's instruction to the code and reply with "
-    "the complete edited code in a single fenced code block, and nothing else. Keep every part "
-    "that the instruction does not ask to change exactly as it is."
+    "You are an expert programmer who edits code. Make the change that the user's instruction asks "
+    "for, completely and correctly, and reply with the whole edited code in one fenced code block, "
+    "without explanations. Leave code that the instruction does not concern as it is."
 )
 
 LANGUAGES = {
@@ -93,7 +95,8 @@ def build_prompt(code: str, instruction: str, language: str = "", context: str |
         parts.append(f"The code to edit:\n{block}")
     else:
         parts.append(block)
-    parts.append(f"\nInstruction: {instruction.strip()}")
+    # The answer's form restated after the instruction, the last thing the model reads.
+    parts.append(f"\nInstruction: {instruction.strip()}\nReply with the complete edited code.")
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": "\n".join(parts)},

@@ -81,3 +81,18 @@ def tiny_checkpoint(tmp_path_factory, qwen_tokenizer):
     model.save_pretrained(path)
     qwen_tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory, qwen_tokenizer):
+    """A tiny random Qwen2 with the real tokenizer, saved for the service tests."""
+    from tests.test_service_helpers import save_tiny_qwen
+
+    return save_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen"), qwen_tokenizer)
+
+
+@pytest.fixture(scope="module")
+def tiny_loaded(tiny_dir):
+    from rewriter.models import load_model
+
+    return load_model(str(tiny_dir))

@@ -44,6 +44,15 @@ def test_options_are_typed_and_bad_values_fall_back_with_warnings():
     assert parse_options("fast")[0].engine.kind == "embedded" and parse_options("fast")[1]
 
 
+def test_engine_dtype_is_an_option_and_reaches_the_embedded_engine():
+    from lsp.engines import make_engine
+
+    options, warnings = parse_options({"engine": {"dtype": "float32"}})
+    assert warnings == [] and make_engine(options.engine).dtype == "float32"
+    options, warnings = parse_options({"engine": {"dtype": "int3"}})
+    assert options.engine.dtype == "auto" and "engine.dtype" in warnings[0]
+
+
 def test_selection_covers_whole_lines():
     assert selection_lines(3, 2, 5, 1, 10) == Region(3, 6)
     assert selection_lines(3, 0, 5, 0, 10) == Region(3, 5)  # ends at a line start: that line is out

@@ -17,23 +17,11 @@ import pytest
 import torch
 
 from conftest import greedy_reference
-from test_service_helpers import ROOT, Server, save_tiny_qwen
+from test_service_helpers import ROOT, Server
 
 MESSAGES = [{"role": "system", "content": "You edit code."},
             {"role": "user", "content": "Rename x to y:\n```python\ndef f(x):\n    return x + 1\n```"}]
 API_KEY = "test-key-5b7f0c2e"
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory, qwen_tokenizer):
-    return save_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen"), qwen_tokenizer)
-
-
-@pytest.fixture(scope="module")
-def tiny_loaded(tiny_dir):
-    from rewriter.models import load_model
-
-    return load_model(str(tiny_dir))
 
 
 @pytest.fixture(scope="module")

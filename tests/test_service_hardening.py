@@ -15,22 +15,10 @@ from starlette.testclient import TestClient
 
 from rewriter.engine import MAX_RETRY_AFTER_S, Engine, QueueFull
 from rewriter.service import Limits, create_app, read_api_key, rejected_prediction_tokens
-from test_service_helpers import Server, save_tiny_qwen
+from test_service_helpers import Server
 
 LOOPBACK = "http://127.0.0.1:8000"
 CHAT = "/v1/chat/completions"
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory, qwen_tokenizer):
-    return save_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen"), qwen_tokenizer)
-
-
-@pytest.fixture(scope="module")
-def tiny_loaded(tiny_dir):
-    from rewriter.models import load_model
-
-    return load_model(str(tiny_dir))
 
 
 def app_client(loaded, base_url: str = LOOPBACK, **options) -> TestClient:

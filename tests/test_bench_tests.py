@@ -1,0 +1,88 @@
+"""`rewriter bench --tests`: each answer's outcome, the summary, and the command line."""
+import json
+
+import pytest
+
+from rewriter.bench import Case, judge_answer, load_cases, summarize_tests
+from test_cli import assert_clean_failure, run_cli
+
+BEFORE = "def mean(values):\n    return sum(values) / len(values)\n"
+AFTER = "def mean(values):\n    if not values:\n        return 0.0\n    return sum(values) / len(values)\n"
+CASE = Case("t/1", "python", BEFORE, "Return 0.0 for an empty list.", "assert mean([1, 2, 3]) == 2\nassert mean([]) == 0.0\n")
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+def test_a_right_edit_passes_and_a_wrong_one_fails_with_its_output():
+    assert judge_answer(CASE, fenced(AFTER))["outcome"] == "passed"
+    wrong = judge_answer(CASE, fenced(AFTER.replace("0.0", "1.0")))
+    assert wrong["outcome"] == "failed" and "AssertionError" in wrong["test_output"]
+
+
+def test_the_original_handed_back_is_unchanged_even_when_its_tests_would_pass():
+    lenient = Case("t/2", "python", BEFORE, "Rename nothing.", "assert mean([2]) == 2\n")
+    assert judge_answer(lenient, fenced(BEFORE))["outcome"] == "unchanged"
+    assert judge_answer(lenient, "Here it is:\n" + fenced(BEFORE) + "\nNothing needed changing.")["outcome"] == "unchanged"
+
+
+def test_no_code_block_refused_and_timed_out():
+    assert judge_answer(CASE, AFTER)["outcome"] == "no_code_block"
+    refused = judge_answer(CASE, fenced(AFTER), refusal=lambda case, edited: "a definition was lost")
+    assert refused["outcome"] == "refused" and refused["reason"] == "a definition was lost"
+    accepted = judge_answer(CASE, fenced(AFTER), refusal=lambda case, edited: None)
+    assert accepted["outcome"] == "passed"
+    hanging = Case("t/3", "python", BEFORE, "x", "while True:\n    pass\n")
+    assert judge_answer(hanging, fenced(AFTER), timeout_s=1.0)["outcome"] == "timed_out"
+
+
+def test_the_summary_counts_every_outcome():
+    speed = {"dtype": "int8", "output_tokens": 10, "ours_s": 2.0, "ours_tokens_per_s": 5.0, "forward_passes_per_token": 0.5,
+             "accepted_prediction_tokens": 8, "rejected_prediction_tokens": 1, "finish_reason": "stop"}
+    outcomes = ["passed", "passed", "failed", "timed_out", "unchanged", "no_code_block", "refused"]
+    summary = summarize_tests([{**speed, "outcome": outcome} for outcome in outcomes])
+    assert {key: summary[key] for key in ("cases", "tests_passed", "tests_failed", "timed_out", "unchanged",
+                                          "no_code_block", "refused")} == {
+        "cases": 7, "tests_passed": 2, "tests_failed": 1, "timed_out": 1, "unchanged": 1, "no_code_block": 1,
+        "refused": 1}
+    assert summary["pass_rate"] == 2 / 7
+    assert summary["tokens_per_s"] == 5.0 and summary["accepted_prediction_tokens"] == 56
+
+
+def test_cases_keep_their_tests(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps({"id": "a", "before": "x", "instruction": "y", "tests": "pass"}) + "\n"
+                    + json.dumps({"id": "b", "before": "x", "instruction": "y"}) + "\n")
+    assert [case.tests for case in load_cases(path)] == ["pass", None]
+
+
+@pytest.mark.parametrize("baselines", [False, True])
+def test_the_command_runs_the_tests_and_writes_the_report(tmp_path, tiny_checkpoint, baselines):
+    cases = tmp_path / "cases.jsonl"
+    rows = [{"id": "q/1", "language": "python", "before": "x = 1\n", "instruction": "y", "tests": "assert x == 2\n"},
+            {"id": "q/2", "language": "python", "before": "x = 1\n", "instruction": "y"},
+            {"id": "q/3", "language": "python", "before": "x = 1\n", "instruction": "y", "tests": "assert x == 3\n"}]
+    cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = tmp_path / "bench-tests.json"
+    result = run_cli("bench", str(cases), "--tests", "--max-new-tokens", "24", "--json", str(report),
+                     "--model", str(tiny_checkpoint), "--every", "2", *(["--baselines"] if baselines else []))
+    assert result.returncode == 0, result.stderr
+    assert "1 cases without tests left out" in result.stderr
+    data = json.loads(report.read_text())
+    assert data["summary"]["cases"] == 1  # q/2 has no tests; of q/1 and q/3, every 2nd from the first
+    for key in ("tests_passed", "unchanged", "no_code_block", "refused", "timed_out", "tokens_per_s"):
+        assert key in data["summary"]
+    (case,) = data["cases"]
+    assert case["id"] == "q/1"
+    assert case["outcome"] in {"passed", "failed", "timed_out", "unchanged", "no_code_block"}
+    # Only ours decodes unless --baselines; with them, ours is still plain greedy's text.
+    assert case.get("identical_to_greedy", "not compared") == (True if baselines else "not compared")
+    assert "tests passed: " in result.stdout
+
+
+def test_tests_refuse_sampling_options(tmp_path):
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"id": "a", "before": "x", "instruction": "y", "tests": "pass"}) + "\n")
+    assert_clean_failure(run_cli("bench", str(cases), "--tests", "--temperature", "0.7"), "greedy")
+    assert_clean_failure(run_cli("bench", str(cases), "--tests", "--every", "0"), "at least 1")
