@@ -293,6 +293,15 @@ OUTCOMES = ("passed", "failed", "timed_out", "unchanged", "no_code_block", "refu
 Refusal = Callable[[Case, str], str | None]
 
 
+def integrity_refusal(case: Case, edited: str) -> str | None:
+    """The integrity guard as `rewriter apply` runs it on a whole-file rewrite."""
+    from .integrity import check_edit
+    from .scopes import grammar_for
+
+    verdict = check_edit(case.before, 0, len(case.before), edited, case.instruction, grammar_for(case.language))
+    return verdict.reason if verdict.refused else None
+
+
 def judge_answer(case: Case, answer: str, refusal: Refusal | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
     """The outcome of one answer, and why: the tests run only on a real, accepted edit."""

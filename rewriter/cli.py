@@ -178,13 +178,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
-    from .bench import run_tests_bench
+    from .bench import integrity_refusal, run_tests_bench
 
     ways = "plain greedy, prompt lookup and ours" if args.baselines else "ours only (--baselines adds the others)"
     _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, decoded by {ways}; "
          f"tests run on each edit ({args.test_timeout:g}s limit)")
     run_tests_bench(rewriter, cases, args.max_new_tokens, args.json, baselines=args.baselines,
-                    timeout_s=args.test_timeout)
+                    refusal=integrity_refusal, timeout_s=args.test_timeout)
     return 0
 
 

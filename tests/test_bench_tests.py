@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from rewriter.bench import Case, judge_answer, load_cases, summarize_tests
+from rewriter.bench import Case, integrity_refusal, judge_answer, load_cases, summarize_tests
 from test_cli import assert_clean_failure, run_cli
 
 BEFORE = "def mean(values):\n    return sum(values) / len(values)\n"
@@ -35,6 +35,16 @@ def test_no_code_block_refused_and_timed_out():
     assert accepted["outcome"] == "passed"
     hanging = Case("t/3", "python", BEFORE, "x", "while True:\n    pass\n")
     assert judge_answer(hanging, fenced(AFTER), timeout_s=1.0)["outcome"] == "timed_out"
+
+
+def test_the_integrity_guard_refuses_a_lost_definition_and_passes_a_real_edit():
+    two = Case("t/4", "python", BEFORE + "\n\ndef total(values):\n    return sum(values)\n",
+               "Return 0.0 for an empty list.", "assert mean([]) == 0.0\n")
+    dropped = judge_answer(two, fenced(AFTER), refusal=integrity_refusal)
+    assert dropped["outcome"] == "refused" and "total" in dropped["reason"]
+    kept = judge_answer(two, fenced(AFTER + "\n\ndef total(values):\n    return sum(values)\n"),
+                        refusal=integrity_refusal)
+    assert kept["outcome"] == "passed"
 
 
 def test_the_summary_counts_every_outcome():
