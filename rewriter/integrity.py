@@ -9,9 +9,10 @@ or applying it:
   the file outside the span (compared without indentation, blank lines ignored) are stripped;
   an answer that is nothing but such a copy is refused;
 - lost definitions: every function, method and class that started in the span must still be
-  there, unless the instruction asks to remove, delete, drop, merge, combine, inline, eliminate
-  or consolidate (then any may go), or to rename (then one may go where exactly one new
-  definition of the same kind appears in the same place);
+  there, by its name (moved into or out of a class counts as there), unless the instruction asks
+  to remove, delete, drop, merge, combine, inline, eliminate or consolidate (then any may go), or
+  to rename ("rename", "change the name to"; then one may go where exactly one new definition of
+  the same kind appears in the same place);
 - duplicated code: a definition line, an import, or any code line of 20 characters or more that
   occurred exactly once in the file must not occur twice after the rewrite.
 """
@@ -28,7 +29,7 @@ APPLIED, STRIPPED, REFUSED = "applied", "stripped", "refused"
 
 # Instructions that ask for definitions to go away (word stems, so "removing", "inlined" count).
 REMOVAL_WORDS = re.compile(r"\b(remov|delet|drop|merg|combin|inlin|eliminat|consolidat|get rid)", re.IGNORECASE)
-RENAME_WORDS = re.compile(r"\brenam", re.IGNORECASE)
+RENAME_WORDS = re.compile(r"\brenam|\bnames?\b.*\bto\b", re.IGNORECASE)
 
 MIN_ECHO_LINES = 2  # a single repeated line is more likely coincidence than an echo
 LONG_LINE = 20  # shorter lines (`return x`, `}`, `else:`) repeat in code by nature
@@ -217,6 +218,9 @@ def lost_definitions(old: list[Definition], new: list[Definition], instruction: 
     new_paths = Counter(d.path for d in new)
     old_paths = Counter(d.path for d in old)
     lost = [d for d in old if new_paths[d.path] < old_paths[d.path]]
+    # Moved, not lost: a function made a method ("put these in a class") keeps its name.
+    new_names, old_names = Counter(d.path[-1] for d in new), Counter(d.path[-1] for d in old)
+    lost = [d for d in lost if new_names[d.path[-1]] < old_names[d.path[-1]]]
     if not lost or instruction_allows_removal(instruction):
         return []
     if instruction_asks_rename(instruction):

@@ -267,6 +267,23 @@ def test_a_function_renamed_when_asked_is_applied_and_not_when_not_asked(shapes,
     assert "def bounded(value, low, high):" in shapes.read_text()
 
 
+def test_a_rename_in_other_words_and_functions_moved_into_a_class_are_applied():
+    # Both from EditEval cases whose right answers were refused before.
+    before = "def all_prefixes(s):\n    return [s[:i + 1] for i in range(len(s))]\n"
+    renamed = "def all_suffixes(s):\n    return [s[i:] for i in range(len(s))]\n"
+    assert check_edit(before, 0, len(before), renamed,
+                      "Change the function name to all_suffixes.", "python").status == APPLIED
+    assert check_edit(before, 0, len(before), renamed, "Return suffixes instead.", "python").status == REFUSED
+    two = "def poly(xs, x):\n    return sum(xs)\n\n\ndef find_zero(xs):\n    return poly(xs, 0)\n"
+    wrapped = ("class Solver:\n    def poly(self, xs, x):\n        return sum(xs)\n\n"
+               "    def find_zero(self, xs):\n        return self.poly(xs, 0)\n")
+    assert check_edit(two, 0, len(two), wrapped, "Encapsulate the functions into a class Solver.",
+                      "python").status == APPLIED
+    half = "class Solver:\n    def poly(self, xs, x):\n        return sum(xs)\n"
+    verdict = check_edit(two, 0, len(two), half, "Encapsulate the functions into a class Solver.", "python")
+    assert verdict.status == REFUSED and "find_zero" in verdict.reason
+
+
 def test_a_method_deleted_when_asked_is_applied(shapes):
     def answer(code, context):
         start, end = span_of(code, "    def perimeter", "return 2 * (self.width")
