@@ -15,8 +15,9 @@ PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 # Relative cost of a pass of n tokens before anything is measured.
 # CPU: measured for the 0.5B model on 2 cores (../shared/MODELS.md); GPU: nearly flat.
 CPU_PRIOR = {1: 1.0, 2: 1.5, 4: 1.58, 8: 1.58, 16: 2.62, 32: 2.75, 64: 4.0, 128: 7.2}
-# int8 on the same CPU: one-token passes get far cheaper, so wide passes cost relatively more.
-CPU_INT8_PRIOR = {1: 1.0, 2: 1.15, 4: 1.33, 8: 1.59, 16: 1.95, 32: 2.56, 64: 4.38, 128: 8.0}
+# int8 (rewriter/quantize.py) on the same CPU, 520 tokens of context: 33 ms for one token, 335 ms
+# for 128. One-token passes get far cheaper than in float32, so wide passes cost relatively more.
+CPU_INT8_PRIOR = {1: 1.0, 2: 1.3, 4: 1.5, 8: 1.78, 16: 2.55, 32: 3.52, 64: 6.14, 128: 10.2}
 GPU_PRIOR = {n: 1.0 + n / 256 for n in PASS_SIZES}
 
 
