@@ -13,8 +13,9 @@ or applying it:
   to remove, delete, drop, merge, combine, inline, eliminate or consolidate (then any may go), or
   to rename ("rename", "change the name to"; then one may go where exactly one new definition of
   the same kind appears in the same place);
-- duplicated code: a definition line, an import, or any code line of 20 characters or more that
-  occurred exactly once in the file must not occur twice after the rewrite.
+- duplicated code: a definition line or an import that occurred exactly once in the file must not
+  occur twice after the rewrite, nor may other code lines of 20 characters or more, in runs of
+  two or more or at either end of the answer (one such line inside new code is often needed).
 """
 from __future__ import annotations
 
@@ -119,9 +120,19 @@ class FileIntegrity:
         old_span = Counter(line.strip() for line in self.text[start:end].splitlines())
         new_span = Counter(line.strip() for line in text.splitlines())
         headers = self.headers | new_headers
-        return [line for line, count in new_span.items()
-                if self.counts[line] == 1 and self.counts[line] - old_span[line] + count >= 2
-                and significant(line, headers)]
+        twice = [line for line, count in new_span.items()
+                 if self.counts[line] == 1 and self.counts[line] - old_span[line] + count >= 2
+                 and significant(line, headers)]
+        # One ordinary line written again is often new code that needs it (a second loop over the
+        # same range). Copies come as runs, or at the answer's ends where the neighbours' lines
+        # land; a definition or an import line counts alone.
+        code = [line.strip() for line in text.splitlines() if line.strip()]
+        copied = set(code[:1] + code[-1:])
+        repeated = set(twice)
+        for line, following in zip(code, code[1:]):
+            if line in repeated and following in repeated:
+                copied |= {line, following}
+        return [line for line in twice if line in headers or IMPORT_LINE.match(line) or line in copied]
 
     # ---- echo of the surroundings -------------------------------------------------------------
 

@@ -235,6 +235,18 @@ def test_a_line_range_that_cuts_a_node_is_grown_to_whole_nodes(shapes, capsys):
     assert f"lines {first}-{first} cut a syntax node in two; rewriting lines {first}-{first + 1} instead" in err
 
 
+def test_one_loop_header_written_again_inside_new_code_is_applied():
+    # From an EditEval answer that passed its tests: a second loop over the same range.
+    text = ("def best(values, n):\n    for i in range(1, n):\n        values[i] += values[i - 1]\n"
+            "    return values\n")
+    answer = ("def best(values, n):\n    for i in range(1, n):\n        values[i] += values[i - 1]\n"
+              "    top = values[0]\n    for i in range(1, n):\n        top = max(top, values[i])\n    return top\n")
+    assert check_edit(text, 0, len(text), answer, "Return the largest running sum.", "python").status == APPLIED
+    # ...but two consecutive lines written again are a copy.
+    copied = answer.replace("        top = max(top, values[i])", "        values[i] += values[i - 1]")
+    assert check_edit(text, 0, len(text), copied, "Return the largest running sum.", "python").refused
+
+
 def test_a_duplicated_line_after_the_range_is_refused():
     # Without a tree to grow the range by, the check still sees the line that would be twice.
     text = "first_value = compute_first()\nsecond_value = compute_second()\n"
