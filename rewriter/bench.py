@@ -265,23 +265,29 @@ def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None,
     _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
     header = TABLE_COLUMNS + (REFERENCE_COLUMNS if float32_reference else [])
     print(" | ".join(title for title, _, _ in header), file=out, flush=True)
+    return _run_cases(cases, lambda case: run_case(rewriter, case, max_new_tokens, float32_reference),
+                      format_row, summarize, format_summary, json_path, out)
+
+
+def _run_cases(cases: list[Case], measure, format_one, summarize_rows, format_all, json_path: str | None,
+               out) -> dict:
+    """Measure case after case, printing each row, then the summary; the JSON report is rewritten
+    after every case, so a long run that is stopped keeps what it measured."""
     rows = []
     for case in cases:
-        row = run_case(rewriter, case, max_new_tokens, float32_reference)
-        rows.append(row)
-        print(format_row(row), file=out, flush=True)
-        if json_path:  # keep partial results of long runs
-            _write_report(json_path, rows)
-    summary = summarize(rows)
-    print(format_summary(summary), file=out, flush=True)
+        rows.append(measure(case))
+        print(format_one(rows[-1]), file=out, flush=True)
+        if json_path:
+            _write_report(json_path, rows, summarize_rows(rows))
+    summary = summarize_rows(rows)
+    print(format_all(summary), file=out, flush=True)
     if json_path:
         _write_report(json_path, rows, summary)
-    return {"cases": rows, "summary": summary}
+    return {"summary": summary, "cases": rows}
 
 
-def _write_report(path: str, rows: list[dict], summary: dict | None = None) -> None:
-    report = {"summary": summary or summarize(rows), "cases": rows}
-    Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+def _write_report(path: str, rows: list[dict], summary: dict) -> None:
+    Path(path).write_text(json.dumps({"summary": summary, "cases": rows}, indent=2) + "\n", encoding="utf-8")
 
 
 # Edit quality ----------------------------------------------------------------------------------
@@ -406,24 +412,13 @@ def run_tests_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int |
                     timeout_s: float = DEFAULT_TIMEOUT_S, out=sys.stdout) -> dict:
     _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
     print(" | ".join(title for title, _, _ in TESTS_TABLE_COLUMNS), file=out, flush=True)
-    rows = []
-    for case in cases:
-        row = run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s)
-        rows.append(row)
+
+    def format_one(row: dict) -> str:
         cells = [fmt.format(row[key]) for _, key, fmt in TESTS_TABLE_COLUMNS]
-        print(" | ".join([cells[0].rsplit("/", 1)[-1], *cells[1:]]), file=out, flush=True)
-        if json_path:
-            _write_tests_report(json_path, rows)
-    summary = summarize_tests(rows)
-    print(format_tests_summary(summary), file=out, flush=True)
-    if json_path:
-        _write_tests_report(json_path, rows, summary)
-    return {"summary": summary, "cases": rows}
+        return " | ".join([cells[0].rsplit("/", 1)[-1], *cells[1:]])
 
-
-def _write_tests_report(path: str, rows: list[dict], summary: dict | None = None) -> None:
-    report = {"summary": summary or summarize_tests(rows), "cases": rows}
-    Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return _run_cases(cases, lambda case: run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s),
+                      format_one, summarize_tests, format_tests_summary, json_path, out)
 
 
 # Sampling modes ---------------------------------------------------------------------------------

@@ -96,3 +96,20 @@ def test_tests_refuse_sampling_options(tmp_path):
     cases.write_text(json.dumps({"id": "a", "before": "x", "instruction": "y", "tests": "pass"}) + "\n")
     assert_clean_failure(run_cli("bench", str(cases), "--tests", "--temperature", "0.7"), "greedy")
     assert_clean_failure(run_cli("bench", str(cases), "--tests", "--every", "0"), "at least 1")
+
+
+def test_the_speed_bench_in_int8_runs_float32_greedy_as_the_reference(tmp_path, tiny_checkpoint):
+    cases = tmp_path / "cases.jsonl"
+    rows = [{"id": f"s/{i}", "language": "python", "before": f"def f{i}(x):\n    return x + {i}\n",
+             "instruction": "Rename x to y."} for i in range(2)]
+    cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = tmp_path / "bench.json"
+    result = run_cli("bench", str(cases), "--max-new-tokens", "16", "--json", str(report),
+                     "--model", str(tiny_checkpoint), "--dtype", "int8")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(report.read_text())["summary"]
+    assert summary["dtype"] == "int8" and summary["cases"] == 2
+    assert summary["identical_to_greedy"] == 2  # ours equals int8 greedy, token for token
+    assert summary["median_speedup_vs_float32_greedy"] > 0
+    assert 0 <= summary["identical_to_float32_greedy"] <= 2
+    assert "float32 greedy (the reference)" in result.stdout
