@@ -20,6 +20,7 @@ or applying it:
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass
 
@@ -208,14 +209,7 @@ class FileIntegrity:
 
     def _line_of(self, offset: int) -> int:
         """0-based line of a character offset."""
-        low, high = 0, len(self._line_starts) - 1
-        while low < high:
-            middle = (low + high + 1) // 2
-            if self._line_starts[middle] <= offset:
-                low = middle
-            else:
-                high = middle - 1
-        return min(low, max(len(self.lines) - 1, 0))
+        return min(bisect_right(self._line_starts, offset) - 1, max(len(self.lines) - 1, 0))
 
 
 def check_edit(file_text: str, start: int, end: int, answer: str, instruction: str,

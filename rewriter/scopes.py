@@ -7,6 +7,7 @@ overlap (an outer match swallows its nested matches).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
@@ -145,14 +146,7 @@ class SyntaxTree:
 
     def line_of(self, offset: int) -> int:
         """1-based line of a character offset."""
-        low, high = 0, len(self._line_starts) - 1
-        while low < high:
-            middle = (low + high + 1) // 2
-            if self._line_starts[middle] <= offset:
-                low = middle
-            else:
-                high = middle - 1
-        return low + 1
+        return bisect_right(self._line_starts, offset)
 
     def has_errors(self) -> bool:
         return self.root.has_error
