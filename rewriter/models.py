@@ -50,7 +50,6 @@ PACKAGED = {model.name: model for model in (EMBEDDED, CODER_1_5B)}
 Progress = Callable[[str], None]
 
 
-
 @dataclass
 class LoadedModel:
     model: torch.nn.Module

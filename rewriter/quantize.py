@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 INT8_ATTENTION = "rewriter_int8_exact"
 
@@ -57,8 +58,6 @@ class Int8Linear(nn.Module):
 
 
 def _float64_attention(module, query, key, value, attention_mask, **kwargs):
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     if attention_mask is not None and attention_mask.is_floating_point():
         attention_mask = attention_mask.double()
     out, _ = sdpa_attention_forward(module, query.double(), key.double(), value.double(), attention_mask, **kwargs)
