@@ -299,3 +299,25 @@ def test_the_small_model_drafts_only_what_the_loop_will_verify():
     assert len(DraftModelDrafter(model, start_length=6, lookahead=Window(2)).propose(prompt, 11, 8).tokens) == 2
     # A window of 0 still gets one token: it costs no extra pass and keeps the estimate learning.
     assert len(DraftModelDrafter(model, start_length=6, lookahead=Window(0)).propose(prompt, 11, 8).tokens) == 1
+
+
+def test_the_sampling_bench_decodes_every_mode_with_the_same_drafters_as_a_request(tiny_loaded):
+    """`rewriter bench --draft-model --mjsd` builds its draft-model drafters as decoding_options does."""
+    from rewriter.bench.bench import Case, run_sampling_case
+    from rewriter.decoding.rewrite import Rewriter
+
+    rewriter = Rewriter(tiny_loaded)
+    case = Case("tiny", "python", "def add(a, b):\n    return a + b\n", "Add a docstring")
+    for params, modes in ((SamplingParams(), {"plain", "prediction", "draft_model", "both", "mjsd"}),
+                          (SamplingParams(temperature=0.8, seed=3),
+                           {"plain", "prediction/token", "prediction/block", "draft_model/token",
+                            "draft_model/block", "both/token", "both/block"})):
+        row = run_sampling_case(rewriter, case, 12, params, draft=tiny_loaded,
+                                mjsd_tau=0.5 if params.greedy else None)
+        assert set(row["modes"]) == modes
+        for name in modes:
+            if name.startswith(("draft_model", "both", "mjsd")):  # the draft model drafted
+                assert row["modes"][name]["drafts_verified"] > 0, name
+        if params.greedy:
+            assert row["modes"]["draft_model"]["accepted_draft_tokens"] > 0  # the target drafting for itself
+            assert row["modes"]["mjsd"]["perplexity"] > 0

@@ -477,8 +477,8 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
     """One case decoded in each sampling mode that the settings ask for."""
     from dataclasses import replace
 
-    from drafters.draft_model import DraftModelDrafter, PredictionThenModelDrafter
-    from ..decoding.sampling import make_verifier, shaper
+    from drafters.draft_model import PredictionThenModelDrafter
+    from ..decoding.sampling import make_verifier, model_drafter
 
     code = SourceText.from_text(case.before).code
     prompt_ids, prediction, budget = rewriter.plan(code, case.instruction, case.language, None, max_new_tokens)
@@ -493,12 +493,8 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
             modes[f"prediction/{kind}"] = _decode_mode(rewriter, prompt_ids, budget, rewriter.drafter(prediction),
                                                       verifier(kind))
     if draft is not None:
-        vocab = rewriter.loaded.model.config.vocab_size
-        shape = None if params.greedy else shaper(params)
-
         def small():
-            return DraftModelDrafter(draft.model, shaper=shape, seed=params.seed, vocab_size=vocab,
-                                     lookahead=rewriter.decoder.lookahead)
+            return model_drafter(rewriter, draft, params)
 
         kinds = ("token", "block") if not params.greedy else (None,)
         for kind in kinds:
@@ -510,7 +506,7 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
                 rewriter, prompt_ids, budget, PredictionThenModelDrafter(rewriter.drafter(prediction), small()),
                 verifier(kind))
     if mjsd_tau is not None and draft is not None:
-        from ..decoding.mjsd import BeamDrafter, MJSDVerifier
+        from ..decoding.mjsd import MJSDVerifier
 
         if params.greedy:
             greedy = modes["plain"]
@@ -518,8 +514,7 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
             greedy = modes["greedy"] = _decode_mode(rewriter, prompt_ids, budget, None, None)
         mjsd = _decode_mode(rewriter, prompt_ids, budget,
                             PredictionThenModelDrafter(rewriter.drafter(prediction),
-                                                       BeamDrafter(draft.model, vocab_size=rewriter.loaded.model.config.vocab_size,
-                                                                   lookahead=rewriter.decoder.lookahead)),
+                                                       model_drafter(rewriter, draft, params, beam=True)),
                             MJSDVerifier(mjsd_tau))
         modes["mjsd"] = mjsd
         mjsd["perplexity"] = perplexity(rewriter, prompt_ids, mjsd["tokens"])

@@ -54,14 +54,14 @@ def decoding_options(rewriter, params: SamplingParams, draft_model=None, mjsd_ta
     """Keyword arguments for Rewriter.stream: the verifier and drafter one request asks for.
 
     `draft_model` (a LoadedModel sharing the target's tokenizer) drafts where the prediction
-    does not. `mjsd_tau` turns on MJSD, which CHANGES THE OUTPUT (see rewriter.decoding.mjsd); it needs
+    does not. `mjsd_tau` turns on MJSD, which CHANGES THE OUTPUT (see mjsd.py); it needs
     a draft model and greedy settings.
     """
-    from drafters.draft_model import DraftModelDrafter, PredictionThenModelDrafter, check_same_tokenizer
+    from drafters.draft_model import PredictionThenModelDrafter, check_same_tokenizer
 
     options: dict = {"sampling": params}
     if mjsd_tau is not None:
-        from .mjsd import BeamDrafter, MJSDVerifier
+        from .mjsd import MJSDVerifier
 
         if draft_model is None:
             raise ValueError("MJSD needs a draft model (--draft-model)")
@@ -71,19 +71,28 @@ def decoding_options(rewriter, params: SamplingParams, draft_model=None, mjsd_ta
     if draft_model is None:
         return options
     check_same_tokenizer(rewriter.tokenizer, draft_model.tokenizer)
-    vocab_size = rewriter.loaded.model.config.vocab_size
-    lookahead = getattr(getattr(rewriter, "decoder", None), "lookahead", None)
 
     def drafter(prediction: list[int]):
-        if mjsd_tau is not None:
-            small = BeamDrafter(draft_model.model, vocab_size=vocab_size, lookahead=lookahead)
-        else:
-            small = DraftModelDrafter(draft_model.model, shaper=None if params.greedy else shaper(params),
-                                      seed=params.seed, vocab_size=vocab_size, lookahead=lookahead)
+        small = model_drafter(rewriter, draft_model, params, beam=mjsd_tau is not None)
         return PredictionThenModelDrafter(rewriter.drafter(prediction), small)
 
     options["drafter"] = drafter
     return options
+
+
+def model_drafter(rewriter, draft_model, params: SamplingParams, beam: bool = False):
+    """A fresh drafter on the draft model for one request: it samples as `params` ask (greedy:
+    its argmax), or with `beam` proposes the best beam of a short beam search (MJSD's)."""
+    vocab_size = rewriter.loaded.model.config.vocab_size
+    lookahead = getattr(getattr(rewriter, "decoder", None), "lookahead", None)
+    if beam:
+        from .mjsd import BeamDrafter
+
+        return BeamDrafter(draft_model.model, vocab_size=vocab_size, lookahead=lookahead)
+    from drafters.draft_model import DraftModelDrafter
+
+    return DraftModelDrafter(draft_model.model, shaper=None if params.greedy else shaper(params),
+                             seed=params.seed, vocab_size=vocab_size, lookahead=lookahead)
 
 
 class ConfiguredEngine:
