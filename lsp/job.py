@@ -24,9 +24,9 @@ from pygls.lsp.server import LanguageServer
 
 from rewriter.serve.client import ServiceError
 from rewriter.edits.hunks import Hunk, HunkStream
-from rewriter.edits.integrity import APPLIED, STRIPPED, FileIntegrity
-from rewriter.edits.scopes import grammar_for
-from rewriter.prompt import NoCodeBlock, SourceText, common_indent, extract_code
+from rewriter.edits.integrity import APPLIED, STRIPPED
+from rewriter.edits.pipeline import SpanEdit, grammar_of
+from rewriter.prompt import NoCodeBlock, SourceText
 from rewriter.results import Progress, RewriteError, RewriteResult
 
 from .options import Options
@@ -79,16 +79,6 @@ class _Answer:
 
 
 _DONE = object()
-
-
-def partial_code(answer: str) -> str | None:
-    """The code written so far, once the opening fence line is complete."""
-    if "\n" not in answer:
-        return None
-    try:
-        return extract_code(answer)
-    except NoCodeBlock:
-        return None
 
 
 def changed_lines(before: list[str], after: list[str]) -> tuple[int, int, int]:
@@ -193,20 +183,22 @@ class RewriteJob:
         if not whole and len(document.source) <= server.options.context_chars:
             context = document.source
         self.newline = source.newline
-        # The model sees an indented part (a method, say) dedented, and its answer is indented back.
-        self.indent = common_indent(source.code)
-        self.language = server.language_of(document)
-        self.document_text = document.source
-        self.region_offset = len("".join(lines[:self.region.start]).replace("\r\n", "\n"))
+        language = server.language_of(document)
+        # The region's way through the model, in the document as it was at the start (LF line
+        # endings): dedented in; out, indented back and judged as every front end judges it.
+        document_text = document.source.replace("\r\n", "\n")
+        offset = len("".join(lines[:self.region.start]).replace("\r\n", "\n"))
+        self.edit = SpanEdit(document_text, offset, offset + len(source.code), self.instruction,
+                             grammar_of(language, document_text))
         await self._begin_progress()
         try:
-            outcome = await self._run(original, source, server.language_of(document), context)
+            outcome = await self._run(source, language, context)
         except Exception as error:  # never let a rewrite take the server down
             log.exception("rewrite %s failed", self.id)
             outcome = Outcome("error", f"rewrite failed: {error}")
         outcome.edits = self.edits
         self._end_progress(outcome.message)
-        if outcome.status == "refused" and server.supports_message_actions():
+        if outcome.status == "refused" and outcome.refused_text is not None and server.supports_message_actions():
             offer = asyncio.ensure_future(self._offer(outcome))  # the command answers now; the user decides later
             _offers.add(offer)
             offer.add_done_callback(_offers.discard)
@@ -219,7 +211,7 @@ class RewriteJob:
                 type=types.MessageType.Info, message=f"rewriter: {outcome.message}"))
         return outcome
 
-    async def _run(self, original: str, source: SourceText, language: str, context: str | None) -> Outcome:
+    async def _run(self, source: SourceText, language: str, context: str | None) -> Outcome:
         server = self.server
         # Loading the model, or waiting for another rewrite to finish, must not delay a cancel.
         ready, engine = await self._unless_stopped(server.get_engine(self._report), cancel=False)
@@ -236,7 +228,7 @@ class RewriteJob:
             if self.cancelled.is_set():
                 return self._stopped()
             worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True,
-                                      args=(engine, dedent(original, self.indent), language, context))
+                                      args=(engine, self.edit.code, language, context))
             worker.start()
             try:
                 return await self._consume(source)
@@ -304,19 +296,19 @@ class RewriteJob:
                     last_report = now
                     done = sum(map(len, answer))
                     self._report(stats_message(event.stats), min(99, 100 * done // expected_chars))
-                code = partial_code("".join(answer))
+                code = self.edit.partial_text("".join(answer))
                 if code is not None:
-                    held.extend(hunks.feed(reindent(code, self.indent)))
+                    held.extend(hunks.feed(code))
                 if self.stream_edits and held:
                     await self._apply(held)
                     held = []
                 continue
-            final = keep_trailing_blank_lines(source.code, reindent(event.text.replace("\r\n", "\n"), self.indent))
             stats = event.stats
             self.result_stats = stats.as_dict() if hasattr(stats, "as_dict") else {}
-            verdict = await asyncio.to_thread(self._check, source.code, final)
+            verdict = await asyncio.to_thread(self.edit.finish, event.text.replace("\r\n", "\n"),
+                                              getattr(stats, "finish_reason", ""))
             if verdict.status == APPLIED:
-                held.extend(hunks.feed(final, final=True))
+                held.extend(hunks.feed(verdict.text, final=True))
             else:
                 # The streamed edits showed an answer that is not what may be applied: put the
                 # region back as it was, then apply the stripped answer in one edit (or nothing).
@@ -326,8 +318,9 @@ class RewriteJob:
             if held:
                 await self._apply(held)
             if verdict.refused and not self.conflict:
+                # A cut answer is not offered: nothing applies half an answer.
                 return Outcome("refused", f"not applied: {verdict.reason}", stats=self.result_stats,
-                               refused_text=verdict.text)
+                               refused_text=verdict.refused_text if verdict.may_force else None)
             if self.conflict:
                 return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
             status = "done" if self.edits else "unchanged"
@@ -361,12 +354,6 @@ class RewriteJob:
         if not result.applied:
             server.show(f"the editor rejected the edit ({result.failure_reason or 'no reason given'})",
                         types.MessageType.Warning)
-
-    def _check(self, original: str, final: str):
-        """The integrity verdict on the region's final text, in the document as it was at the start."""
-        document = self.document_text.replace("\r\n", "\n")
-        check = FileIntegrity(document, grammar_for(self.language))
-        return check.check(self.region_offset, self.region_offset + len(original), final, self.instruction)
 
     async def _restore(self, original: str) -> None:
         """Replace the region, as our streamed edits left it, by its original lines."""
@@ -468,26 +455,6 @@ class RewriteJob:
             self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
             self.server.jobs_by_token.pop(self.token, None)
             self.token = None  # nothing may report into an ended progress (a model still loading, say)
-
-
-def dedent(text: str, indent: str) -> str:
-    """Remove `indent` from every line: a method is rewritten as if it stood at the top level."""
-    if not indent:
-        return text
-    return "".join(line[len(indent):] if line.startswith(indent) else line.lstrip(" \t")
-                   for line in text.splitlines(keepends=True))
-
-
-def reindent(code: str, indent: str) -> str:
-    if not indent:
-        return code
-    return "".join(indent + line if line.strip() else line for line in code.splitlines(keepends=True))
-
-
-def keep_trailing_blank_lines(original: str, code: str) -> str:
-    """The engine trims trailing blank lines; a region's own (say, before the next function) stay."""
-    trailing = len(original) - len(original.rstrip("\n"))
-    return code.rstrip("\n") + "\n" * trailing if code.strip() else code
 
 
 def stats_message(stats) -> str:

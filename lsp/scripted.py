@@ -11,7 +11,8 @@ A rule applies when its `instruction` occurs in the request's instruction (the f
 wins); its replacements are applied to the code in order; a rule may set its own `delay_s` and
 `chunk_chars`. The answer is the edited code in one
 fenced block, streamed `chunk_chars` characters at a time, `delay_s` apart. "Tokens" in the
-stats are characters: accepted while the answer still equals the prediction, rejected after.
+stats are characters: accepted while the answer still equals the prediction, rejected after;
+`max_new_tokens` (the `maxNewTokens` option) cuts the answer there, as a model's limit would.
 `load_s` > 0 makes the first rewrite wait that long for a "model" to load, reporting as it goes.
 """
 from __future__ import annotations
@@ -62,6 +63,9 @@ class ScriptedEngine:
             code = code.replace(old, new)
         prediction = build_prompt(source.code, instruction, language, context).prediction + "\n"
         answer = build_prompt(code, instruction, language, context).prediction + "\n"
+        cut = max_new_tokens is not None and len(answer) > max_new_tokens
+        if cut:
+            answer = answer[:max_new_tokens]
         stats = Stats()
         started = time.perf_counter()
         matching = True
@@ -80,5 +84,5 @@ class ScriptedEngine:
             stats.forward_passes += 1
             stats.total_s = time.perf_counter() - started
             yield Progress(chunk, stats)
-        stats.finish_reason = "stop"
+        stats.finish_reason = "length" if cut else "stop"
         yield RewriteResult(text=source.restore(extract_code(answer)), answer=answer, stats=stats)

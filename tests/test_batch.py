@@ -12,6 +12,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,11 @@ class ScriptedEngine:
 
     def close(self):
         self.closed = True
+
+
+def add_last_line(text: str) -> str:
+    """An edit that changes any sample: a comment line at the end."""
+    return text + ("# end\n" if "def " in text else "// end\n")
 
 
 @pytest.fixture
@@ -144,13 +150,13 @@ def test_lines_and_expand(tree):
     path = tree / "samples" / "inventory.py"
     lines = path.read_text().splitlines(keepends=True)
     assert run([str(path)], engine, lines=(28, 29), write=True) == 0
-    assert engine.requests[0][0] == "".join(lines[27:29])
+    assert engine.requests[0][0] == textwrap.dedent("".join(lines[27:29]))  # the model sees it dedented
     new = path.read_text().splitlines(keepends=True)
     assert new[:27] == lines[:27] and new[29:] == lines[29:] and new[27] == lines[27].replace("item", "ITEM")
 
     engine = ScriptedEngine()
     assert run([str(path)], engine, lines=(20, 20), expand=True) == 0
-    assert engine.requests[0][0] == "".join(new[19:21])  # the whole if statement
+    assert engine.requests[0][0] == textwrap.dedent("".join(new[19:21]))  # the whole if statement
 
 
 def test_syntax_guard_refuses_a_broken_node_and_keeps_the_others(tree, capsys):
@@ -190,7 +196,7 @@ def test_answer_without_code_block_fails_that_file_only(tree, capsys):
     def fail(text):
         return NoCodeBlock("the model's answer has no fenced code block") if "package stats" in text else None
 
-    engine = ScriptedEngine(lambda text: text + "\n", fail=fail)
+    engine = ScriptedEngine(add_last_line, fail=fail)
     code = run(["samples/stats.go", "samples/ring_buffer.c"], engine, json_output=True)
     assert code == 1
     report = json.loads(capsys.readouterr().out)
@@ -227,11 +233,11 @@ def test_a_failure_in_the_middle_of_a_write_loses_nothing(tree, monkeypatch, cap
         return real_replace(source, target)
 
     monkeypatch.setattr(os, "replace", failing_replace)
-    code = run([str(p) for p in paths], ScriptedEngine(lambda text: text + "\n"), write=True)
+    code = run([str(p) for p in paths], ScriptedEngine(add_last_line), write=True)
     assert code == 1
-    assert paths[0].read_bytes() == originals[0] + b"\n"
+    assert paths[0].read_bytes() == originals[0] + b"# end\n"
     assert paths[1].read_bytes() == originals[1]  # the failed write left the original whole
-    assert paths[2].read_bytes() == originals[2] + b"\n"
+    assert paths[2].read_bytes() == originals[2] + b"// end\n"
     assert not [p for p in (tree / "samples").iterdir() if p.name.endswith(".tmp")]
     assert "No space left on device" in capsys.readouterr().err
 
@@ -243,11 +249,11 @@ def test_ctrl_c_leaves_each_file_untouched_or_fully_written(tree, capsys):
     def edit(text):
         if "Nightly sales report" in text:
             raise KeyboardInterrupt
-        return text + "\n"
+        return add_last_line(text)
 
     code = run([str(p) for p in paths], ScriptedEngine(edit), write=True)
     assert code == 130
-    assert paths[0].read_bytes() == originals[0] + b"\n"
+    assert paths[0].read_bytes() == originals[0] + b"# end\n"
     assert paths[1].read_bytes() == originals[1] and paths[2].read_bytes() == originals[2]
     err = capsys.readouterr().err
     assert "interrupted; 1 file written (samples/inventory.py)" in err
@@ -330,12 +336,6 @@ def test_plan_of_an_unknown_language_whole_file_only(tree):
     assert job.status == "pending" and job.units[0].span.kind == "file"
     job = plan(collect(["notes.txt"])[0], Options("x", each="function"))
     assert job.status == "skipped" and "no syntax tree" in job.reason
-
-
-def test_reindent_restores_a_method_the_model_dedented():
-    original = "    def f(self):\n        return 1\n"
-    assert batch.reindent(original, "def f(self):\n    return 2\n") == "    def f(self):\n        return 2\n"
-    assert batch.reindent(original, "    def f(self):\n        return 2\n") == "    def f(self):\n        return 2\n"
 
 
 # ---- remote engines ------------------------------------------------------------------------
@@ -442,18 +442,6 @@ def test_embedded_model_rewrites_one_function_and_nothing_else(tmp_path, embedde
     assert "def area(radius):" in new and "math.pi * radius * radius" in new
     assert new.endswith("def perimeter(r):\n    return 2 * math.pi * r\n")  # outside the scope
     assert new.startswith("import math\n\n\n")
-
-
-def test_context_windows_keep_the_span_and_say_what_was_left_out():
-    text = "".join(f"line {i}\n" for i in range(1, 201))
-    span = batch.line_span(text, 100, 101)
-    assert batch.context_for(text, span, None) == text
-    assert batch.context_for(text, span, 0) is None
-    trimmed = batch.context_for(text, span, 60)
-    assert "line 100\nline 101\n" in trimmed
-    assert trimmed.startswith("... (") and "lines above not shown" in trimmed
-    assert trimmed.rstrip().endswith("lines below not shown) ...")
-    assert len(trimmed) < 250
 
 
 def test_progress_bar_shows_files_spans_and_tokens_per_second(tree):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsp.job import changed_lines, common_indent, dedent, keep_trailing_blank_lines, partial_code, reindent
+from lsp.job import changed_lines
 from lsp.options import DEFAULT_PRESETS, parse_options
 from lsp.regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
 
@@ -87,25 +87,8 @@ def test_comment_instructions_inside_or_just_above():
     assert region_after_comment(text, "python", 0) == Region(1, 3)
 
 
-def test_partial_code_waits_for_the_opening_fence_line():
-    assert partial_code("```pyt") is None
-    assert partial_code("Sure") is None
-    assert partial_code("```python\ndef f") == "def f"
-    assert partial_code("```python\nx = 1\n```\n") == "x = 1\n"
-
-
-def test_changed_lines_and_trailing_blank_lines():
+def test_changed_lines():
     before = ["a\n", "b\n", "c\n", "d\n"]
     assert changed_lines(before, ["a\n", "B\n", "c\n", "d\n"]) == (1, 2, 0)
     assert changed_lines(before, ["x\n", "y\n"] + before) == (0, 0, 2)
     assert changed_lines(before, ["a\n", "d\n"]) == (1, 3, -2)
-    assert keep_trailing_blank_lines("def f():\n    pass\n\n\n", "def f():\n    return 1\n") == \
-        "def f():\n    return 1\n\n\n"
-
-
-def test_an_indented_part_is_rewritten_dedented_and_indented_back():
-    method = "    def get(self, key):\n\n        return self.items[key]\n"
-    assert common_indent(method) == "    "
-    assert dedent(method, "    ") == "def get(self, key):\n\n    return self.items[key]\n"
-    assert reindent(dedent(method, "    "), "    ") == method
-    assert common_indent("\tif x:\n\t\ty()\n") == "\t" and common_indent("a\n  b\n") == ""

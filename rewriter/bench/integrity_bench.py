@@ -16,9 +16,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..edits.batch import CONTEXT_WINDOWS, context_for, reindent
 from .bench import Case
 from ..edits.integrity import FileIntegrity, lost_definitions, significant
+from ..edits.pipeline import CUT, SpanEdit
 from ..edits.scopes import SyntaxTree, definitions, grammar_for, select_nodes
 
 INSTRUCTIONS = (
@@ -79,26 +79,26 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
             turn += 1
             outcome = SpanOutcome(case.id, span.label(), instruction, "failed")
             outcomes.append(outcome)
-            original = text[span.start: span.end]
+            edit = SpanEdit(text, span.start, span.end, instruction, integrity=check)
             try:
-                result = rewriter.rewrite(original, instruction, case.language,
-                                          context=context_for(text, span, CONTEXT_WINDOWS[0]),
+                result = rewriter.rewrite(edit.code, instruction, case.language, context=edit.context(),
                                           max_new_tokens=max_new_tokens)
             except Exception as error:  # noqa: BLE001 - one span's failure is counted, not fatal
                 outcome.reason = f"{type(error).__name__}: {error}"
                 say(f"{case.id} {span.label()}: failed: {outcome.reason}")
                 continue
-            if result.stats.finish_reason == "length":
+            started = time.perf_counter()
+            # What the integrity check does is measured here; the syntax guard is the front ends' too.
+            verdict = edit.finish(result.text, result.stats.finish_reason, allow_syntax_errors=True)
+            outcome.check_ms = (time.perf_counter() - started) * 1000
+            if verdict.refusal == CUT:
                 outcome.reason = "stopped at the token limit"
                 say(f"{case.id} {span.label()}: {outcome.reason}")
                 if json_path:
                     _write_json(json_path, outcomes)
                 continue
-            started = time.perf_counter()
-            verdict = check.check(span.start, span.end, reindent(original, result.text), instruction)
-            outcome.check_ms = (time.perf_counter() - started) * 1000
             outcome.verdict, outcome.reason = verdict.status, verdict.reason
-            outcome.changed = verdict.text != original
+            outcome.changed = (verdict.refused_text if verdict.refused else verdict.text) != edit.original
             if not verdict.refused:
                 new_file = text[: span.start] + verdict.text + text[span.end:]
                 outcome.damage = audit(text, new_file, grammar, instruction)

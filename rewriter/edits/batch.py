@@ -2,8 +2,9 @@
 
 One file goes through: collect (walk, .gitignore, skip reasons) -> plan (scopes: the whole
 file, a line range or every node of a kind) -> rewrite each span (the span is the prediction,
-the rest of the file the context; too large: less context, then smaller spans) -> syntax
-guard -> reassemble -> diff -> atomic write. Files are written one at a time, each in one
+the rest of the file the context; too large: less context, then smaller spans), its answer
+judged by pipeline.py as every front end's is -> reassemble (the whole file must still parse)
+-> diff -> atomic write. Files are written one at a time, each in one
 rename, so an interrupted run leaves every file untouched or fully rewritten.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Callable, TextIO
 from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .integrity import FileIntegrity
-from ..prompt import NoCodeBlock, common_indent, language_for
+from .pipeline import CUT, INTEGRITY, SpanEdit
+from ..prompt import NoCodeBlock, language_for
 from ..results import RewriteResult, Stats
 from .scopes import (ScopeError, Span, SyntaxTree, expand_to_nodes, line_span, select_nodes,
                      split_span, syntax_error_line, tree_language)
@@ -271,29 +273,6 @@ def _too_large(error: Exception) -> bool:
     return "too large" in message or "context length" in message or "context window" in message
 
 
-def context_for(text: str, span: Span, window: int | None) -> str | None:
-    """The file around the span (span included: small models follow that best), cut to
-    `window` characters on each side of the span; None for no context at all."""
-    if window == 0 or (span.start == 0 and span.end == len(text)):
-        return None
-    before, after = text[: span.start], text[span.end:]
-    if window is not None and len(before) > window:
-        cut = before.find("\n", len(before) - window) + 1 or len(before) - window
-        before = f"... ({before.count(chr(10), 0, cut)} lines above not shown) ...\n" + before[cut:]
-    if window is not None and len(after) > window:
-        cut = after.rfind("\n", 0, window) + 1 or window
-        after = after[:cut] + f"... ({after.count(chr(10), cut)} lines below not shown) ...\n"
-    return before + text[span.start: span.end] + after
-
-
-def reindent(original: str, new: str) -> str:
-    """Give back the indentation a model dropped from an indented span (a method, say)."""
-    want = common_indent(original)
-    if not want or common_indent(new) or not new.strip():
-        return new
-    return "".join(want + line if line.strip() else line for line in new.splitlines(keepends=True))
-
-
 class Runner:
     """Runs the spans of one file after another on an engine, reporting progress."""
 
@@ -326,7 +305,7 @@ class Runner:
         self.report.unit_started(job, span)
         for window in ((0,) if whole_file else CONTEXT_WINDOWS):
             try:
-                unit = self._request(job, text, integrity, span, context_for(text, span, window))
+                unit = self._request(job, text, integrity, span, window)
                 unit.part_of = part_of
                 self.report.unit_done(job, unit)
                 return [unit]
@@ -352,10 +331,10 @@ class Runner:
         return units
 
     def _request(self, job: FileJob, text: str, integrity: FileIntegrity, span: Span,
-                 context: str | None) -> Unit:
-        original = text[span.start: span.end]
-        events = self.engine.stream(original, self.options.instruction, job.language,
-                                    context=context, max_new_tokens=self.options.max_new_tokens)
+                 window: int | None) -> Unit:
+        edit = SpanEdit(text, span.start, span.end, self.options.instruction, integrity=integrity)
+        events = self.engine.stream(edit.code, self.options.instruction, job.language,
+                                    context=edit.context(window), max_new_tokens=self.options.max_new_tokens)
         result = None
         stats = None
         try:
@@ -375,26 +354,17 @@ class Runner:
                 close()  # stops decoding at once when we leave early
         if result is None:
             raise RuntimeError("the engine's stream ended without a result")
-        if result.text != original and result.stats.finish_reason == "length":
-            return Unit(span, "failed", "the answer stopped at the token limit; not applied", stats=result.stats)
-        verdict = integrity.check(span.start, span.end, reindent(original, result.text), self.options.instruction)
-        new = verdict.text
-        unit = Unit(span, "changed" if new != original else "unchanged", text=new, stats=result.stats,
-                    reason=verdict.reason)
-        if verdict.refused and not self.options.force:
-            unit.status, unit.text, unit.refused_text = "refused", None, new
-            unit.reason = f"{verdict.reason}; not applied (--force applies it anyway)"
-            return unit
-        if verdict.refused:
-            unit.reason = f"applied with --force although {verdict.reason}"
-        if unit.status == "changed" and job.grammar and not job.had_errors and not self.options.allow_syntax_errors:
-            candidate = text[: span.start] + new + text[span.end:]
-            line = syntax_error_line(candidate, job.grammar)
-            if line is not None:
-                unit.status, unit.text, unit.refused_text = "refused", None, new
-                unit.reason = (f"the rewrite does not parse (syntax error at line {line}); not applied "
-                               "(--allow-syntax-errors applies it anyway)")
-        return unit
+        decision = edit.finish(result.text, result.stats.finish_reason, force=self.options.force,
+                               allow_syntax_errors=self.options.allow_syntax_errors)
+        if decision.refusal == CUT:  # never applied, not even with --force
+            return Unit(span, "failed", f"{decision.reason}; not applied", stats=result.stats)
+        if decision.refused:
+            override = "--force" if decision.refusal == INTEGRITY else "--allow-syntax-errors"
+            return Unit(span, "refused", f"{decision.reason}; not applied ({override} applies it anyway)",
+                        refused_text=decision.refused_text, stats=result.stats)
+        reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
+        return Unit(span, "changed" if decision.text != edit.original else "unchanged", reason,
+                    text=decision.text, stats=result.stats)
 
     def _assemble(self, job: FileJob, text: str) -> None:
         new = text

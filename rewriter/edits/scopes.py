@@ -507,3 +507,22 @@ def definitions(tree: SyntaxTree, start: int = 0, end: int | None = None) -> lis
                 found.append(Definition(kind, path, start, header))
         stack.extend((child, path) for child in reversed(node.children))
     return found
+
+
+def guess_language(text: str) -> str:
+    """The language of code that came without a name: of the languages whose definitions we know,
+    the one whose grammar parses `text` without an error and finds the most definitions in it
+    (ties go to the earlier in ALIASES: JavaScript before TypeScript, C before C++). "" when none
+    parses it or finds a definition: a guess would then check nothing and could refuse good code."""
+    best, most = "", 0
+    for language in ALIASES["function"]:
+        grammar = grammar_for(language)
+        if grammar is None:
+            continue
+        tree = SyntaxTree(text, grammar)
+        if tree.has_errors():
+            continue
+        found = len(definitions(tree))
+        if found > most:
+            best, most = language, found
+    return best

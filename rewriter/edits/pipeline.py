@@ -1,0 +1,169 @@
+"""From a span of a file to what may be applied: the one path of `rewriter apply`, the language
+server and `/v1/rewrites`.
+
+On the way in, the span is dedented (a method is rewritten as if it stood at the top level) and
+the file around it may go along as context. On the way out, the answer is indented back, keeps
+the span's trailing blank lines, and is judged in this order:
+
+- cut: an answer that stopped at the token limit is refused (unless it changed nothing);
+- integrity (integrity.py): an echo of the surroundings is stripped; lost definitions,
+  duplicated code and an answer that is only a copy are refused;
+- syntax: an answer that does not parse where the file did is refused.
+
+Every front end gets one `Decision` (applied, stripped or refused, the reason, the refused text)
+and so refuses what any other refuses. Only the CLI's flags override: `--force` applies what the
+integrity check refused, `--allow-syntax-errors` skips the syntax guard; nothing applies a cut answer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..prompt import NoCodeBlock, SourceText, common_indent, extract_code
+from .integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
+from .scopes import SyntaxTree, grammar_for, guess_language
+
+CUT, INTEGRITY, SYNTAX = "cut", "integrity", "syntax"  # why a Decision refused
+CUT_REASON = "the answer stopped at the token limit"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What becomes of one answer for one span."""
+
+    status: str  # APPLIED, STRIPPED (an echo of the file removed) or REFUSED
+    text: str  # the span's text to apply; the original span when refused
+    reason: str = ""  # refused: why; stripped: what was removed; forced: what was overridden
+    refused_text: str | None = None  # refused: the span's text had the answer been applied
+    refusal: str = ""  # refused: CUT, INTEGRITY or SYNTAX
+    forced: bool = False  # applied although the integrity check refused it (--force)
+
+    @property
+    def refused(self) -> bool:
+        return self.status == REFUSED
+
+    @property
+    def may_force(self) -> bool:
+        """Whether a user may apply the refused text anyway: never a cut answer."""
+        return self.refused and self.refusal != CUT
+
+
+class SpanEdit:
+    """One span of a file, file_text[start:end], on its way through the model.
+
+    `code` is what the model is sent; `finish(answer_text, finish_reason)` decides what of the
+    answer may be applied. `integrity` may be shared by the spans of one file (parsed once).
+    """
+
+    def __init__(self, file_text: str, start: int, end: int, instruction: str, grammar: str | None = None,
+                 integrity: FileIntegrity | None = None):
+        self.file_text = file_text
+        self.start, self.end = start, end
+        self.original = file_text[start:end]
+        self.instruction = instruction
+        self.grammar = integrity.grammar if integrity is not None else grammar
+        self._integrity = integrity
+        self.newline = SourceText.from_text(self.original).newline
+        self.indent = common_indent(self.original)
+        self.code = dedent(self.original, self.indent)
+
+    @property
+    def integrity(self) -> FileIntegrity:
+        if self._integrity is None:  # parsed on first use: off the event loop for the language server
+            self._integrity = FileIntegrity(self.file_text, self.grammar)
+        return self._integrity
+
+    def context(self, window: int | None = None) -> str | None:
+        """The file around the span, as `context_for` cuts it; None for a whole file."""
+        return context_for(self.file_text, self.start, self.end, window)
+
+    def shape(self, code: str) -> str:
+        """The model's code (whole or the part written so far) at the span's indentation."""
+        return reindent(code, self.indent)
+
+    def partial_text(self, answer: str) -> str | None:
+        """The span's new text as far as the raw answer has written it (indented back, in the
+        span's line endings); None until the opening fence line is complete."""
+        try:
+            code = extract_code(answer)
+        except NoCodeBlock:
+            return None
+        return self.shape(code if self.newline == "\n" else code.replace("\n", self.newline))
+
+    def final_text(self, answer_text: str) -> str:
+        """The answer's whole code as the span's new text: indented back, with the span's own
+        trailing blank lines (the engine trims them; they separate it from what follows)."""
+        return keep_trailing_blank_lines(self.original, self.shape(answer_text))
+
+    def finish(self, answer_text: str, finish_reason: str = "", *, force: bool = False,
+               allow_syntax_errors: bool = False) -> Decision:
+        """Judge the engine's answer (its code, RewriteResult.text) for this span."""
+        new = self.final_text(answer_text)
+        if new == self.original:
+            return Decision(APPLIED, new)
+        if finish_reason == "length":
+            return Decision(REFUSED, self.original, CUT_REASON, refused_text=new, refusal=CUT)
+        verdict = self.integrity.check(self.start, self.end, new, self.instruction)
+        if verdict.refused and not force:
+            return Decision(REFUSED, self.original, verdict.reason, refused_text=verdict.text, refusal=INTEGRITY)
+        new = verdict.text
+        if not allow_syntax_errors and new != self.original:
+            line = self.syntax_error_line(new)
+            if line is not None:
+                return Decision(REFUSED, self.original, f"the rewrite does not parse (syntax error at line {line})",
+                                refused_text=new, refusal=SYNTAX)
+        status = STRIPPED if verdict.status == STRIPPED else APPLIED
+        return Decision(status, new, verdict.reason, forced=verdict.refused)
+
+    def syntax_error_line(self, new: str) -> int | None:
+        """The file's first parse error with `new` in the span, where the file parsed before; else None."""
+        tree = self.integrity.tree
+        if tree is None or tree.has_errors():
+            return None
+        candidate = SyntaxTree(self.file_text[: self.start] + new + self.file_text[self.end:], tree.language)
+        return candidate.first_error_line() if candidate.has_errors() else None
+
+
+def grammar_of(language: str, text: str) -> str | None:
+    """The grammar that checks an edit of `text`: the named language's; without a name, the one
+    guessed from the text, so that definitions are checked wherever a grammar knows them."""
+    return grammar_for(language) if language else grammar_for(guess_language(text))
+
+
+def context_for(text: str, start: int, end: int, window: int | None = None) -> str | None:
+    """The file around text[start:end] (the span included: small models follow that best), cut
+    to `window` characters on each side of the span; None for a whole file or a window of 0."""
+    if window == 0 or (start == 0 and end == len(text)):
+        return None
+    before, after = text[:start], text[end:]
+    if window is not None and len(before) > window:
+        cut = before.find("\n", len(before) - window) + 1 or len(before) - window
+        before = f"... ({before.count(chr(10), 0, cut)} lines above not shown) ...\n" + before[cut:]
+    if window is not None and len(after) > window:
+        cut = after.rfind("\n", 0, window) + 1 or window
+        after = after[:cut] + f"... ({after.count(chr(10), cut)} lines below not shown) ...\n"
+    return before + text[start:end] + after
+
+
+def dedent(text: str, indent: str) -> str:
+    """Remove `indent` from every line: a method is rewritten as if it stood at the top level."""
+    if not indent:
+        return text
+    return "".join(line[len(indent):] if line.startswith(indent) else line.lstrip(" \t")
+                   for line in text.splitlines(keepends=True))
+
+
+def reindent(code: str, indent: str) -> str:
+    """Give the model's code the span's indentation, unless its first line already has it (the
+    model kept or copied the indentation). Decided by the first code line, so code that grows
+    while streaming is indented the same way throughout."""
+    first = next((line for line in code.splitlines() if line.strip()), "")
+    if not indent or not first or first.startswith(indent):
+        return code
+    return "".join(indent + line if line.strip() else line for line in code.splitlines(keepends=True))
+
+
+def keep_trailing_blank_lines(original: str, code: str) -> str:
+    """The code ending in the original's run of line breaks (the engine keeps one at most)."""
+    if not code.strip():
+        return code
+    return code.rstrip("\r\n") + original[len(original.rstrip("\r\n")):]

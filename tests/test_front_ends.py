@@ -1,0 +1,111 @@
+"""Every front end refuses what any one of them refuses, each through its own interface: the
+CLI (`rewriter apply`) and the language server.
+
+The model is scripted (its answer chosen, written token by token and cut at the token limit
+as a model's is), so each case is one kind of bad answer: cut at the token limit, not parsing
+where the file did, losing a definition, and an echo of the file instead of a rewrite.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.scripted_model import ScriptedRewriter
+from rewriter import cli
+from rewriter.decoding.rewrite import Rewriter
+
+FILE = '''def area(width, height):
+    """The area of a rectangle."""
+    return width * height
+
+
+def main():
+    for size in range(1, 4):
+        print(size, area(size, size + 1))
+'''
+AREA = FILE[: FILE.index("\n\n\ndef main") + 1]
+MAIN = FILE[FILE.index("def main"):]
+MAIN_LINES = (5, 8)  # 0-based, end exclusive: `def main` to the end
+
+# name -> (what the model answers for the code it is sent, the lines to rewrite (None: the whole
+# file), the token limit, what the refusal says)
+CASES = {
+    "cut": (lambda code: code, None, 30, "the answer stopped at the token limit"),
+    "unparsable": (lambda code: code.replace("def main():", "def main(:"), None, None, "does not parse"),
+    "lost definition": (lambda code: code.replace(AREA + "\n\n", ""), None, None, "it would lose function area"),
+    "echo": (lambda code: AREA, MAIN_LINES, None, "the answer is a copy of lines 1-3 of the file"),
+}
+INSTRUCTION = "Add type hints"
+
+
+@pytest.fixture(scope="module")
+def tiny_rewriter(tiny_loaded):
+    return Rewriter(tiny_loaded)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_cli_refuses(case, tiny_rewriter, tmp_path, monkeypatch, capsys):
+    answer, lines, max_tokens, reason = CASES[case]
+    path = tmp_path / "shapes.py"
+    path.write_text(FILE)
+    monkeypatch.setattr(cli, "_load_rewriter", lambda args, prefix_cache=False: ScriptedRewriter(tiny_rewriter, answer))
+    argv = ["apply", str(path), "-i", INSTRUCTION, "--write", "--json", "-q"]
+    argv += ["--lines", f"{lines[0] + 1}-{lines[1]}"] if lines else []
+    argv += ["--max-new-tokens", str(max_tokens)] if max_tokens else []
+    assert cli.main(argv) == 1
+    span = json.loads(capsys.readouterr().out)["files"][0]["spans"][0]
+    assert span["status"] == ("failed" if case == "cut" else "refused")
+    assert reason in span["reason"] and "not applied" in span["reason"]
+    assert path.read_text() == FILE
+
+
+# The language server: a scripted engine (lsp/scripted.py) gives the answers; "tokens" are characters.
+URI = "file:///project/shapes.py"
+LSP_CASES = {  # name -> (instruction, the script's replacements, whether to send the lines of `main` only)
+    "unparsable": ("Polish", [["def main():", "def main(:"]], False),
+    "lost definition": ("Tidy up", [[AREA + "\n\n", ""]], False),
+    "echo": ("Improve", [[MAIN, AREA]], True),
+}
+LSP_SCRIPT = {"delay_s": 0.002, "chunk_chars": 6, "rules": [
+    {"instruction": instruction, "replace": replace} for instruction, replace, _ in LSP_CASES.values()]}
+
+
+async def lsp_rewrite(editor, instruction: str, main_only: bool) -> dict:
+    from test_lsp import lines_range
+
+    editor.open(URI, FILE)
+    if main_only:
+        arguments = {"uri": URI, "range": lines_range(*MAIN_LINES), "instruction": instruction, "wait": True}
+        return await editor.execute("rewriter.rewrite", arguments)
+    return await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": instruction, "wait": True})
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("case", LSP_CASES)
+async def test_the_language_server_refuses(case, tmp_path):
+    from test_lsp import VSCODE, Editor
+
+    instruction, _, main_only = LSP_CASES[case]
+    editor = await Editor.start(VSCODE, LSP_SCRIPT, tmp_path)  # streams edits as they settle
+    try:
+        result = await lsp_rewrite(editor, instruction, main_only)
+        assert result["status"] == "refused", result
+        assert CASES[case][3] in result["message"] and result["message"].startswith("not applied: ")
+        assert editor.text(URI) == FILE  # what was streamed in was put back
+    finally:
+        await editor.stop()
+
+
+@pytest.mark.asyncio
+async def test_the_language_server_refuses_an_answer_cut_by_max_new_tokens(tmp_path):
+    from test_lsp import VSCODE, Editor
+
+    editor = await Editor.start(VSCODE, {"delay_s": 0.002, "chunk_chars": 6}, tmp_path, options={"maxNewTokens": 30})
+    try:
+        result = await lsp_rewrite(editor, INSTRUCTION, main_only=False)
+        assert result["status"] == "refused" and "the answer stopped at the token limit" in result["message"]
+        assert editor.text(URI) == FILE
+        assert "refused_text" not in result  # nothing offers to apply half an answer
+    finally:
+        await editor.stop()
