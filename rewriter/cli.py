@@ -215,7 +215,8 @@ def cmd_lsp(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .serve.service import Limits, serve
+    from .serve.app import serve
+    from .serve.requests import Limits
 
     limits = Limits(max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
                     max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens,

@@ -1,5 +1,5 @@
 """Every front end refuses what any one of them refuses, each through its own interface: the
-CLI (`rewriter apply`) and the language server.
+CLI (`rewriter apply`), the HTTP service (`POST /v1/rewrites`) and the language server.
 
 The model is scripted (its answer chosen, written token by token and cut at the token limit
 as a model's is), so each case is one kind of bad answer: cut at the token limit, not parsing
@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers.scripted_model import ScriptedRewriter
+from starlette.testclient import TestClient
+
 from rewriter import cli
 from rewriter.decoding.rewrite import Rewriter
+from rewriter.serve.app import create_app
+from rewriter.serve.requests import Limits
 
 FILE = '''def area(width, height):
     """The area of a rectangle."""
@@ -58,6 +61,48 @@ def test_the_cli_refuses(case, tiny_rewriter, tmp_path, monkeypatch, capsys):
     assert span["status"] == ("failed" if case == "cut" else "refused")
     assert reason in span["reason"] and "not applied" in span["reason"]
     assert path.read_text() == FILE
+
+
+def rewrite_events(client: TestClient, body: dict) -> list[tuple[str, dict]]:
+    response = client.post("/v1/rewrites", json=body)
+    assert response.status_code == 200, response.text
+    events = []
+    for block in response.text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((fields.get("event", ""), json.loads(fields["data"])))
+    return events
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_service_refuses_without_being_told_the_language(case, tiny_loaded, tiny_rewriter):
+    answer, lines, max_tokens, reason = CASES[case]
+    scripted = ScriptedRewriter(tiny_rewriter, answer)
+    body = {"text": FILE, "instruction": INSTRUCTION}  # no language: the checks infer python
+    body |= {"range": {"start": lines[0], "end": lines[1]}} if lines else {}
+    body |= {"max_tokens": max_tokens} if max_tokens else {}
+    with TestClient(create_app(tiny_loaded, Limits(), rewriter=scripted), base_url="http://127.0.0.1:8000") as client:
+        events = rewrite_events(client, body)
+    name, result = events[-1]
+    assert name == "result"
+    assert result["integrity"] == "refused" and reason in result["refused"]["reason"]
+    assert result["text"] == FILE and result["changed"] is False
+    assert scripted.requests[0]["language"] == ""  # the prompt is as it was: no language named
+    if case == "cut":
+        assert result["stats"]["finish_reason"] == "length" and result["stats"]["output_tokens"] == 30
+        cut = result["refused"]["text"]  # the file up to the limit: the loop's body is not there
+        assert FILE.startswith(cut.rstrip("\n")) and "print(" not in cut
+
+
+def test_the_service_applies_a_good_answer_and_strips_an_echo(tiny_loaded, tiny_rewriter):
+    hinted = MAIN.replace("def main():", "def main() -> None:")
+    for answer, integrity in ((lambda code: hinted, "applied"), (lambda code: AREA + "\n\n" + hinted, "stripped")):
+        app = create_app(tiny_loaded, Limits(), rewriter=ScriptedRewriter(tiny_rewriter, answer))
+        with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+            events = rewrite_events(client, {"text": FILE, "instruction": INSTRUCTION,
+                                             "range": {"start": MAIN_LINES[0], "end": MAIN_LINES[1]}})
+        result = events[-1][1]
+        assert result["integrity"] == integrity and result["changed"] is True
+        assert result["text"] == FILE.replace(MAIN, hinted) and result["selection"] == hinted
 
 
 # The language server: a scripted engine (lsp/scripted.py) gives the answers; "tokens" are characters.

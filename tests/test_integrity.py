@@ -355,15 +355,17 @@ class FakeRewriter:
 
 
 def service_result(answer, **request):
-    from rewriter.serve.service import Backend, Limits
+    from rewriter.serve.backend import Backend
+    from rewriter.serve.requests import Limits, parse_rewrite
 
     backend = Backend.__new__(Backend)  # no model: the fake answers, and tokenizes
     backend.rewriter = backend.tokenizer = FakeRewriter(answer)
     backend.limits, backend.max_prompt_tokens = Limits(), 10_000
     backend.totals = {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0, "rejected_prediction_drafts": 0}
-    body = {"instruction": "Add docstrings", "language": "python", "context": None, "max_tokens": None,
-            "range": None, **request}
-    events = list(backend.rewrite(backend.prepare_rewrite(body)))
+    body = {"instruction": "Add docstrings", "language": "python", **request}
+    if isinstance(body.get("range"), tuple):
+        body["range"] = {"start": body["range"][0], "end": body["range"][1]}
+    events = list(backend.rewrite(backend.prepare_rewrite(parse_rewrite(body))))
     assert events[-1][0] == "result"
     return events[-1][1]
 

@@ -5,8 +5,17 @@ from __future__ import annotations
 import pytest
 
 from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED
-from rewriter.edits.pipeline import (CUT, INTEGRITY, SYNTAX, SpanEdit, context_for, dedent, grammar_of,
-                                     keep_trailing_blank_lines, reindent)
+from rewriter.edits.pipeline import (
+    CUT,
+    INTEGRITY,
+    SYNTAX,
+    SpanEdit,
+    context_for,
+    dedent,
+    grammar_of,
+    keep_trailing_blank_lines,
+    reindent,
+)
 from rewriter.edits.scopes import guess_language, line_span
 from rewriter.prompt import common_indent
 

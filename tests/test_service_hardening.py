@@ -14,7 +14,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from rewriter.serve.engine import MAX_RETRY_AFTER_S, Engine, QueueFull
-from rewriter.serve.service import Limits, create_app, read_api_key, rejected_prediction_tokens
+from rewriter.serve.app import create_app, read_api_key
+from rewriter.serve.backend import rejected_prediction_tokens
+from rewriter.serve.requests import Limits
 from test_service_helpers import Server
 
 LOOPBACK = "http://127.0.0.1:8000"

@@ -55,7 +55,7 @@ def test_chat_with_prediction_equals_in_process_greedy(real_server, embedded_rew
     assert details.accepted_prediction_tokens < usage.completion_tokens
     # As OpenAI counts them: the prediction's tokens missing from the completion, which depends on
     # the output tokens only (rejected draft positions follow each process's window sizes).
-    from rewriter.serve.service import rejected_prediction_tokens
+    from rewriter.serve.backend import rejected_prediction_tokens
 
     predicted = embedded_rewriter.tokenizer.encode(prompt.prediction, add_special_tokens=False)
     completion = [token for step in steps for token in step.tokens]
@@ -95,3 +95,14 @@ def test_rewrites_stream_hunks_that_rebuild_the_result(real_server, embedded_rew
     usage = client.chat.completions.create(model=real_server.health()["model"], messages=again.messages,
                                            max_tokens=1).usage
     assert usage.prompt_tokens_details.cached_tokens > usage.prompt_tokens // 2
+
+
+def test_an_answer_cut_at_max_tokens_is_refused_and_the_text_left_as_it_was(real_server):
+    """The issue's reproduction: a two-function file, max_tokens 30, no language."""
+    body = {"text": FILE, "instruction": INSTRUCTION, "max_tokens": 30}
+    response = httpx.post(f"{real_server.base_url}/rewrites", json=body, timeout=300)
+    assert response.status_code == 200
+    result = json.loads(response.text.strip().split("\n\n")[-1].split("data: ", 1)[1])
+    assert result["stats"]["finish_reason"] == "length"
+    assert result["integrity"] == "refused" and result["changed"] is False and result["text"] == FILE
+    assert result["refused"]["reason"] == "the answer stopped at the token limit"

@@ -1,0 +1,460 @@
+"""The HTTP service: OpenAI-compatible chat completions with `prediction`, and /v1/rewrites.
+
+A request is parsed and checked (requests.py, OpenAI's error shape for every refusal), prepared
+by the backend (backend.py) and queued on the engine's worker (engine.py), which owns the model.
+Results come back whole or as server-sent events; a client that goes away cancels its request,
+which frees the engine within one step. The handlers are plain functions of the request; what
+they share (backend, engine, key, limits) is the app's `Service`.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..decoding.decode import Stats
+from ..decoding.models import LoadedModel
+from ..decoding.rewrite import Rewriter
+from ..decoding.sampling import make_verifier
+from .backend import Backend
+from .engine import END, Engine, Failed, QueueFull
+from .requests import ApiError, ChatRequest, ClientGone, Limits, error_for, parse_chat, parse_rewrite, read_json
+
+log = logging.getLogger(__name__)
+
+API_KEY_ENV = "REWRITER_API_KEY"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass
+class Service:
+    """What the handlers share: one per app."""
+
+    backend: Backend
+    engine: Engine
+    limits: Limits
+    served: list[str]  # the model names requests may ask for
+    api_key: str | None
+    hosts: set[str]  # Host names served without an API key
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def name(self) -> str:
+        return self.backend.loaded.name
+
+
+def service_of(request: Request) -> Service:
+    return request.app.state.service
+
+
+# Access -----------------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def read_api_key(path: str | None = None) -> str | None:
+    """The API key from a file (first line) or the REWRITER_API_KEY environment variable."""
+    if path:
+        with open(path, encoding="utf-8") as handle:
+            key = handle.readline().strip()
+        if not key:
+            raise ValueError(f"the API key file {path} is empty")
+        return key
+    return os.environ.get(API_KEY_ENV, "").strip() or None  # blank is no key, not a key of spaces
+
+
+def host_name(header: str) -> str:
+    """The name in a Host header, without the port: `[::1]:8000` -> `::1`."""
+    if header.startswith("["):
+        return header[1:].partition("]")[0].lower()
+    return header.rpartition(":")[0].lower() if header.count(":") == 1 else header.lower()
+
+
+def bearer_token(header: str) -> str | None:
+    """The credentials of an `Authorization: Bearer ...` header; the scheme is case-insensitive."""
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def check_host(service: Service, request: Request) -> None:
+    # Without a key, any web page could reach a loopback server through a DNS name it
+    # controls (DNS rebinding); such requests carry that name in Host.
+    if service.api_key is None and host_name(request.headers.get("host", "")) not in service.hosts:
+        raise ApiError(403, f"Host {request.headers.get('host', '(none)')!r} is not allowed: without an API key "
+                       "this server answers only loopback names (add others with --allowed-host).",
+                       code="host_not_allowed", type="permission_error")
+
+
+def check_auth(request: Request) -> None:
+    api_key = service_of(request).api_key
+    if api_key is None:
+        return
+    given = bearer_token(request.headers.get("authorization", "")) or ""
+    if not hmac.compare_digest(given.encode(), api_key.encode()):
+        raise ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>'.",
+                       code="invalid_api_key")
+
+
+# Queued work ------------------------------------------------------------------------------------
+
+
+def submit(service: Service, work, request_id: str, tokens: int):
+    try:
+        return service.engine.submit(work, tokens=tokens)
+    except QueueFull as full:
+        log.warning("%s refused: %d requests waiting", request_id, service.engine.waiting)
+        raise ApiError(503, f"The server is busy ({service.engine.waiting} requests waiting); retry in "
+                       f"{full.retry_after}s.", code="server_busy", type="server_error",
+                       headers={"Retry-After": str(full.retry_after)}) from full
+
+
+async def next_event(job):
+    event = await job.next()
+    if isinstance(event, Failed):
+        raise error_for(event.error)
+    return event
+
+
+async def start(request: Request, work, request_id: str, tokens: int):
+    """Queue the work, watch for the client leaving, and wait for its first event.
+
+    Refusals found on the worker become plain HTTP errors; END means the client left.
+    """
+    job = submit(service_of(request), work, request_id, tokens)
+    watcher = asyncio.create_task(_watch_disconnect(request, job))
+    try:
+        first = await next_event(job)
+    except BaseException:
+        job.cancel()
+        watcher.cancel()
+        raise
+    if first is END:
+        watcher.cancel()
+    return job, watcher, first
+
+
+def log_done(request_id: str, kind: str, stats: Stats | None, job) -> None:
+    if stats is None:
+        return
+    waited = (job.started_at or job.queued_at) - job.queued_at
+    log.info("%s %s: %d prompt tokens (%d cached), %d output tokens, prediction %d accepted / %d "
+             "rejected, waited %.2fs, ttft %.3fs, %.1f tok/s, %s", request_id, kind, stats.prompt_tokens,
+             stats.cached_prompt_tokens, stats.output_tokens, stats.accepted_prediction_tokens,
+             stats.rejected_prediction_tokens, waited, stats.ttft_s, stats.tokens_per_s,
+             stats.finish_reason or "cancelled")
+
+
+async def _watch_disconnect(request: Request, job) -> None:
+    """Cancel the job as soon as the client goes away."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            job.cancel()
+            return
+
+
+class EventStream(Response):
+    """Server-sent events from an async iterator of encoded events; cancels the job when done."""
+
+    def __init__(self, events: AsyncIterator[bytes], job, watcher: asyncio.Task):
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+                            (b"x-accel-buffering", b"no")]
+        self.events, self.job, self.watcher = events, job, watcher
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async for chunk in self.events:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            pass  # the client went away
+        finally:
+            self.job.cancel()
+            self.watcher.cancel()
+            await self.events.aclose()
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return f"{head}data: {payload}\n\n".encode()
+
+
+def usage_of(stats: Stats, rejected_prediction_tokens: int) -> dict:
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.output_tokens,
+        "total_tokens": stats.prompt_tokens + stats.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.cached_prompt_tokens, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "accepted_prediction_tokens": stats.accepted_prediction_tokens,
+            "rejected_prediction_tokens": rejected_prediction_tokens,
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+        },
+    }
+
+
+# Handlers ---------------------------------------------------------------------------------------
+
+
+async def chat_completions(request: Request) -> Response:
+    check_auth(request)
+    service = service_of(request)
+    body = await read_json(request, service.limits.max_body_bytes, service.limits.read_timeout_s)
+    chat = parse_chat(body, set(service.served))
+    try:
+        verifier = make_verifier(chat.sampling)
+    except ValueError as error:
+        raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
+                       code="unsupported_value") from error
+    backend = service.backend
+    prepared = await asyncio.to_thread(backend.prepare_chat, chat)  # refusals before taking a queue slot
+    request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    tokens = min(prepared.budget, len(prepared.prediction) + 16 if prepared.prediction else prepared.budget)
+    job, watcher, first = await start(request, lambda: backend.chat(prepared, verifier), request_id, tokens)
+    if first is END:
+        return Response(status_code=499)  # the client went away while queued
+    base = {"id": request_id, "created": int(time.time()), "model": chat.model,
+            "system_fingerprint": f"rewriter-{service.name}"}
+    if chat.stream:
+        return EventStream(chat_chunks(chat, base, job, first, request_id), job, watcher)
+    return await full_chat(base, job, watcher, first, request_id)
+
+
+async def full_chat(base: dict, job, watcher: asyncio.Task, first, request_id: str) -> Response:
+    """The whole completion in one JSON response."""
+    try:
+        text, event = [first.text], first
+        while not event.done:
+            event = await next_event(job)
+            if event is END:
+                return Response(status_code=499)
+            text.append(event.text)
+    finally:
+        job.cancel()
+        watcher.cancel()
+    log_done(request_id, "chat", event.stats, job)
+    return JSONResponse({
+        **base, "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text), "refusal": None},
+                     "logprobs": None, "finish_reason": event.stats.finish_reason}],
+        "usage": usage_of(event.stats, event.rejected_prediction_tokens),
+    })
+
+
+async def chat_chunks(chat: ChatRequest, base: dict, job, first, request_id: str) -> AsyncIterator[bytes]:
+    """The completion as server-sent chunks, as OpenAI streams them."""
+    chunk = {**base, "object": "chat.completion.chunk"}
+    if chat.include_usage:
+        chunk["usage"] = None
+
+    def choice(delta: dict, finish: str | None = None) -> bytes:
+        return sse({**chunk, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+
+    yield choice({"role": "assistant", "content": "", "refusal": None})
+    event = first
+    while True:
+        if event.text:
+            yield choice({"content": event.text})
+        if event.done:
+            break
+        try:
+            event = await next_event(job)
+        except ApiError as error:
+            yield sse(error.body())
+            return
+        if event is END:
+            return  # cancelled
+    yield choice({}, event.stats.finish_reason)
+    if chat.include_usage:
+        yield sse({**chunk, "choices": [], "usage": usage_of(event.stats, event.rejected_prediction_tokens)})
+    yield sse("[DONE]")
+    log_done(request_id, "chat stream", event.stats, job)
+
+
+async def rewrites(request: Request) -> Response:
+    check_auth(request)
+    service = service_of(request)
+    if request.method == "GET":  # what this endpoint is, for clients that detect it
+        return JSONResponse({"object": "rewriter.service", "model": service.name, "models": service.served,
+                             "hunk_lines": "0-based, end exclusive, in the request text's lines"})
+    body = await read_json(request, service.limits.max_body_bytes, service.limits.read_timeout_s)
+    backend = service.backend
+    prepared = await asyncio.to_thread(backend.prepare_rewrite, parse_rewrite(body))
+    request_id = f"rewrite-{uuid.uuid4().hex[:24]}"
+    job, watcher, first = await start(request, lambda: backend.rewrite(prepared), request_id,
+                                      min(prepared.budget, len(prepared.prediction) + 16))
+    if first is END:
+        return Response(status_code=499)
+    return EventStream(rewrite_events(job, first, request_id), job, watcher)
+
+
+async def rewrite_events(job, first, request_id: str) -> AsyncIterator[bytes]:
+    """/v1/rewrites' events as the worker yields them, ending with the result (or an error)."""
+    event = first
+    while True:
+        name, data = event
+        yield sse(data, name)
+        if name == "result":
+            log_done(request_id, "rewrite", stats_of(data["stats"]), job)
+            return
+        try:
+            event = await next_event(job)
+        except ApiError as error:
+            yield sse(error.body(), "error")
+            return
+        if event is END:
+            return
+
+
+async def models(request: Request) -> Response:
+    check_auth(request)
+    service = service_of(request)
+    return JSONResponse({"object": "list", "data": [_model_card(name, service.created) for name in service.served]})
+
+
+async def model(request: Request) -> Response:
+    check_auth(request)
+    service = service_of(request)
+    name = request.path_params["name"]
+    if name not in service.served:
+        raise ApiError(404, f"The model `{name}` does not exist or you do not have access to it.",
+                       param="model", code="model_not_found")
+    return JSONResponse(_model_card(name, service.created))
+
+
+async def health(request: Request) -> Response:
+    service = service_of(request)
+    engine = service.engine
+    counters = engine.counters
+    return JSONResponse({
+        "status": "ok", "model": service.name, "device": str(service.backend.loaded.device),
+        "running": engine.running is not None, "waiting": engine.waiting,
+        "completed": counters.completed, "cancelled": counters.cancelled, "failed": counters.failed,
+        "last_cancel_latency_s": counters.last_cancel_latency_s,
+        "last_cancelled_step_s": counters.last_cancelled_step_s,
+        # rejected_prediction_tokens as OpenAI counts them; drafts: rejected draft positions
+        **service.backend.totals,
+    })
+
+
+def guarded(handler):
+    """The handler behind the Host check, with every failure answered in OpenAI's error shape."""
+
+    async def run(request: Request) -> Response:
+        try:
+            check_host(service_of(request), request)
+            return await handler(request)
+        except ApiError as error:
+            return error.response()
+        except ClientGone:
+            log.info("%s %s: the client hung up before its request was read", request.method, request.url.path)
+            return Response(status_code=499)
+        except Exception as error:  # never a crash: a 500 in OpenAI's shape
+            return error_for(error).response()
+
+    return run
+
+
+async def http_error(request: Request, error: HTTPException) -> Response:
+    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
+    message = {404: f"Unknown path {request.url.path}.",
+               405: f"Method {request.method} is not allowed on {request.url.path}."}.get(
+                   error.status_code, str(error.detail))
+    return ApiError(error.status_code, message, code=code).response()
+
+
+async def server_error(request: Request, error: Exception) -> Response:
+    return error_for(error).response()
+
+
+ROUTES = [
+    Route("/v1/chat/completions", guarded(chat_completions), methods=["POST"]),
+    Route("/v1/rewrites", guarded(rewrites), methods=["GET", "POST"]),
+    Route("/v1/models", guarded(models), methods=["GET"]),
+    Route("/v1/models/{name:path}", guarded(model), methods=["GET"]),
+    Route("/health", guarded(health), methods=["GET"]),
+]
+
+
+def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str | None = None,
+               model_ids: set[str] | None = None, allowed_hosts: tuple[str, ...] = (),
+               rewriter: Rewriter | None = None) -> Starlette:
+    """The app serving `loaded`; `rewriter` answers /v1/rewrites instead of the model's own (tests)."""
+    limits = limits or Limits()
+    service = Service(backend=Backend(loaded, limits, rewriter), engine=Engine(max_queue=limits.max_queue),
+                      limits=limits, served=sorted(model_ids or {loaded.name}),
+                      api_key=(api_key or "").strip() or None,
+                      hosts={*LOOPBACK_HOSTS, *(host_name(h) for h in allowed_hosts)})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        service.engine.close()
+
+    app = Starlette(routes=ROUTES, exception_handlers={HTTPException: http_error, Exception: server_error},
+                    lifespan=lifespan)
+    app.state.service = service
+    return app
+
+
+def stats_of(data: dict) -> Stats:
+    from .client import stats_from
+
+    return stats_from(data)
+
+
+def _model_card(name: str, created: int) -> dict:
+    return {"id": name, "object": "model", "created": created, "owned_by": "rewriter"}
+
+
+def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, device: str | None = None,
+          limits: Limits | None = None, api_key_file: str | None = None, say=print,
+          allowed_hosts: tuple[str, ...] = (), dtype: str | None = None) -> None:
+    """Load the model and serve until interrupted. Off loopback, an API key is required."""
+    import uvicorn
+
+    from ..decoding.models import load_model
+    from .http_protocol import with_header_timeout
+
+    limits = limits or Limits()
+
+    api_key = read_api_key(api_key_file)
+    if not is_loopback(host) and not api_key:
+        raise ValueError(f"refusing to listen on {host} without an API key: set {API_KEY_ENV} or pass "
+                         "--api-key-file (loopback addresses need none)")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    started = time.perf_counter()
+    loaded = load_model(model, device=device, dtype=dtype, progress=say)
+    say(f"model {loaded.name} ({loaded.dtype}) ready on {loaded.device} in {time.perf_counter() - started:.1f}s")
+    app = create_app(loaded, limits, api_key, allowed_hosts=allowed_hosts)
+    say(f"serving on http://{host}:{port}/v1 ({'API key required' if api_key else 'no API key'})")
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
+                http=with_header_timeout(limits.read_timeout_s), limit_concurrency=limits.max_connections,
+                timeout_keep_alive=5)

@@ -1,0 +1,288 @@
+"""The model's side of the HTTP service: what runs on the engine's worker.
+
+`prepare_*` run before a request takes a queue slot (tokenizing and checking the limits only);
+`chat` and `rewrite` run on the worker (serve/engine.py), one request at a time. A rewrite's
+answer goes through the edit pipeline (edits/pipeline.py), as `rewriter apply`'s and the
+language server's do.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
+
+from ..decoding.decode import Decoder, Stats, StopCheck
+from ..decoding.models import LoadedModel
+from ..decoding.rewrite import Progress, RewriteError, Rewriter
+from ..edits.hunks import Hunk, HunkStream
+from ..edits.integrity import STRIPPED
+from ..edits.pipeline import SpanEdit, grammar_of
+from ..prompt import language_for
+from .requests import ApiError, ChatRequest, Limits, RewriteRequest
+
+STATS_EVERY_S = 0.5
+
+
+def stop_strings(tokenizer, stops: list[str]) -> StopCheck:
+    """Stop once any stop string is in the output, keeping the fewest tokens that hold it."""
+    # Enough tail tokens to hold the longest stop string even in byte tokens (4 per character).
+    tail = 4 * max(len(s) for s in stops) + 8
+
+    def contains(ids: list[int]) -> bool:
+        text = tokenizer.decode(ids[-tail:], skip_special_tokens=True)
+        return any(s in text for s in stops)
+
+    def check(output: list[int]) -> int | None:
+        if not contains(output):
+            return None
+        keep = len(output)
+        while keep > 1 and contains(output[: keep - 1]):
+            keep -= 1
+        return keep
+
+    return check
+
+
+class StopTrimmer:
+    """Text increments without the stop string or anything after it.
+
+    While the text ends with what may become a stop string, that part is held back.
+    """
+
+    def __init__(self, stops: list[str]):
+        self.stops = stops
+        self.text = ""
+        self.sent = 0
+        self.stopped = False
+
+    def feed(self, piece: str, final: bool) -> str:
+        if self.stopped:
+            return ""
+        self.text += piece
+        cuts = [i for i in (self.text.find(s) for s in self.stops) if i >= 0]
+        if cuts:
+            end, self.stopped = min(cuts), True
+        elif final:
+            end = len(self.text)
+        else:
+            end = len(self.text) - self._held()
+        out = self.text[self.sent:end] if end > self.sent else ""
+        self.sent = max(self.sent, end)
+        return out
+
+    def _held(self) -> int:
+        longest = 0
+        for stop in self.stops:
+            for n in range(min(len(stop) - 1, len(self.text)), longest, -1):
+                if self.text.endswith(stop[:n]):
+                    longest = n
+                    break
+        return longest
+
+
+@dataclass
+class ChatDelta:
+    text: str
+    stats: Stats
+    done: bool
+    rejected_prediction_tokens: int = 0  # as OpenAI counts them; set on the last delta
+
+
+@dataclass
+class PreparedChat:
+    """A chat request checked against the limits and tokenized, before it takes a queue slot."""
+
+    request: ChatRequest
+    prompt: list[int]
+    prediction: list[int] | None  # the prediction's tokens, without the end of turn
+    budget: int
+
+
+@dataclass
+class PreparedRewrite:
+    """A /v1/rewrites request planned: its span on the way through the model."""
+
+    request: RewriteRequest
+    edit: SpanEdit  # the span in its file: what the model is sent, what of the answer may be applied
+    language: str  # for the prompt
+    context: str | None
+    first_line: int  # the span's first line in the request's text
+    prediction: list[int]
+    budget: int
+
+
+def rejected_prediction_tokens(prediction: list[int], completion: list[int], final: bool = True) -> int:
+    """OpenAI's count: the prediction's tokens that do not appear in the completion.
+
+    While the completion is still growing (`final` False), only the prediction up to the
+    furthest point the completion has matched counts.
+    """
+    blocks = difflib.SequenceMatcher(None, prediction, completion, autojunk=False).get_matching_blocks()
+    matched = sum(block.size for block in blocks)
+    reached = len(prediction) if final else max((b.a + b.size for b in blocks if b.size), default=0)
+    return reached - matched
+
+
+class Backend:
+    """The loaded model and everything that decodes with it.
+
+    prepare_* run before queueing (tokenizing only); chat and rewrite run on the engine's worker.
+    """
+
+    def __init__(self, loaded: LoadedModel, limits: Limits, rewriter: Rewriter | None = None):
+        self.loaded = loaded
+        self.tokenizer = loaded.tokenizer
+        self.limits = limits
+        self.decoder = Decoder(loaded.model, loaded.tokenizer, prefix_cache=True)
+        # What answers /v1/rewrites: the model's Rewriter (tests script one with the same interface).
+        self.rewriter = rewriter or Rewriter(loaded, decoder=self.decoder)
+        self.context_length = loaded.context_length
+        self.max_prompt_tokens = min(limits.max_prompt_tokens or self.context_length, self.context_length - 1)
+        # Totals over completed requests, for /health.
+        self.totals = {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
+                       "rejected_prediction_drafts": 0}
+
+    def prepare_chat(self, request: ChatRequest) -> PreparedChat:
+        self._check_max_tokens(request.max_tokens)
+        prompt = self.rewriter.encode_prompt(_Messages(request.messages))
+        if len(prompt) > self.max_prompt_tokens:
+            raise ApiError(400, f"The messages take {len(prompt)} tokens; this server takes at most "
+                           f"{self.max_prompt_tokens} prompt tokens. Please shorten them.", param="messages",
+                           code="context_length_exceeded")
+        room = self.context_length - len(prompt)
+        if request.max_tokens and request.max_tokens > room:
+            raise ApiError(400, f"This model's maximum context length is {self.context_length} tokens. However, "
+                           f"you requested {len(prompt) + request.max_tokens} tokens ({len(prompt)} in the "
+                           f"messages, {request.max_tokens} in the completion). Please reduce the length of the "
+                           "messages or completion.", param="max_tokens", code="context_length_exceeded")
+        budget = min(request.max_tokens or self.limits.max_output_tokens, room)
+        prediction = None
+        if request.prediction is not None:
+            prediction = self.tokenizer.encode(request.prediction, add_special_tokens=False)
+        return PreparedChat(request, prompt, prediction, budget)
+
+    def chat(self, prepared: PreparedChat, verifier) -> Iterator[ChatDelta]:
+        request = prepared.request
+        if prepared.prediction is not None:
+            drafts = list(prepared.prediction)
+            if self.tokenizer.eos_token_id is not None:  # as Rewriter.encode_prediction: end with the turn
+                drafts.append(self.tokenizer.eos_token_id)
+            drafter = CombinedDrafter(PredictionDrafter(drafts), PromptLookupDrafter())
+        else:
+            drafter = PromptLookupDrafter()
+        stop = stop_strings(self.tokenizer, request.stop) if request.stop else None
+        trimmer = StopTrimmer(request.stop)
+        output: list[int] = []
+        for step in self.decoder.generate(prepared.prompt, drafter, prepared.budget, stop, verifier):
+            output += step.tokens
+            rejected = 0
+            if step.done:
+                rejected = rejected_prediction_tokens(prepared.prediction or [], output)
+                self._count(step.stats, rejected)
+            yield ChatDelta(trimmer.feed(step.text, step.done), dataclasses.replace(step.stats), step.done,
+                            rejected)
+
+    def _count(self, stats: Stats, rejected: int) -> None:
+        self.totals["accepted_prediction_tokens"] += stats.accepted_prediction_tokens
+        self.totals["rejected_prediction_tokens"] += rejected
+        self.totals["rejected_prediction_drafts"] += stats.rejected_prediction_tokens
+
+    def _check_max_tokens(self, max_tokens: int | None) -> None:
+        if max_tokens and max_tokens > self.limits.max_output_tokens:
+            raise ApiError(400, f"Invalid 'max_tokens': this server allows at most {self.limits.max_output_tokens} "
+                           f"output tokens, got {max_tokens}.", param="max_tokens", code="integer_above_max_value")
+
+    def prepare_rewrite(self, request: RewriteRequest) -> PreparedRewrite:
+        file_text, start, end = span_in_file(request)
+        language = request.language or language_for(request.file_name or "")
+        # The checks need a grammar: named, from the file name, else guessed from the code.
+        edit = SpanEdit(file_text, start, end, request.instruction, grammar_of(language, file_text))
+        context = request.context if request.context is not None else request.text if request.range else None
+        self._check_max_tokens(request.max_tokens)
+        try:  # stream() plans again on the worker (tokenizing is cheap)
+            prompt, prediction, budget = self.rewriter.plan(edit.code, request.instruction, language, context,
+                                                            request.max_tokens)
+        except RewriteError as error:
+            raise ApiError(400, str(error), param="text", code="invalid_rewrite") from error
+        if len(prompt) > self.max_prompt_tokens:
+            raise ApiError(400, f"The prompt takes {len(prompt)} tokens; this server takes at most "
+                           f"{self.max_prompt_tokens}. Rewrite a smaller part.", param="text",
+                           code="invalid_rewrite")
+        if prediction and prediction[-1] == self.tokenizer.eos_token_id:
+            prediction = prediction[:-1]
+        return PreparedRewrite(request, edit, language, context, request.range[0] if request.range else 0,
+                               prediction, min(budget, self.limits.max_output_tokens))
+
+    def rewrite(self, prepared: PreparedRewrite) -> Iterator[tuple[str, dict]]:
+        """(event, data) pairs for /v1/rewrites: delta, hunk, stats, then result."""
+        request, edit = prepared.request, prepared.edit
+        hunks = HunkStream(edit.original)
+        answer = ""
+        stats_sent = time.perf_counter()
+
+        def shifted(found: list[Hunk]) -> Iterator[tuple[str, dict]]:
+            for hunk in found:
+                yield "hunk", {"start": hunk.start + prepared.first_line, "end": hunk.end + prepared.first_line,
+                               "lines": list(hunk.lines)}
+
+        def stats_data(stats: Stats, final: bool) -> dict:
+            # The answer's tokens again (the stream gives text): OpenAI's count needs them.
+            completion = self.tokenizer.encode(answer, add_special_tokens=False)
+            return {**stats.as_dict(), "rejected_prediction_drafts": stats.rejected_prediction_tokens,
+                    "rejected_prediction_tokens": rejected_prediction_tokens(prepared.prediction, completion, final)}
+
+        for event in self.rewriter.stream(edit.code, request.instruction, prepared.language, prepared.context,
+                                          prepared.budget):
+            if isinstance(event, Progress):
+                answer += event.text
+                yield "delta", {"text": event.text}
+                written = edit.partial_text(answer)
+                if written is not None:
+                    yield from shifted(hunks.feed(written))
+                if time.perf_counter() - stats_sent >= STATS_EVERY_S:
+                    stats_sent = time.perf_counter()
+                    yield "stats", stats_data(event.stats, final=False)
+                continue
+            result = event
+            answer = result.answer
+            yield from shifted(hunks.feed(edit.final_text(result.text), final=True))
+            stats = stats_data(result.stats, final=True)
+            self._count(result.stats, stats["rejected_prediction_tokens"])
+            yield "stats", stats
+            decision = edit.finish(result.text, result.stats.finish_reason)
+            data = {"text": decision.text, "answer": result.answer, "changed": decision.text != edit.original,
+                    "stats": stats, "integrity": decision.status}
+            if decision.status == STRIPPED:
+                data["stripped"] = decision.reason
+            if decision.refused:
+                data["refused"] = {"reason": decision.reason, "text": decision.refused_text}
+            if request.range:
+                lines = request.text.splitlines(keepends=True)
+                data["selection"] = decision.text
+                data["text"] = "".join(lines[:request.range[0]]) + decision.text + "".join(lines[request.range[1]:])
+            yield "result", data
+
+
+def span_in_file(request: RewriteRequest) -> tuple[str, int, int]:
+    """The file a /v1/rewrites span lies in, and the span's offsets there: the request's text
+    when a range names the lines, the context when the text occurs in it once, else the text."""
+    if request.range:
+        lines = request.text.splitlines(keepends=True)
+        start = len("".join(lines[:request.range[0]]))
+        return request.text, start, start + len("".join(lines[request.range[0]:request.range[1]]))
+    context = request.context
+    if context and request.text and context.count(request.text) == 1:
+        start = context.index(request.text)
+        return context, start, start + len(request.text)
+    return request.text, 0, len(request.text)
+
+
+@dataclass
+class _Messages:
+    """Duck-typed RewritePrompt for Rewriter.encode_prompt: only the messages matter."""
+
+    messages: list[dict]
