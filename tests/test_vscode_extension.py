@@ -84,8 +84,9 @@ def test_the_extensions_commands_are_not_the_servers():
     assert set(re.findall(r"'(rewriter\.[A-Za-z.]+)'", block)) == SERVER_COMMANDS
 
 
-def test_the_lockfile_is_the_manifests():
-    lock = json.loads((EXTENSION / "package-lock.json").read_text())
-    root = lock["packages"][""]
-    assert root["dependencies"] == MANIFEST["dependencies"]
-    assert root["devDependencies"] == MANIFEST["devDependencies"]
+def test_the_lockfiles_are_the_manifests():
+    for folder in (EXTENSION, EXTENSION / "e2e"):
+        manifest = json.loads((folder / "package.json").read_text())
+        root = json.loads((folder / "package-lock.json").read_text())["packages"][""]
+        for kind in ("dependencies", "devDependencies"):
+            assert root.get(kind) == manifest.get(kind), (folder, kind)
