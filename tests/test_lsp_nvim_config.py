@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_lsp_nvim import SAMPLE
 
 HERE = Path(__file__).resolve().parent
@@ -22,7 +21,7 @@ ROOT = HERE.parent
 
 
 def version_of(nvim: str) -> tuple[int, ...]:
-    first = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=60).stdout.split("\n")[0]
+    first = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout.split("\n")[0]
     return tuple(int(d) for d in first.removeprefix("NVIM v").split("-")[0].split(".") if d.isdigit())
 
 
@@ -65,7 +64,7 @@ def test_the_config_file_on_the_runtimepath_rewrites_a_range(tmp_path):
     }
     completed = subprocess.run(
         [NVIM, "--headless", "--clean", "-i", "NONE", "-n", "-c", f"luafile {HERE / 'nvim' / 'config.lua'}"],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=180)
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
     assert out.exists(), f"nvim wrote no report (rc {completed.returncode}): {completed.stderr[-2000:]}"
     report = json.loads(out.read_text())
     assert report["status"] == "finished", report

@@ -70,7 +70,7 @@ def test_the_settings_choices_are_the_servers():
     for key, schema in OPTION_SETTINGS.items():
         for choice in schema.get("enum", []):
             # A remote engine needs its URL; with it, every choice is accepted as it is.
-            options, warnings = parse_options(nested({key: choice, "engine.url": "http://127.0.0.1:8000/v1"}))
+            _, warnings = parse_options(nested({key: choice, "engine.url": "http://127.0.0.1:8000/v1"}))
             assert warnings == [], (key, choice, warnings)
 
 
