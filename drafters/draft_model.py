@@ -9,7 +9,7 @@ with those distributions attached for the verifier.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from transformers import DynamicCache

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from .base import Draft, laplace
 

@@ -283,7 +283,8 @@ def code_actions(ls: RewriterServer, params: types.CodeActionParams):
                 add(f"Rewrite: {preset}", diagnostic_instruction(touching, region), touching)
             continue
         add(f"Rewrite: {preset}", preset)
-    log.debug("%d code actions for %s lines %d-%d", len(actions), params.text_document.uri, target.start.line, target.end.line)
+    log.debug("%d code actions for %s lines %d-%d", len(actions), params.text_document.uri,
+              target.start.line, target.end.line)
     return actions
 
 

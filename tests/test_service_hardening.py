@@ -223,7 +223,7 @@ def closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> 
         try:
             if sock.recv(4096) == b"":
                 return time.monotonic() - started
-        except socket.timeout:
+        except TimeoutError:
             continue
         except OSError:
             return time.monotonic() - started

@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -184,9 +184,11 @@ def summarize(rows: list[dict]) -> dict:
     versus_float32 = {}
     if with_reference:
         versus_float32 = {
-            "median_speedup_vs_float32_greedy": statistics.median(row["speedup_vs_float32_greedy"] for row in with_reference),
+            "median_speedup_vs_float32_greedy": statistics.median(
+                row["speedup_vs_float32_greedy"] for row in with_reference),
             "identical_to_float32_greedy": sum(row["identical_to_float32_greedy"] for row in with_reference),
-            "median_float32_greedy_tokens_per_s": statistics.median(row["float32_greedy_tokens_per_s"] for row in with_reference),
+            "median_float32_greedy_tokens_per_s": statistics.median(
+                row["float32_greedy_tokens_per_s"] for row in with_reference),
         }
     return {
         "cases": len(rows),
@@ -245,7 +247,8 @@ def format_summary(summary: dict) -> str:
     return "\n".join([
         f"dtype: {summary['dtype']}; cases: {summary['cases']}, identical to greedy of the same model: "
         f"{summary['identical_to_greedy']}/{summary['cases']}",
-        f"median tokens/s: greedy {rates['greedy']:.1f}, prompt lookup {rates['prompt_lookup']:.1f}, ours {rates['ours']:.1f}",
+        f"median tokens/s: greedy {rates['greedy']:.1f}, prompt lookup {rates['prompt_lookup']:.1f}, "
+        f"ours {rates['ours']:.1f}",
         f"median speed-up: {summary['median_speedup_vs_greedy']:.2f}x vs greedy "
         f"({summary['median_decode_speedup_vs_greedy']:.2f}x decoding only), "
         f"{summary['median_speedup_vs_prompt_lookup']:.2f}x vs prompt lookup "
@@ -339,7 +342,8 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
         tokens, stats, seconds = _decode_ours(rewriter, prompt_ids, prediction, budget)
         row = {
             "id": case.id, "dtype": rewriter.loaded.dtype, "prompt_tokens": len(prompt_ids),
-            "prediction_tokens": len(prediction), "output_tokens": len(tokens), "ours_s": seconds, "ours_tokens_per_s": len(tokens) / seconds,
+            "prediction_tokens": len(prediction), "output_tokens": len(tokens),
+            "ours_s": seconds, "ours_tokens_per_s": len(tokens) / seconds,
             "ours_forward_passes": stats.forward_passes,
             "forward_passes_per_token": stats.forward_passes / max(len(tokens), 1),
             "accepted_prediction_tokens": stats.accepted_prediction_tokens,
@@ -504,7 +508,8 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
         for kind in kinds:
             suffix = f"/{kind}" if kind else ""
             if params.greedy:
-                modes["prediction"] = _decode_mode(rewriter, prompt_ids, budget, rewriter.drafter(prediction), verifier())
+                modes["prediction"] = _decode_mode(rewriter, prompt_ids, budget, rewriter.drafter(prediction),
+                                                   verifier())
             modes[f"draft_model{suffix}"] = _decode_mode(rewriter, prompt_ids, budget, small(), verifier(kind))
             modes[f"both{suffix}"] = _decode_mode(
                 rewriter, prompt_ids, budget, PredictionThenModelDrafter(rewriter.drafter(prediction), small()),
@@ -516,11 +521,10 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
             greedy = modes["plain"]
         else:
             greedy = modes["greedy"] = _decode_mode(rewriter, prompt_ids, budget, None, None)
+        beams = BeamDrafter(draft.model, vocab_size=rewriter.loaded.model.config.vocab_size,
+                            lookahead=rewriter.decoder.lookahead)
         mjsd = _decode_mode(rewriter, prompt_ids, budget,
-                            PredictionThenModelDrafter(rewriter.drafter(prediction),
-                                                       BeamDrafter(draft.model, vocab_size=rewriter.loaded.model.config.vocab_size,
-                                                                   lookahead=rewriter.decoder.lookahead)),
-                            MJSDVerifier(mjsd_tau))
+                            PredictionThenModelDrafter(rewriter.drafter(prediction), beams), MJSDVerifier(mjsd_tau))
         modes["mjsd"] = mjsd
         mjsd["perplexity"] = perplexity(rewriter, prompt_ids, mjsd["tokens"])
         greedy["perplexity"] = perplexity(rewriter, prompt_ids, greedy["tokens"])

@@ -58,7 +58,8 @@ def audit(before: str, after: str, grammar: str | None, instruction: str) -> lis
 
 
 def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_tokens: int | None,
-                        json_path: str | None, say=lambda message: print(message, file=sys.stderr)) -> list[SpanOutcome]:
+                        json_path: str | None,
+                        say=lambda message: print(message, file=sys.stderr)) -> list[SpanOutcome]:
     outcomes: list[SpanOutcome] = []
     turn = 0
     for case in cases:

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -98,7 +98,8 @@ def embedded_part_paths(packaged: PackagedModel = EMBEDDED) -> list[Path]:
         try:
             module = importlib.import_module(package)
         except ImportError as error:
-            how = "pip install -e . installs it" if packaged is EMBEDDED else "pip install -e '.[coder-1-5b]' installs it"
+            how = ("pip install -e . installs it" if packaged is EMBEDDED
+                   else "pip install -e '.[coder-1-5b]' installs it")
             raise ModelError(
                 f"the model {packaged.name} needs the package {package.replace('_', '-')}=={packaged.version} "
                 f"({how})"

@@ -1,7 +1,7 @@
 """One rewrite request end to end: prompt, prediction, speculative decoding, edited text."""
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
 from .decode import Decoder, Stats, StopCheck
@@ -19,7 +19,8 @@ def fence_stop(tokenizer) -> StopCheck:
         if closing_fence_end(tokenizer.decode(output, skip_special_tokens=True)) is None:
             return None
         keep = len(output)
-        while keep > 1 and closing_fence_end(tokenizer.decode(output[: keep - 1], skip_special_tokens=True)) is not None:
+        while keep > 1 and closing_fence_end(
+                tokenizer.decode(output[: keep - 1], skip_special_tokens=True)) is not None:
             keep -= 1
         return keep
 

@@ -17,7 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
+from collections.abc import Callable
 
 from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
@@ -89,7 +90,7 @@ class FileJob:
     notes: list[str] = field(default_factory=list)  # what planning changed about the scope, for stderr
     seconds: float = 0.0
 
-    def skip(self, reason: str) -> "FileJob":
+    def skip(self, reason: str) -> FileJob:
         self.status, self.reason = "skipped", reason
         return self
 
@@ -297,7 +298,7 @@ def reindent(original: str, new: str) -> str:
 class Runner:
     """Runs the spans of one file after another on an engine, reporting progress."""
 
-    def __init__(self, engine, options: Options, report: "Report", cancel: threading.Event):
+    def __init__(self, engine, options: Options, report: Report, cancel: threading.Event):
         self.engine = engine
         self.options = options
         self.report = report
@@ -427,7 +428,7 @@ def _describe(error: Exception) -> str:
 
 # ---- the whole run -------------------------------------------------------------------------
 
-def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers: int = 1,
+def run(jobs: list[FileJob], engine, options: Options, report: Report, workers: int = 1,
         diff_out: TextIO | None = None) -> bool:
     """Rewrite every planned file; writes (with --write) happen here, one file at a time.
 

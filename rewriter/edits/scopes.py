@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import PurePath
 
 from ..prompt import language_for
@@ -111,7 +111,7 @@ def grammar_for(language: str) -> str | None:
     return name if _language(name) is not None else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _language(name: str):
     try:
         from tree_sitter_language_pack import get_language
@@ -120,7 +120,7 @@ def _language(name: str):
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parser(name: str):
     from tree_sitter import Parser
     return Parser(_language(name))
@@ -460,7 +460,7 @@ def _line_cuts(text: str, span: Span, blank_only: bool) -> list[int]:
     cuts = []
     lines = text[span.start:span.end].splitlines(keepends=True)
     offset = span.start
-    for previous, line in zip(lines, lines[1:]):
+    for previous in lines[:-1]:
         offset += len(previous)
         if not blank_only or not previous.strip():
             cuts.append(offset)

@@ -12,7 +12,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, fields
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import httpx
@@ -103,7 +103,7 @@ class RemoteRewriter:
     def close(self) -> None:
         self.http.close()
 
-    def __enter__(self) -> "RemoteRewriter":
+    def __enter__(self) -> RemoteRewriter:
         return self
 
     def __exit__(self, *exc) -> None:

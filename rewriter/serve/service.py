@@ -19,7 +19,8 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
