@@ -1,9 +1,9 @@
 """The drafter interface: propose the next tokens, hear how many were accepted."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
-from collections.abc import Sequence
 
 
 @dataclass

@@ -22,12 +22,12 @@ from typing import Protocol
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from rewriter.serve.client import ServiceError
 from rewriter.edits.hunks import Hunk, HunkStream
 from rewriter.edits.integrity import APPLIED, STRIPPED, FileIntegrity
 from rewriter.edits.scopes import grammar_for
 from rewriter.prompt import NoCodeBlock, SourceText, common_indent, extract_code
 from rewriter.results import Progress, RewriteError, RewriteResult
+from rewriter.serve.client import ServiceError
 
 from .options import Options
 from .regions import Region

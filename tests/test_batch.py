@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from rewriter.decoding.decode import Stats
+from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 from rewriter.edits import batch
 from rewriter.edits.batch import BatchError, Options, apply_command, collect, plan
-from rewriter.decoding.decode import Stats
 from rewriter.prompt import NoCodeBlock
-from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, client_capabilities
 

@@ -15,7 +15,6 @@ import httpx
 import openai
 import pytest
 import torch
-
 from conftest import greedy_reference
 from test_service_helpers import ROOT, Server
 
@@ -380,9 +379,9 @@ def test_off_loopback_needs_an_api_key(tiny_dir):
 
 
 def test_remote_engine_maps_errors(server):
-    from rewriter.serve.client import RemoteRewriter
-    from rewriter.prompt import NoCodeBlock
     from rewriter.decoding.rewrite import Progress, RewriteError
+    from rewriter.prompt import NoCodeBlock
+    from rewriter.serve.client import RemoteRewriter
 
     for protocol in ("auto", "openai"):
         with RemoteRewriter(server.url, model=model_name(server), protocol=protocol) as engine:

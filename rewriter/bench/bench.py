@@ -12,9 +12,9 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -482,6 +482,7 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
     from dataclasses import replace
 
     from drafters.draft_model import DraftModelDrafter, PredictionThenModelDrafter
+
     from ..decoding.sampling import make_verifier, shaper
 
     code = SourceText.from_text(case.before).code

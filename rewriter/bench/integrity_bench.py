@@ -17,9 +17,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..edits.batch import CONTEXT_WINDOWS, context_for, reindent
-from .bench import Case
 from ..edits.integrity import FileIntegrity, lost_definitions, significant
 from ..edits.scopes import SyntaxTree, definitions, grammar_for, select_nodes
+from .bench import Case
 
 INSTRUCTIONS = (
     "Add a one-line docstring to this function.",

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
 
 from drafters.base import Drafter
+
+from ..results import Stats
 from .lookahead import Lookahead
 from .quantize import is_int8
-from ..results import Stats
 from .verify import GreedyVerifier, Verifier
 
 # Returns the number of output tokens to keep once the output is complete, else None.

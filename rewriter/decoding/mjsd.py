@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 

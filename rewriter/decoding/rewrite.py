@@ -4,10 +4,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
-from .decode import Decoder, Stats, StopCheck
-from .models import LoadedModel
+
 from ..prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, extract_code
 from ..results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
+from .decode import Decoder, Stats, StopCheck
+from .models import LoadedModel
 from .sampling import SamplingParams, make_verifier
 from .verify import Verifier
 

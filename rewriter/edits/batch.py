@@ -14,19 +14,28 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
-from collections.abc import Callable
 
+from ..prompt import NoCodeBlock, common_indent, language_for
+from ..results import RewriteResult, Stats
 from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .integrity import FileIntegrity
-from ..prompt import NoCodeBlock, common_indent, language_for
-from ..results import RewriteResult, Stats
-from .scopes import (ScopeError, Span, SyntaxTree, expand_to_nodes, line_span, select_nodes,
-                     split_span, syntax_error_line, tree_language)
+from .scopes import (
+    ScopeError,
+    Span,
+    SyntaxTree,
+    expand_to_nodes,
+    line_span,
+    select_nodes,
+    split_span,
+    syntax_error_line,
+    tree_language,
+)
 
 MAX_FILE_BYTES = 1 << 20  # larger files are generated or data, not code to rewrite by model
 EXCLUDED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv",

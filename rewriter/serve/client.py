@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, fields
 from collections.abc import Iterator
+from dataclasses import dataclass, fields
 from urllib.parse import urlsplit
 
 import httpx

@@ -12,9 +12,9 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ import math
 import os
 import time
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import AsyncIterator, Iterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -29,16 +29,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from .client import AnswerHunks
+
 from ..decoding.decode import Decoder, Stats, StopCheck
-from .engine import END, Engine, Failed, QueueFull
-from ..edits.hunks import Hunk
-from ..edits.integrity import STRIPPED, FileIntegrity
 from ..decoding.models import LoadedModel
-from ..prompt import NoCodeBlock
 from ..decoding.rewrite import Progress, RewriteError, Rewriter
 from ..decoding.sampling import SamplingParams, make_verifier
+from ..edits.hunks import Hunk
+from ..edits.integrity import STRIPPED, FileIntegrity
 from ..edits.scopes import grammar_for
+from ..prompt import NoCodeBlock
+from .client import AnswerHunks
+from .engine import END, Engine, Failed, QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -1003,8 +1004,8 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
     """Load the model and serve until interrupted. Off loopback, an API key is required."""
     import uvicorn
 
-    from .http_protocol import with_header_timeout
     from ..decoding.models import load_model
+    from .http_protocol import with_header_timeout
 
     limits = limits or Limits()
 
