@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass
@@ -13,8 +13,9 @@ class Draft:
     # the ones before it were; the loop sizes the lookahead window from it.
     acceptance: float
     source: str
-    # Per-token draft distributions for sampling verifiers; None means one-hot drafts.
-    probs: object | None = field(default=None, repr=False)
+    # Per-token draft distributions for sampling verifiers (a tensor, or a list of rows: this
+    # module stays torch-free); None means one-hot drafts.
+    probs: Any = field(default=None, repr=False)
 
 
 class Drafter(Protocol):

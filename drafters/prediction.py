@@ -40,6 +40,7 @@ class PredictionDrafter:
         self._follow(output)
         if self.cursor is None and not self._realign(output):
             return None
+        assert self.cursor is not None  # _realign placed it
         draft = self.prediction[self.cursor:self.cursor + limit]
         if not draft:
             return None

@@ -46,7 +46,7 @@ def _parser(language: str):
     try:
         from tree_sitter_language_pack import get_parser
 
-        return get_parser(PARSER_NAMES.get(language, language))
+        return get_parser(PARSER_NAMES.get(language, language))  # type: ignore[arg-type]  # unknown: raises
     except Exception as error:  # an unknown language or a grammar that will not load
         log.info("no tree-sitter parser for %r: %s", language, error)
         return None

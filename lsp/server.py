@@ -258,7 +258,7 @@ def code_actions(ls: RewriterServer, params: types.CodeActionParams):
         return None
     target = types.Range(types.Position(region.start, 0), types.Position(region.end, 0))
     literal = ls._capability("text_document", "code_action", "code_action_literal_support") is not None
-    actions = []
+    actions: list[types.CodeAction | types.Command] = []
 
     def add(title: str, instruction: str, diagnostics=None):
         command = types.Command(title=title, command=REWRITE, arguments=[{
@@ -328,7 +328,7 @@ async def rewrite_command(ls: RewriterServer, *args):
     rng = _argument(args, "range", dict)
     try:
         start, end = rng["start"], rng["end"]
-        positions = [int(start["line"]), int(start["character"]), int(end["line"]), int(end["character"])]
+        positions = (int(start["line"]), int(start["character"]), int(end["line"]), int(end["character"]))
     except (KeyError, TypeError, ValueError):
         raise invalid(f"argument 'range' must be an LSP range, got {rng!r:.80}") from None
     if uri not in ls.workspace.text_documents:

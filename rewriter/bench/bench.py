@@ -55,7 +55,7 @@ class FenceCriteria(StoppingCriteria):
         self.stop = rewriter.stop
         self.prompt_length = prompt_length
 
-    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.Tensor:
         done = self.stop(input_ids[0, self.prompt_length:].tolist()) is not None
         return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 
@@ -79,7 +79,7 @@ def _baseline(rewriter: Rewriter, prompt_ids: list[int], budget: int, **options)
     start = time.perf_counter()
     try:
         with torch.inference_mode():
-            out = model.generate(
+            out = model.generate(  # type: ignore[operator]  # a causal LM: GenerationMixin's generate
                 ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=budget,
                 eos_token_id=sorted(rewriter.decoder.eos_ids), pad_token_id=rewriter.tokenizer.pad_token_id,
                 stopping_criteria=StoppingCriteriaList([FenceCriteria(rewriter, len(prompt_ids))]),
@@ -350,7 +350,7 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
             "rejected_prediction_tokens": stats.rejected_prediction_tokens,
             "ttft_s": stats.ttft_s, "finish_reason": stats.finish_reason,
         }
-    answer = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)
+    answer: str = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)  # type: ignore[assignment]  # one sequence
     return {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
 
 
@@ -494,9 +494,9 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
 
     modes["plain"] = _decode_mode(rewriter, prompt_ids, budget, None, verifier())
     if not params.greedy:
-        for kind in ("token", "block"):
-            modes[f"prediction/{kind}"] = _decode_mode(rewriter, prompt_ids, budget, rewriter.drafter(prediction),
-                                                      verifier(kind))
+        for verification in ("token", "block"):
+            modes[f"prediction/{verification}"] = _decode_mode(rewriter, prompt_ids, budget,
+                                                              rewriter.drafter(prediction), verifier(verification))
     if draft is not None:
         vocab = rewriter.loaded.model.config.vocab_size
         shape = None if params.greedy else shaper(params)

@@ -37,9 +37,9 @@ class Rewriter:
         self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache)
         self.stop = fence_stop(self.tokenizer)
 
-    def encode_prompt(self, prompt: RewritePrompt) -> list[int]:
-        encoded = self.tokenizer.apply_chat_template(prompt.messages, add_generation_prompt=True)
-        ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded
+    def encode_messages(self, messages: list[dict]) -> list[int]:
+        encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded  # type: ignore[index]  # a BatchEncoding
         return list(ids)
 
     def encode_prediction(self, prompt: RewritePrompt) -> list[int]:
@@ -57,7 +57,7 @@ class Rewriter:
         if not instruction or not instruction.strip():
             raise RewriteError("the instruction is empty")
         prompt = build_prompt(code, instruction, language, context)
-        prompt_ids = self.encode_prompt(prompt)
+        prompt_ids = self.encode_messages(prompt.messages)
         prediction = self.encode_prediction(prompt)
         room = self.loaded.context_length - len(prompt_ids)
         # An edit may grow the code; leave room for twice the prediction, and some more.

@@ -318,6 +318,7 @@ class Runner:
             return job
         started = time.perf_counter()
         job.status = "running"
+        assert job.source is not None  # planning read every pending file
         text = job.source.text
         tree = SyntaxTree(text, job.grammar) if job.grammar else None
         integrity = FileIntegrity(text, job.grammar)
@@ -409,7 +410,7 @@ class Runner:
     def _assemble(self, job: FileJob, text: str) -> None:
         new = text
         for unit in sorted(job.units, key=lambda u: u.span.start, reverse=True):
-            if unit.status == "changed":
+            if unit.status == "changed" and unit.text is not None:
                 new = new[: unit.span.start] + unit.text + new[unit.span.end:]
         if new != text and job.grammar and not job.had_errors and not self.options.allow_syntax_errors:
             line = syntax_error_line(new, job.grammar)
@@ -451,17 +452,18 @@ def run(jobs: list[FileJob], engine, options: Options, report: Report, workers: 
     report.start(jobs)
 
     def finish(job: FileJob) -> None:
-        if job.new_text is not None and job.new_text != job.source.text:
-            job.diff = unified_diff(job.source.text, job.new_text, job.display)
+        assert job.source is not None  # planning read every pending file
+        text = job.source.text
+        if job.new_text is not None and job.new_text != text:
+            job.diff = unified_diff(text, job.new_text, job.display)
             if diff_out is not None:
                 report.clear()
                 diff_out.write(colorize(job.diff) if diff_out.isatty() else job.diff)
                 diff_out.flush()
             if options.write:
-                _write(job)
+                _write(job, job.source, job.new_text)
         for unit in job.units:
             if unit.refused_text is not None:
-                text = job.source.text
                 unit.refused_diff = unified_diff(
                     text, text[: unit.span.start] + unit.refused_text + text[unit.span.end:], job.display)
                 if options.show_refused and diff_out is not None:
@@ -503,12 +505,12 @@ def run(jobs: list[FileJob], engine, options: Options, report: Report, workers: 
     return True
 
 
-def _write(job: FileJob) -> None:
+def _write(job: FileJob, source: SourceFile, new_text: str) -> None:
     try:
-        atomic_write(job.source, job.new_text)
+        atomic_write(source, new_text)
         job.status = "written"
     except FileError as error:
-        job.status, job.reason = "failed", str(error).removeprefix(f"{job.source.path}: ")
+        job.status, job.reason = "failed", str(error).removeprefix(f"{source.path}: ")
     except OSError as error:
         job.status, job.reason = "failed", f"cannot write: {error.strerror or error}"
     except KeyboardInterrupt:
@@ -517,8 +519,8 @@ def _write(job: FileJob) -> None:
             on_disk = job.path.read_bytes()
         except OSError:
             on_disk = b""
-        expected = job.new_text.encode("utf-8")
-        job.status = "written" if on_disk.endswith(expected) and on_disk != job.source.raw else "changed"
+        expected = new_text.encode("utf-8")
+        job.status = "written" if on_disk.endswith(expected) and on_disk != source.raw else "changed"
         raise
 
 
