@@ -217,8 +217,13 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     progress: Progress | None = None,
+    batch_invariant: bool | None = None,
 ) -> LoadedModel:
-    """Load a model for decoding; `dtype` is one of DTYPES (default auto: int8 on CPU, bf16 on GPU)."""
+    """Load a model for decoding; `dtype` is one of DTYPES (default auto: int8 on CPU, bf16 on GPU).
+
+    On a GPU the model is made batch-invariant (batch_invariant.py) so that drafts cannot change
+    the output; `batch_invariant=False` exists to measure what that costs and prevents.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from .quantize import QuantizationUnavailable, quantize_int8
@@ -243,6 +248,12 @@ def load_model(
         except QuantizationUnavailable as error:
             _warn(progress)(f"int8 is unavailable here ({error}); using float32")
             wanted = "float32"
+    if batch_invariant is None:
+        batch_invariant = target.type == "cuda"
+    if batch_invariant and wanted != "int8":  # int8 is batch-invariant by construction
+        from .batch_invariant import make_batch_invariant
+
+        make_batch_invariant(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target,
                        dtype=wanted)
 

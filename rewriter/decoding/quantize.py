@@ -23,7 +23,8 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-INT8_ATTENTION = "rewriter_int8_exact"
+# Attention in float64, rounded back: shared with the GPU path (batch_invariant.py).
+FLOAT64_ATTENTION = "rewriter_float64"
 
 
 class QuantizationUnavailable(RuntimeError):
@@ -69,12 +70,14 @@ def _float64_attention(module, query, key, value, attention_mask, **kwargs):
     return out.to(query.dtype), None
 
 
-def _register_attention() -> None:
+def register_float64_attention() -> str:
+    """Register float64 SDPA with transformers; returns its name for `_attn_implementation`."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    AttentionInterface.register(INT8_ATTENTION, _float64_attention)
-    AttentionMaskInterface.register(INT8_ATTENTION, sdpa_mask)
+    AttentionInterface.register(FLOAT64_ATTENTION, _float64_attention)
+    AttentionMaskInterface.register(FLOAT64_ATTENTION, sdpa_mask)
+    return FLOAT64_ATTENTION
 
 
 def _self_check() -> None:
@@ -105,6 +108,5 @@ def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(parent, name, Int8Linear(child))
-    _register_attention()
-    model.config._attn_implementation = INT8_ATTENTION
+    model.config._attn_implementation = register_float64_attention()
     return model
