@@ -14,6 +14,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
+from rewriter import package_version
 from rewriter.prompt import language_for
 
 from .engines import EngineError, make_engine
@@ -33,7 +34,7 @@ ACTION_KIND = types.CodeActionKind.RefactorRewrite
 
 class RewriterServer(LanguageServer):
     def __init__(self):
-        super().__init__("rewriter", "0.1.0")
+        super().__init__("rewriter", package_version())
         self.options = Options()
         self.option_warnings: list[str] = []
         self.engine = None

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from . import package_version
 from .edits.files import FileError
 from .results import DTYPES, ModelError
 
@@ -240,18 +241,9 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rewriter")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rewriter", description="Rewrite code with a local model, fast.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def model_options(command: argparse.ArgumentParser) -> None:
