@@ -520,11 +520,3 @@ def line_range(lines: list[str], start: int, end: int, codec) -> types.Range:
         return types.Position(line, 0)
 
     return types.Range(start=position(start), end=position(end))
-
-
-class _nothing:
-    async def __aenter__(self):
-        return None
-
-    async def __aexit__(self, *exc):
-        return False
