@@ -37,6 +37,7 @@ def expected_tokens(acceptance: float, draft_length: int) -> float:
 class Lookahead:
     def __init__(self, device_type: str = "cpu", max_window: int | None = None, smoothing: float = 0.3,
                  int8: bool = False):
+        self.sizes: tuple[int, ...]
         if device_type == "cuda":
             self.prior, self.sizes = GPU_PRIOR, GPU_PASS_SIZES
         else:

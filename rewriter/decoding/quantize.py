@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from transformers import PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 # Attention in float64, rounded back: shared with the GPU path (batch_invariant.py).
@@ -32,6 +33,10 @@ class QuantizationUnavailable(RuntimeError):
 
 class Int8Linear(nn.Module):
     """A linear layer with int8 weights (one scale per output channel) and per-row int8 activations."""
+
+    weight_t: torch.Tensor
+    weight_scale: torch.Tensor
+    bias: torch.Tensor | None
 
     def __init__(self, linear: nn.Linear):
         super().__init__()
@@ -94,7 +99,7 @@ def is_int8(model: nn.Module) -> bool:
     return any(isinstance(module, Int8Linear) for module in model.modules())
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
+def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
     """Replace every nn.Linear of a float32 CPU model with Int8Linear, in place; seconds for 0.5B."""
     _self_check()
     if next(model.parameters()).device.type != "cpu":

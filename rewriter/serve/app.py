@@ -17,7 +17,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,7 +178,7 @@ async def _watch_disconnect(request: Request, job) -> None:
 class EventStream(Response):
     """Server-sent events from an async iterator of encoded events; cancels the job when done."""
 
-    def __init__(self, events: AsyncIterator[bytes], job, watcher: asyncio.Task):
+    def __init__(self, events: AsyncGenerator[bytes, None], job, watcher: asyncio.Task):
         self.status_code = 200
         self.background = None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
@@ -268,7 +268,7 @@ async def full_chat(base: dict, job, watcher: asyncio.Task, first, request_id: s
     })
 
 
-async def chat_chunks(chat: ChatRequest, base: dict, job, first, request_id: str) -> AsyncIterator[bytes]:
+async def chat_chunks(chat: ChatRequest, base: dict, job, first, request_id: str) -> AsyncGenerator[bytes, None]:
     """The completion as server-sent chunks, as OpenAI streams them."""
     chunk = {**base, "object": "chat.completion.chunk"}
     if chat.include_usage:
@@ -315,7 +315,7 @@ async def rewrites(request: Request) -> Response:
     return EventStream(rewrite_events(job, first, request_id), job, watcher)
 
 
-async def rewrite_events(job, first, request_id: str) -> AsyncIterator[bytes]:
+async def rewrite_events(job, first, request_id: str) -> AsyncGenerator[bytes, None]:
     """/v1/rewrites' events as the worker yields them, ending with the result (or an error)."""
     event = first
     while True:
@@ -418,8 +418,8 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         yield
         service.engine.close()
 
-    app = Starlette(routes=ROUTES, exception_handlers={HTTPException: http_error, Exception: server_error},
-                    lifespan=lifespan)
+    handlers = {HTTPException: http_error, Exception: server_error}
+    app = Starlette(routes=ROUTES, exception_handlers=handlers, lifespan=lifespan)  # type: ignore[arg-type]
     app.state.service = service
     return app
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
+from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
 
 from ..decoding.decode import Decoder, Stats, StopCheck
 from ..decoding.models import LoadedModel
@@ -148,7 +148,7 @@ class Backend:
 
     def prepare_chat(self, request: ChatRequest) -> PreparedChat:
         self._check_max_tokens(request.max_tokens)
-        prompt = self.rewriter.encode_prompt(_Messages(request.messages))
+        prompt = self.rewriter.encode_messages(request.messages)
         if len(prompt) > self.max_prompt_tokens:
             raise ApiError(400, f"The messages take {len(prompt)} tokens; this server takes at most "
                            f"{self.max_prompt_tokens} prompt tokens. Please shorten them.", param="messages",
@@ -171,7 +171,7 @@ class Backend:
             drafts = list(prepared.prediction)
             if self.tokenizer.eos_token_id is not None:  # as Rewriter.encode_prediction: end with the turn
                 drafts.append(self.tokenizer.eos_token_id)
-            drafter = CombinedDrafter(PredictionDrafter(drafts), PromptLookupDrafter())
+            drafter: Drafter = CombinedDrafter(PredictionDrafter(drafts), PromptLookupDrafter())
         else:
             drafter = PromptLookupDrafter()
         stop = stop_strings(self.tokenizer, request.stop) if request.stop else None
@@ -280,9 +280,3 @@ def span_in_file(request: RewriteRequest) -> tuple[str, int, int]:
         return context, start, start + len(request.text)
     return request.text, 0, len(request.text)
 
-
-@dataclass
-class _Messages:
-    """Duck-typed RewritePrompt for Rewriter.encode_prompt: only the messages matter."""
-
-    messages: list[dict]

@@ -8,14 +8,16 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
-from ..decoding.sampling import SamplingParams
 from ..prompt import NoCodeBlock
 from ..results import RewriteError
+
+if TYPE_CHECKING:  # parsing stays torch-free: the settings are checked where they are made
+    from ..decoding.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +111,12 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 class ChatRequest:
     model: str
     messages: list[dict]
+    sampling: SamplingParams
     prediction: str | None = None
     stream: bool = False
     include_usage: bool = False
     max_tokens: int | None = None
     stop: list[str] = field(default_factory=list)
-    sampling: SamplingParams = field(default_factory=SamplingParams)
 
 
 def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
@@ -204,6 +206,8 @@ def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
         raise ApiError(400, f"Invalid 'temperature': expected a value between 0 and 2, got {temperature}.",
                        param="temperature",
                        code="decimal_below_min_value" if temperature < 0 else "decimal_above_max_value")
+    from ..decoding.sampling import SamplingParams  # torch-free, but the core's package: loaded when used
+
     try:
         # Greedy unless asked: an editor wants the model's most likely edit.
         sampling = SamplingParams(temperature=float(temperature or 0.0),
