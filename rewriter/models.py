@@ -18,6 +18,7 @@ from typing import Callable
 
 import torch
 
+from .quantize import INT8_KINDS, QuantizationUnavailable
 from .results import DTYPES, ModelError
 
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
@@ -80,11 +81,15 @@ TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16":
 
 
 def resolve_dtype(requested: str | None, device: torch.device) -> str:
-    """The dtype `auto` (or None) means here: int8 on a CPU (several times faster), bf16 on a GPU."""
+    """The dtype asked for: the flag, else $REWRITER_DTYPE, else auto. On a GPU auto is bf16; on
+    a CPU it stays `auto`, which load_model settles by measuring (rewriter/cpu_choice.py)."""
+    source = "dtype"
+    if requested in (None, "", "auto") and os.environ.get("REWRITER_DTYPE"):
+        requested, source = os.environ["REWRITER_DTYPE"], "REWRITER_DTYPE"
     if requested in (None, "", "auto"):
-        return "bfloat16" if device.type == "cuda" else "int8"
+        return "bfloat16" if device.type == "cuda" else "auto"
     if requested not in DTYPES:
-        raise ModelError(f"unknown dtype {requested!r}; choose one of {', '.join(DTYPES)}")
+        raise ModelError(f"unknown {source} {requested!r}; choose one of {', '.join(DTYPES)}")
     return requested
 
 
@@ -216,14 +221,12 @@ def load_model(
     """Load a model for decoding; `dtype` is one of DTYPES (default auto: int8 on CPU, bf16 on GPU)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .quantize import QuantizationUnavailable, quantize_int8
-
     say = _quiet(progress)
     checkpoint = resolve_checkpoint(name, progress)
     target = pick_device(device)
     wanted = resolve_dtype(dtype, target)
-    if wanted == "int8" and target.type != "cpu":
-        _warn(progress)(f"int8 runs on the CPU only; using bfloat16 on {target}")
+    if wanted in INT8_KINDS and target.type != "cpu":
+        _warn(progress)(f"{wanted} runs on the CPU only; using bfloat16 on {target}")
         wanted = "bfloat16"
     say(f"loading {checkpoint} on {target} ({wanted})")
     try:
@@ -232,14 +235,76 @@ def load_model(
     except (OSError, ValueError) as error:
         raise ModelError(f"cannot load model {checkpoint}: {error}") from error
     model.to(target).eval()
-    if wanted == "int8":
+    # Small models quantize and time in milliseconds: nothing of theirs is kept in the cache.
+    linear_parameters = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    identity = checkpoint_identity(checkpoint) if linear_parameters >= KEEP_MIN_PARAMETERS else None
+    if wanted == "auto":  # a CPU: the fastest exact path on this machine, measured once
+        from .cpu_choice import choose_for
+
+        choice = choose_for(model, identity, cache_root(), say=say)
+        _warn(progress)(choice.line())
+        wanted = choice.dtype
+        if wanted in choice.costs:
+            model.measured_pass_costs = choice.costs[wanted]
+    if wanted in INT8_KINDS:
         try:
-            quantize_int8(model)
+            _quantize_cached(model, wanted, identity, say)
         except QuantizationUnavailable as error:
-            _warn(progress)(f"int8 is unavailable here ({error}); using float32")
+            _warn(progress)(f"{wanted} is unavailable here ({error}); using float32")
             wanted = "float32"
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target,
                        dtype=wanted)
+
+
+def checkpoint_identity(checkpoint: Path | str) -> str | None:
+    """A name for a local checkpoint that changes when its weights do, or None (a hub id)."""
+    path = Path(checkpoint)
+    if not path.is_dir():
+        return None
+    files = sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".json") and p.is_file())
+    stamp = ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    digest = hashlib.sha256(f"{path.resolve()}|{stamp}".encode()).hexdigest()[:16]
+    return f"{path.name}-{digest}"
+
+
+# Bump when a quantized layer's tensors change meaning: older files are then never loaded.
+QUANTIZED_FORMAT = 1
+KEEP_MIN_PARAMETERS = 20_000_000
+
+
+def _quantize_cached(model: torch.nn.Module, kind: str, identity: str | None, say: Progress) -> None:
+    """Quantize in place, from the int8 weights kept in the cache when this checkpoint has them;
+    else quantize and keep them (a checkpoint from the hub has no stable identity: not kept)."""
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import load_file, save_file
+
+    from .quantize import quantize_int8, quantized_shapes, quantized_state
+
+    if identity is None:
+        quantize_int8(model, kind)
+        return
+    path = cache_root() / "quantized" / f"{identity}-{kind}.safetensors"
+    key = f"{identity}|{kind}|format {QUANTIZED_FORMAT}"
+    if path.is_file():
+        try:
+            with safe_open(str(path), "pt") as stored:
+                fits = (stored.metadata() or {}).get("key") == key
+            state = load_file(str(path)) if fits else {}
+            shapes = {name: (tuple(tensor.shape), tensor.dtype) for name, tensor in state.items()}
+            if fits and shapes == quantized_shapes(model, kind):
+                quantize_int8(model, kind, state=state)
+                return
+            say(f"the cached {kind} weights at {path} do not fit this model; quantizing again")
+        except (OSError, SafetensorError) as error:
+            say(f"the cached {kind} weights at {path} cannot be read ({error}); quantizing again")
+    quantize_int8(model, kind)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        save_file(quantized_state(model), str(temporary), metadata={"key": key})
+        os.replace(temporary, path)
+    except OSError as error:
+        say(f"could not keep the {kind} weights in {path.parent} ({error})")
 
 
 if __name__ == "__main__":  # python -m rewriter.models: prepare the embedded model
