@@ -273,9 +273,11 @@ def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None,
     def format_with_costs(summary: dict) -> str:
         text = format_summary(summary)
         if pass_costs:
-            costs = "; ".join(f"{name} " + "/".join(f"{ms:.0f}" for ms in measured.values())
+            widths = sorted({int(w) for measured in pass_costs["ms"].values() for w in measured})
+            costs = "; ".join(f"{name} " + "/".join(f"{measured[str(w)]:.0f}" if str(w) in measured else "-"
+                                                    for w in widths)
                               for name, measured in pass_costs["ms"].items())
-            widths = "/".join(next(iter(pass_costs["ms"].values())))
+            widths = "/".join(map(str, widths))
             text += (f"\npass costs (ms, {widths} tokens): {costs}; auto picks {pass_costs['auto_choice']} "
                      f"on this machine")
         return text

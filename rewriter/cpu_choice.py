@@ -24,6 +24,7 @@ from .lookahead import PASS_SIZES, Lookahead, expected_tokens
 
 CANDIDATES = ("float32", "int8", "int8-bf16")
 MEASURED_WIDTHS = (1, 16, 64)
+GIVE_UP_FACTOR = 2.0  # a candidate this many times slower than float32 at a width is not timed wider
 # Bump when the candidates, the measurement or the cost model change: older choices are re-measured.
 CHOICE_VERSION = 1
 # Environment variables that change which kernels torch runs (and so what is fastest).
@@ -84,19 +85,22 @@ def choose(costs: dict[str, dict[int, float]], profile: EditProfile = TYPICAL_ED
     reference = costs.get("float32")
     eligible = {}
     for name, measured in costs.items():
-        if reference and name != "float32" and all(measured[w] > reference[w] for w in reference if w in measured):
-            continue
+        if reference and name != "float32":
+            if set(measured) != set(reference):  # given up on part way: far slower than float32
+                continue
+            if all(measured[w] > reference[w] for w in reference):
+                continue
         eligible[name] = expected_edit_seconds(measured, profile)
     return min(eligible, key=eligible.get)
 
 
 def describe(chosen: str, costs: dict[str, dict[int, float]], cached: bool = False) -> str:
     """One line: what was chosen and the pass costs it was chosen by."""
+    all_widths = sorted({w for measured in costs.values() for w in measured})
     parts = []
     for name, measured in costs.items():
-        widths = "/".join(f"{1000 * measured[w]:.0f}" for w in sorted(measured))
-        parts.append(f"{name} {widths}")
-    widths = "/".join(str(w) for w in sorted(next(iter(costs.values()))))
+        parts.append(f"{name} " + "/".join(f"{1000 * measured[w]:.0f}" if w in measured else "-" for w in all_widths))
+    widths = "/".join(str(w) for w in all_widths)
     source = "chosen before on this machine" if cached else "measured now"
     return f"dtype auto: {chosen} ({source}; ms per pass of {widths} tokens: {', '.join(parts)})"
 
@@ -131,23 +135,35 @@ def measure_candidates(model: torch.nn.Module, candidates=CANDIDATES, widths=MEA
     vocab = model.config.vocab_size
     generator = torch.Generator().manual_seed(0)
     cache = DynamicCache(config=model.config)  # one context for all: timings do not depend on its values
-    costs = {kind: {width: float("inf") for width in widths} for kind in layers}
+    costs: dict[str, dict[int, float]] = {kind: {} for kind in layers}
+    active = list(layers)
+
+    def timed(kind: str, width: int) -> float:
+        _swap(model, layers[kind])
+        model.config._attn_implementation = float_attention if kind == "float32" else INT8_ATTENTION
+        ids = torch.randint(0, vocab, (1, width), generator=generator)
+        start = time.perf_counter()
+        model(input_ids=ids, past_key_values=cache, use_cache=True)
+        seconds = time.perf_counter() - start
+        cache.crop(-width)
+        return seconds
+
     try:
         with torch.inference_mode():
             model(input_ids=torch.randint(0, vocab, (1, context_tokens), generator=generator),
                   past_key_values=cache, use_cache=True, logits_to_keep=1)
-            for repeat in range(repeats + 1):  # the first round warms each kernel up and is not kept
-                for kind, kind_layers in layers.items():
-                    _swap(model, kind_layers)
-                    model.config._attn_implementation = float_attention if kind == "float32" else INT8_ATTENTION
-                    for width in widths:
-                        ids = torch.randint(0, vocab, (1, width if repeat else 1), generator=generator)
-                        start = time.perf_counter()
-                        model(input_ids=ids, past_key_values=cache, use_cache=True)
-                        seconds = time.perf_counter() - start
-                        cache.crop(-ids.shape[1])
-                        if repeat:
-                            costs[kind][width] = min(costs[kind][width], seconds)
+            for kind in active:  # first calls pay for kernel set-up
+                timed(kind, 1)
+            for width in widths:
+                for _ in range(repeats):
+                    for kind in active:
+                        seconds = timed(kind, width)
+                        costs[kind][width] = min(costs[kind].get(width, seconds), seconds)
+                # A path far slower than float32 here is not timed wider (an int8 fallback can take
+                # seconds a pass); with widths left unmeasured it is never chosen.
+                reference = costs.get("float32", {}).get(width)
+                if reference is not None:
+                    active = [kind for kind in active if costs[kind][width] <= GIVE_UP_FACTOR * reference]
     finally:
         _swap(model, float_layers)
         model.config._attn_implementation = float_attention

@@ -1,6 +1,7 @@
 """`--dtype auto` on a CPU: the choice by measured pass costs, remembered per CPU, torch and model,
 and the int8 weights kept in the cache. Pass costs are injected: no test depends on this machine."""
 import json
+import time
 
 import pytest
 import torch
@@ -35,6 +36,26 @@ def test_a_path_slower_than_float32_at_every_width_is_never_chosen():
     assert choose(costs) == "float32"
     # ...even for an edit that is all new code, where only one-token passes count.
     assert choose(costs, EditProfile(prompt_tokens=0, copied_tokens=0, new_tokens=100)) == "float32"
+
+
+def test_a_path_given_up_on_part_way_is_not_chosen_and_shows_as_unmeasured():
+    costs = {"float32": AVX2["float32"], "int8": {1: 1.10}, "int8-bf16": AVX2["int8-bf16"]}
+    assert choose(costs) == "int8-bf16"
+    assert choose({"float32": AVX2["float32"], "int8": {1: 0.01}}) == "float32"
+    assert "int8 1100/-/-" in describe("int8-bf16", costs)
+
+
+def test_a_far_slower_path_is_not_timed_wider(monkeypatch):
+    slow_int_mm = torch._int_mm
+
+    def slow(a, b):
+        time.sleep(0.02)
+        return slow_int_mm(a, b)
+
+    monkeypatch.setattr(quantize.torch, "_int_mm", slow)
+    costs = measure_candidates(tiny_model(seed=5), widths=(1, 4), context_tokens=4, repeats=1)
+    assert set(costs["int8"]) == {1} and set(costs["float32"]) == {1, 4}
+    assert choose(costs) != "int8"
 
 
 def test_the_choice_weighs_narrow_passes_against_wide_ones():
