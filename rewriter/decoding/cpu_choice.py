@@ -117,7 +117,7 @@ def measure_candidates(model: torch.nn.Module, candidates=CANDIDATES, widths=MEA
     Candidates that cannot run here (no int8 kernel) are left out."""
     from transformers import DynamicCache
 
-    from .quantize import INT8_ATTENTION, QuantizationUnavailable, _register_attention, check_kind, quantized_layers
+    from .quantize import QuantizationUnavailable, check_kind, quantized_layers, register_float64_attention
 
     float_layers = {name: module for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
     float_attention = model.config._attn_implementation
@@ -131,7 +131,7 @@ def measure_candidates(model: torch.nn.Module, candidates=CANDIDATES, widths=MEA
             say(f"dtype auto: {kind} left out ({error})")
             continue
         layers[kind] = quantized_layers(float_layers, kind, shared=layers)
-    _register_attention()
+    float64_attention = register_float64_attention()
     vocab = model.config.vocab_size
     generator = torch.Generator().manual_seed(0)
     cache = DynamicCache(config=model.config)  # one context for all: timings do not depend on its values
@@ -140,7 +140,7 @@ def measure_candidates(model: torch.nn.Module, candidates=CANDIDATES, widths=MEA
 
     def timed(kind: str, width: int) -> float:
         _swap(model, layers[kind])
-        model.config._attn_implementation = float_attention if kind == "float32" else INT8_ATTENTION
+        model.config._attn_implementation = float_attention if kind == "float32" else float64_attention
         ids = torch.randint(0, vocab, (1, width), generator=generator)
         start = time.perf_counter()
         model(input_ids=ids, past_key_values=cache, use_cache=True)

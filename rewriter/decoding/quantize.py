@@ -32,7 +32,8 @@ import torch
 from torch import nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-INT8_ATTENTION = "rewriter_int8_exact"
+# Attention in float64, rounded back: shared with the GPU path (batch_invariant.py).
+FLOAT64_ATTENTION = "rewriter_float64"
 # The CPU paths with row-independent arithmetic, by --dtype name.
 INT8_KINDS = ("int8", "int8-bf16")
 
@@ -126,12 +127,14 @@ def _float64_attention(module, query, key, value, attention_mask, **kwargs):
     return out.to(query.dtype), None
 
 
-def _register_attention() -> None:
+def register_float64_attention() -> str:
+    """Register float64 SDPA with transformers; returns its name for `_attn_implementation`."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    AttentionInterface.register(INT8_ATTENTION, _float64_attention)
-    AttentionMaskInterface.register(INT8_ATTENTION, sdpa_mask)
+    AttentionInterface.register(FLOAT64_ATTENTION, _float64_attention)
+    AttentionMaskInterface.register(FLOAT64_ATTENTION, sdpa_mask)
+    return FLOAT64_ATTENTION
 
 
 def _self_check() -> None:
@@ -203,8 +206,7 @@ def quantize_int8(model: nn.Module, kind: str = "int8", state: dict | None = Non
                 setattr(parent, name, _quantized_layer(child, kind, quantize=state is None))
     if state is not None:
         model.load_state_dict(state, strict=False, assign=True)
-    _register_attention()
-    model.config._attn_implementation = INT8_ATTENTION
+    model.config._attn_implementation = register_float64_attention()
     return model
 
 
