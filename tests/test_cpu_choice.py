@@ -195,6 +195,8 @@ def test_int8_weights_are_quantized_once_and_kept(tiny_checkpoint, private_cache
     monkeypatch.setattr(quantize, "int8_weights", quantizing_again)
     second = load_model(str(tiny_checkpoint), dtype=kind)
     assert int8_kind(second.model) == kind
+    # Unaligned weights (as a safetensors file holds them) crash the int8 kernels on the 0.5B model.
+    assert all(buffer.data_ptr() % 64 == 0 for buffer in second.model.buffers() if buffer.numel() > 1)
     ids = torch.tensor([[5, 6, 7, 8, 9]])
     with torch.inference_mode():
         assert torch.equal(first.model(input_ids=ids).logits, second.model(input_ids=ids).logits)

@@ -300,7 +300,9 @@ def _quantize_cached(model: torch.nn.Module, kind: str, identity: str | None, sa
         try:
             with safe_open(str(path), "pt") as stored:
                 fits = (stored.metadata() or {}).get("key") == key
-            state = load_file(str(path)) if fits else {}
+            # Fresh copies: tensors read from a safetensors file sit at its (unaligned) offsets, and
+            # the int8 kernels crash on unaligned weights.
+            state = {name: tensor.clone() for name, tensor in load_file(str(path)).items()} if fits else {}
             shapes = {name: (tuple(tensor.shape), tensor.dtype) for name, tensor in state.items()}
             if fits and shapes == quantized_shapes(model, kind):
                 quantize_int8(model, kind, state=state)
