@@ -87,12 +87,23 @@ def test_one_line_says_what_was_chosen_and_the_costs():
 
 
 class Counting:
-    def __init__(self, costs):
-        self.costs, self.calls = costs, 0
+    def __init__(self, costs, spread=1.05):
+        self.costs, self.calls, self.spread = costs, 0, spread
 
-    def __call__(self, model, say=None):
+    def __call__(self, model, say=None, spread=None):
         self.calls += 1
+        if spread is not None:
+            spread.update({kind: {width: self.spread for width in measured} for kind, measured in self.costs.items()})
         return self.costs
+
+
+def test_a_choice_timed_on_a_busy_machine_is_used_but_not_kept(tmp_path):
+    said = []
+    assert choose_for(None, "m", tmp_path, say=said.append, measure=Counting(VNNI, spread=2.5)).dtype == "int8"
+    assert any("varied up to 2.5x" in line and "measured again" in line for line in said)
+    measure = Counting(VNNI)
+    assert not choose_for(None, "m", tmp_path, measure=measure).cached and measure.calls == 1
+    assert choose_for(None, "m", tmp_path, measure=Counting(AVX2)).cached  # steady timings are kept
 
 
 def test_the_choice_is_remembered_per_cpu_torch_and_model(tmp_path, monkeypatch):
@@ -133,8 +144,10 @@ def test_measuring_swaps_the_layers_back():
     ids = torch.tensor([[3, 4, 5, 6]])
     with torch.inference_mode():
         before = model(input_ids=ids).logits
-    costs = measure_candidates(model, widths=(1, 4), context_tokens=8, repeats=1)
+    spread = {}
+    costs = measure_candidates(model, widths=(1, 4), context_tokens=8, repeats=2, spread=spread)
     assert set(costs) == {"float32", "int8", "int8-bf16"}
+    assert all(ratio >= 1.0 for ratios in spread.values() for ratio in ratios.values()) and spread["float32"]
     assert all(seconds > 0 for measured in costs.values() for seconds in measured.values())
     assert not is_int8(model) and model.config._attn_implementation != quantize.FLOAT64_ATTENTION
     with torch.inference_mode():

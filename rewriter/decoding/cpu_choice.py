@@ -25,8 +25,9 @@ from .lookahead import PASS_SIZES, Lookahead, expected_tokens
 CANDIDATES = ("float32", "int8", "int8-bf16")
 MEASURED_WIDTHS = (1, 16, 64)
 GIVE_UP_FACTOR = 2.0  # a candidate this many times slower than float32 at a width is not timed wider
+STEADY_SPREAD = 1.3  # repeats further apart than this: the machine was busy, the choice is not kept
 # Bump when the candidates, the measurement or the cost model change: older choices are re-measured.
-CHOICE_VERSION = 1
+CHOICE_VERSION = 2
 # Environment variables that change which kernels torch runs (and so what is fastest).
 KERNEL_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
                    "OMP_NUM_THREADS")
@@ -110,11 +111,13 @@ def describe(chosen: str, costs: dict[str, dict[int, float]], cached: bool = Fal
 
 def measure_candidates(model: torch.nn.Module, candidates=CANDIDATES, widths=MEASURED_WIDTHS,
                        say: Callable[[str], None] = lambda message: None, context_tokens: int = 128,
-                       repeats: int = 2) -> dict[str, dict[int, float]]:
+                       repeats: int = 2, spread: dict[str, dict[int, float]] | None = None
+                       ) -> dict[str, dict[int, float]]:
     """Best-of-`repeats` seconds of one pass of each width for each candidate, on this float32
     model whose linear layers are swapped in turn and put back. Candidates take turns within each
     repeat, so a burst of load elsewhere on the machine does not fall on one of them alone.
-    Candidates that cannot run here (no int8 kernel) are left out."""
+    Candidates that cannot run here (no int8 kernel) are left out. `spread`, when given, gets the
+    slowest over the fastest repeat of each: how far other work on the machine moved the timings."""
     from transformers import DynamicCache
 
     from .quantize import QuantizationUnavailable, check_kind, quantized_layers, register_float64_attention
@@ -155,10 +158,14 @@ def measure_candidates(model: torch.nn.Module, candidates=CANDIDATES, widths=MEA
             for kind in active:  # first calls pay for kernel set-up
                 timed(kind, 1)
             for width in widths:
+                times: dict[str, list[float]] = {kind: [] for kind in active}
                 for _ in range(repeats):
                     for kind in active:
-                        seconds = timed(kind, width)
-                        costs[kind][width] = min(costs[kind].get(width, seconds), seconds)
+                        times[kind].append(timed(kind, width))
+                for kind, seconds in times.items():
+                    costs[kind][width] = min(seconds)
+                    if spread is not None:
+                        spread.setdefault(kind, {})[width] = max(seconds) / min(seconds)
                 # A path far slower than float32 here is not timed wider (an int8 fallback can take
                 # seconds a pass); with widths left unmeasured it is never chosen.
                 reference = costs.get("float32", {}).get(width)
@@ -251,8 +258,15 @@ def choose_for(model: torch.nn.Module, model_id: str | None, root: Path,
     choice = remembered(root, key) if key else None
     if choice is None:
         say("dtype auto: timing float32, int8 and int8-bf16 passes once on this machine")
-        costs = (measure or measure_candidates)(model, say=say)
+        spread: dict[str, dict[int, float]] = {}
+        costs = (measure or measure_candidates)(model, say=say, spread=spread)
         choice = Choice(choose(costs), costs)
+        worst = max((ratio for ratios in spread.values() for ratio in ratios.values()), default=1.0)
+        if worst > STEADY_SPREAD:
+            # Timings taken under other load may be wrong: use them now, measure again next start.
+            say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU); "
+                "the choice is not kept and is measured again at the next start")
+            key = None
         if key:
             try:
                 remember(root, key, choice)
