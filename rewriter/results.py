@@ -41,11 +41,6 @@ class Stats:
     def tokens_per_s(self) -> float:
         return self.output_tokens / self.total_s if self.total_s else 0.0
 
-    @property
-    def decode_tokens_per_s(self) -> float:
-        decode_s = self.total_s - self.prefill_s
-        return (self.output_tokens - 1) / decode_s if decode_s > 0 else 0.0
-
     def as_dict(self) -> dict:
         return {**asdict(self), "tokens_per_s": self.tokens_per_s}
 
@@ -55,9 +50,6 @@ class RewriteResult:
     text: str  # the edited code, in the original's line endings
     answer: str  # the model's raw answer
     stats: Stats
-
-    def changed(self, original: str) -> bool:
-        return self.text != original
 
 
 @dataclass

@@ -16,8 +16,16 @@ from rewriter.decoding.quantize import (INT8_KINDS, Int8Linear, QuantizationUnav
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
 from tests.conftest import CharTokenizer, greedy_reference, tiny_model
 from tests.test_exactness import KINDS, edited
-from tests.test_sampling import (ALPHA, TARGET_SEED, DraftSource, chi_square_p_value, exact_distribution,
-                                 logits_table, peaky_model, sample_with_verifier)
+from tests.test_sampling import (
+    ALPHA,
+    TARGET_SEED,
+    DraftSource,
+    chi_square_p_value,
+    exact_distribution,
+    logits_table,
+    peaky_model,
+    sample_with_verifier,
+)
 
 
 LAYERS = {"int8": Int8Linear, "int8-bf16": WeightInt8Linear}

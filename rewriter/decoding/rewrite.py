@@ -1,13 +1,14 @@
 """One rewrite request end to end: prompt, prediction, speculative decoding, edited text."""
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
-from .decode import Decoder, Stats, StopCheck
-from .models import LoadedModel
+
 from ..prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, extract_code
 from ..results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
+from .decode import Decoder, Stats, StopCheck
+from .models import LoadedModel
 from .sampling import SamplingParams, make_verifier
 from .verify import Verifier
 
@@ -19,7 +20,8 @@ def fence_stop(tokenizer) -> StopCheck:
         if closing_fence_end(tokenizer.decode(output, skip_special_tokens=True)) is None:
             return None
         keep = len(output)
-        while keep > 1 and closing_fence_end(tokenizer.decode(output[: keep - 1], skip_special_tokens=True)) is not None:
+        while keep > 1 and closing_fence_end(
+                tokenizer.decode(output[: keep - 1], skip_special_tokens=True)) is not None:
             keep -= 1
         return keep
 
@@ -35,9 +37,9 @@ class Rewriter:
         self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache)
         self.stop = fence_stop(self.tokenizer)
 
-    def encode_prompt(self, prompt: RewritePrompt) -> list[int]:
-        encoded = self.tokenizer.apply_chat_template(prompt.messages, add_generation_prompt=True)
-        ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded
+    def encode_messages(self, messages: list[dict]) -> list[int]:
+        encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded  # type: ignore[index]  # a BatchEncoding
         return list(ids)
 
     def encode_prediction(self, prompt: RewritePrompt) -> list[int]:
@@ -55,7 +57,7 @@ class Rewriter:
         if not instruction or not instruction.strip():
             raise RewriteError("the instruction is empty")
         prompt = build_prompt(code, instruction, language, context)
-        prompt_ids = self.encode_prompt(prompt)
+        prompt_ids = self.encode_messages(prompt.messages)
         prediction = self.encode_prediction(prompt)
         room = self.loaded.context_length - len(prompt_ids)
         # An edit may grow the code; leave room for twice the prediction, and some more.
