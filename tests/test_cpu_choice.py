@@ -7,8 +7,16 @@ import pytest
 import torch
 
 from rewriter.decoding import cpu_choice, models, quantize
-from rewriter.decoding.cpu_choice import (Choice, EditProfile, choose, choose_for, describe, expected_edit_seconds,
-                                 measure_candidates, pass_cost_curve)
+from rewriter.decoding.cpu_choice import (
+    Choice,
+    EditProfile,
+    choose,
+    choose_for,
+    describe,
+    expected_edit_seconds,
+    measure_candidates,
+    pass_cost_curve,
+)
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.models import load_model
 from rewriter.decoding.quantize import int8_kind, is_int8

@@ -11,8 +11,15 @@ from rewriter.decoding import quantize
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.lookahead import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
 from rewriter.decoding.models import ModelError, load_model, resolve_dtype
-from rewriter.decoding.quantize import (INT8_KINDS, Int8Linear, QuantizationUnavailable, WeightInt8Linear, int8_kind,
-                                        is_int8, quantize_int8)
+from rewriter.decoding.quantize import (
+    INT8_KINDS,
+    Int8Linear,
+    QuantizationUnavailable,
+    WeightInt8Linear,
+    int8_kind,
+    is_int8,
+    quantize_int8,
+)
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
 from tests.conftest import CharTokenizer, greedy_reference, tiny_model
 from tests.test_exactness import KINDS, edited
@@ -26,7 +33,6 @@ from tests.test_sampling import (
     peaky_model,
     sample_with_verifier,
 )
-
 
 LAYERS = {"int8": Int8Linear, "int8-bf16": WeightInt8Linear}
 

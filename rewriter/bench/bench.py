@@ -280,9 +280,8 @@ def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None,
             costs = "; ".join(f"{name} " + "/".join(f"{measured[str(w)]:.0f}" if str(w) in measured else "-"
                                                     for w in widths)
                               for name, measured in pass_costs["ms"].items())
-            widths = "/".join(map(str, widths))
-            text += (f"\npass costs (ms, {widths} tokens): {costs}; auto picks {pass_costs['auto_choice']} "
-                     f"on this machine")
+            text += (f"\npass costs (ms, {'/'.join(map(str, widths))} tokens): {costs}; "
+                     f"auto picks {pass_costs['auto_choice']} on this machine")
         return text
 
     return _run_cases(cases, lambda case: run_case(rewriter, case, max_new_tokens, float32_reference),

@@ -14,13 +14,17 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
 from .lookahead import PASS_SIZES, Lookahead, expected_tokens
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 CANDIDATES = ("float32", "int8", "int8-bf16")
 MEASURED_WIDTHS = (1, 16, 64)
@@ -92,7 +96,7 @@ def choose(costs: dict[str, dict[int, float]], profile: EditProfile = TYPICAL_ED
             if all(measured[w] > reference[w] for w in reference):
                 continue
         eligible[name] = expected_edit_seconds(measured, profile)
-    return min(eligible, key=eligible.get)
+    return min(eligible, key=lambda name: eligible[name])
 
 
 def describe(chosen: str, costs: dict[str, dict[int, float]], cached: bool = False) -> str:
@@ -109,7 +113,7 @@ def describe(chosen: str, costs: dict[str, dict[int, float]], cached: bool = Fal
 # Measuring ---------------------------------------------------------------------------------------
 
 
-def measure_candidates(model: torch.nn.Module, candidates=CANDIDATES, widths=MEASURED_WIDTHS,
+def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEASURED_WIDTHS,
                        say: Callable[[str], None] = lambda message: None, context_tokens: int = 128,
                        repeats: int = 2, spread: dict[str, dict[int, float]] | None = None
                        ) -> dict[str, dict[int, float]]:
@@ -122,9 +126,10 @@ def measure_candidates(model: torch.nn.Module, candidates=CANDIDATES, widths=MEA
 
     from .quantize import QuantizationUnavailable, check_kind, quantized_layers, register_float64_attention
 
-    float_layers = {name: module for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
+    float_layers: dict[str, torch.nn.Module] = {
+        name: module for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
     float_attention = model.config._attn_implementation
-    layers = {"float32": float_layers}
+    layers: dict[str, dict[str, torch.nn.Module]] = {"float32": float_layers}
     for kind in candidates:
         if kind == "float32":
             continue
@@ -250,7 +255,7 @@ def remember(root: Path, key: str, choice: Choice) -> None:
     os.replace(temporary, path)
 
 
-def choose_for(model: torch.nn.Module, model_id: str | None, root: Path,
+def choose_for(model: PreTrainedModel, model_id: str | None, root: Path,
                say: Callable[[str], None] = lambda message: None, measure=None) -> Choice:
     """The remembered choice for this CPU, torch and model, or a new one measured on `model`
     (and remembered, unless `model_id` is None)."""

@@ -255,7 +255,8 @@ def load_model(
         _warn(progress)(choice.line())
         wanted = choice.dtype
         if wanted in choice.costs:
-            model.measured_pass_costs = choice.costs[wanted]
+            # What the decoder's window policy starts from (decode.cpu_prior).
+            setattr(model, "measured_pass_costs", choice.costs[wanted])  # noqa: B010
     if wanted in INT8_KINDS:
         try:
             _quantize_cached(model, wanted, identity, say)
@@ -288,7 +289,7 @@ QUANTIZED_FORMAT = 1
 KEEP_MIN_PARAMETERS = 20_000_000
 
 
-def _quantize_cached(model: torch.nn.Module, kind: str, identity: str | None, say: Progress) -> None:
+def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, say: Progress) -> None:
     """Quantize in place, from the int8 weights kept in the cache when this checkpoint has them;
     else quantize and keep them (a checkpoint from the hub has no stable identity: not kept)."""
     from safetensors import SafetensorError, safe_open

@@ -96,6 +96,11 @@ class WeightInt8Linear(nn.Module):
     rounding, no per-channel error from a coarse scale).
     """
 
+    weight_int8: torch.Tensor
+    weight_scale: torch.Tensor
+    unit_scale: torch.Tensor
+    bias: torch.Tensor | None
+
     def __init__(self, linear: nn.Linear | None = None, *, in_features: int = 0, out_features: int = 0,
                  bias: bool = False, weights: tuple[torch.Tensor, torch.Tensor] | None = None):
         super().__init__()
@@ -222,7 +227,7 @@ def _quantized_layer(linear: nn.Linear, kind: str, quantize: bool,
                  bias=linear.bias is not None, weights=weights)
 
 
-def quantized_layers(linears: dict[str, nn.Linear], kind: str,
+def quantized_layers(linears: dict[str, nn.Module], kind: str,
                      shared: dict[str, dict[str, nn.Module]] | None = None) -> dict[str, nn.Module]:
     """int8 layers of `kind` for these float layers; both kinds round the same weights, so layers
     of the other kind already in `shared` lend theirs instead of quantizing again."""
@@ -230,11 +235,12 @@ def quantized_layers(linears: dict[str, nn.Linear], kind: str,
     made = {}
     for name, linear in linears.items():
         donor = donors.get(name)
-        weights = None
+        weights: tuple[torch.Tensor, torch.Tensor] | None = None
         if isinstance(donor, Int8Linear):
             weights = donor.weight_t.t(), donor.weight_scale
         elif isinstance(donor, WeightInt8Linear):
             weights = donor.weight_int8, donor.weight_scale
+        assert isinstance(linear, nn.Linear)
         made[name] = _quantized_layer(linear, kind, True, weights)
     return made
 
