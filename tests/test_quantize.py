@@ -12,9 +12,9 @@ from rewriter.decoding.lookahead import CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lo
 from rewriter.decoding.models import ModelError, load_model, resolve_dtype
 from rewriter.decoding.quantize import Int8Linear, QuantizationUnavailable, is_int8, quantize_int8
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
-from tests.conftest import CharTokenizer, greedy_reference, tiny_model
-from tests.test_exactness import KINDS, edited
-from tests.test_sampling import (
+from tests.helpers.exactness import KINDS, edited
+from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
+from tests.helpers.sampling import (
     ALPHA,
     TARGET_SEED,
     DraftSource,
