@@ -413,7 +413,7 @@ def test_cli_subprocess_review_check_and_json(tree, tiny_checkpoint):
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory, qwen_tokenizer):
     """A tiny random Qwen2 with the real tokenizer, saved as a checkpoint the CLI can load."""
-    from conftest import QWEN_VOCAB, tiny_model
+    from tests.helpers.models import QWEN_VOCAB, tiny_model
 
     path = tmp_path_factory.mktemp("tiny-qwen")
     model = tiny_model(seed=3, vocab_size=QWEN_VOCAB, hidden=32, layers=1,

@@ -12,8 +12,8 @@ from transformers import DynamicCache
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.decoding.batch_invariant import FixedShapeLinear, Float64RMSNorm, is_batch_invariant, make_batch_invariant
 from rewriter.decoding.decode import Decoder
-from tests.conftest import CharTokenizer, greedy_reference, tiny_model
-from tests.test_exactness import KINDS, edited
+from tests.helpers.exactness import KINDS, edited
+from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

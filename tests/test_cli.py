@@ -1,21 +1,9 @@
 """The command line as a user meets it: clear messages and exit codes, never a traceback."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-
-def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "rewriter.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-
-def assert_clean_failure(result, message):
-    assert result.returncode != 0
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
+from tests.helpers.cli import assert_clean_failure, run_cli
 
 
 @pytest.mark.parametrize("content, message", [

@@ -20,7 +20,7 @@ from rewriter.decoding.cpu_choice import (
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.models import load_model
 from rewriter.decoding.quantize import int8_kind, is_int8
-from tests.conftest import tiny_model
+from tests.helpers.models import tiny_model
 
 # Full passes of the 0.5B model, seconds at 1 / 16 / 64 tokens.
 # An AVX2-only CPU (issue 15): _int_mm takes a slow fallback, int8-bf16 is cheap when narrow.

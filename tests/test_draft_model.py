@@ -16,10 +16,10 @@ from rewriter.decoding.decode import Decoder
 from rewriter.decoding.lookahead import Lookahead
 from rewriter.decoding.mjsd import BeamDraft, BeamDrafter, MJSDVerifier
 from rewriter.decoding.sampling import SamplingParams, make_verifier, shaper
-from tests.conftest import CharTokenizer, greedy_reference, tiny_model
+from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 
 # one_thread is test_sampling's autouse fixture: imported, it applies here too.
-from tests.test_sampling import (
+from tests.helpers.sampling import (
     ALPHA,
     PROMPT,
     VOCAB,

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.scripted_model import ScriptedRewriter
 from starlette.testclient import TestClient
 
 from rewriter import cli
 from rewriter.decoding.rewrite import Rewriter
 from rewriter.serve.app import create_app
 from rewriter.serve.requests import Limits
+from tests.helpers.lsp import VSCODE, Editor, lines_range
+from tests.helpers.scripted_model import ScriptedRewriter
 
 FILE = '''def area(width, height):
     """The area of a rectangle."""
@@ -117,8 +118,6 @@ LSP_SCRIPT = {"delay_s": 0.002, "chunk_chars": 6, "rules": [
 
 
 async def lsp_rewrite(editor, instruction: str, main_only: bool) -> dict:
-    from test_lsp import lines_range
-
     editor.open(URI, FILE)
     if main_only:
         arguments = {"uri": URI, "range": lines_range(*MAIN_LINES), "instruction": instruction, "wait": True}
@@ -129,8 +128,6 @@ async def lsp_rewrite(editor, instruction: str, main_only: bool) -> dict:
 @pytest.mark.asyncio
 @pytest.mark.parametrize("case", LSP_CASES)
 async def test_the_language_server_refuses(case, tmp_path):
-    from test_lsp import VSCODE, Editor
-
     instruction, _, main_only = LSP_CASES[case]
     editor = await Editor.start(VSCODE, LSP_SCRIPT, tmp_path)  # streams edits as they settle
     try:
@@ -144,8 +141,6 @@ async def test_the_language_server_refuses(case, tmp_path):
 
 @pytest.mark.asyncio
 async def test_the_language_server_refuses_an_answer_cut_by_max_new_tokens(tmp_path):
-    from test_lsp import VSCODE, Editor
-
     editor = await Editor.start(VSCODE, {"delay_s": 0.002, "chunk_chars": 6}, tmp_path, options={"maxNewTokens": 30})
     try:
         result = await lsp_rewrite(editor, INSTRUCTION, main_only=False)

@@ -1,4 +1,4 @@
-"""The language server's integrity checks, with the test editor of test_lsp.py: no rewrite
+"""The language server's integrity checks, with the test editor of tests/helpers/lsp.py: no rewrite
 without a scope, no clamped ranges, and a refused answer put back and offered, never applied."""
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import asyncio
 import pytest
 import pytest_asyncio
 from lsprotocol import types
-from test_lsp import NVIM, VSCODE, Editor, lines_range
+
+from tests.helpers.lsp import NVIM, VSCODE, Editor, lines_range
 
 pytestmark = pytest.mark.asyncio
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.nvim import SAMPLE
+
 HERE = Path(__file__).resolve().parent
 NVIM = shutil.which("nvim")
-
 
 
 def _nvim_version() -> tuple[int, ...] | None:
@@ -37,19 +38,6 @@ pytestmark = [
                        reason=f"nvim {VERSION} is older than 0.7 (vim.lsp.start_client with user commands)"),
 ]
 
-SAMPLE = '''import math
-
-
-class Circle:
-    def __init__(self, r):
-        self.r = r
-
-    def area(self):
-        return math.pi * self.r * self.r
-
-    def perimeter(self):
-        return 2 * math.pi * self.r
-'''
 DOCSTRINGS = [
     ["class Circle:\n", 'class Circle:\n    """A circle."""\n\n'],
     ["def area(self):\n", 'def area(self):\n        """The area."""\n'],

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_lsp_nvim import SAMPLE
+
+from tests.helpers.nvim import SAMPLE
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

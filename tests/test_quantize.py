@@ -21,9 +21,9 @@ from rewriter.decoding.quantize import (
     quantize_int8,
 )
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
-from tests.conftest import CharTokenizer, greedy_reference, tiny_model
-from tests.test_exactness import KINDS, edited
-from tests.test_sampling import (
+from tests.helpers.exactness import KINDS, edited
+from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
+from tests.helpers.sampling import (
     ALPHA,
     TARGET_SEED,
     DraftSource,

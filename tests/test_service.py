@@ -15,8 +15,9 @@ import httpx
 import openai
 import pytest
 import torch
-from conftest import greedy_reference
-from test_service_helpers import ROOT, Server
+
+from tests.helpers.models import greedy_reference
+from tests.helpers.service import ROOT, Server
 
 MESSAGES = [{"role": "system", "content": "You edit code."},
             {"role": "user", "content": "Rename x to y:\n```python\ndef f(x):\n    return x + 1\n```"}]

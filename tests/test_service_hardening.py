@@ -12,12 +12,13 @@ import time
 
 import pytest
 from starlette.testclient import TestClient
-from test_service_helpers import Server
 
+from rewriter.results import Stats
 from rewriter.serve.app import create_app, read_api_key
-from rewriter.serve.backend import rejected_prediction_tokens
+from rewriter.serve.backend import Backend, rejected_prediction_tokens
 from rewriter.serve.engine import MAX_RETRY_AFTER_S, Engine, QueueFull
 from rewriter.serve.requests import Limits
+from tests.helpers.service import Server
 
 LOOPBACK = "http://127.0.0.1:8000"
 CHAT = "/v1/chat/completions"
@@ -143,7 +144,16 @@ def test_usage_reports_rejected_prediction_tokens_as_openai_defines_them(tiny_lo
         assert rejected >= size - usage["completion_tokens"]  # the completion cannot hold more of it
         health = client.get("/health").json()
         assert health["rejected_prediction_tokens"] == rejected
-        assert health["rejected_prediction_drafts"] >= 0
+        assert health["accepted_prediction_tokens"] == accepted
+
+
+def test_health_counts_rejected_drafts_apart_from_the_rejected_tokens_openai_reports():
+    backend = Backend.__new__(Backend)  # only the counters
+    backend.totals = {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0, "rejected_prediction_drafts": 0}
+    backend._count(Stats(accepted_prediction_tokens=5, rejected_prediction_tokens=7), rejected=2)
+    backend._count(Stats(accepted_prediction_tokens=1, rejected_prediction_tokens=0), rejected=3)
+    assert backend.totals == {"accepted_prediction_tokens": 6, "rejected_prediction_tokens": 5,
+                              "rejected_prediction_drafts": 7}
 
 
 def run_engine(body) -> None:

@@ -6,10 +6,10 @@ import json
 import httpx
 import openai
 import pytest
-from test_service_helpers import Server
 
 from rewriter.edits.hunks import Hunk, apply_hunks
 from rewriter.prompt import build_prompt
+from tests.helpers.service import Server
 
 pytestmark = pytest.mark.real_model
 

@@ -237,3 +237,15 @@ def test_front_ends_and_edits_never_import_the_decoding_core_at_module_level():
     assert "lsp.server" in checked and "rewriter.edits.batch" in checked and "rewriter.serve.client" in checked
     chains = {name: " -> ".join(chain) for name in checked if (chain := core_reached(imports, name))}
     assert chains == {}
+
+
+def test_test_modules_share_code_through_helpers_not_through_each_other():
+    borrowed = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                if name.split(".")[-1].startswith("test_") or name.split(".")[-1] == "conftest":
+                    borrowed.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert borrowed == []

@@ -1,0 +1,1 @@
+"""Helpers the test modules share: models, editors, servers, the CLI."""
