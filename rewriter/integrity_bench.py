@@ -14,6 +14,7 @@ import json
 import sys
 import time
 from collections import Counter
+from statistics import median
 from dataclasses import dataclass, field
 
 from .batch import CONTEXT_WINDOWS, context_for, reindent
@@ -39,6 +40,9 @@ class SpanOutcome:
     changed: bool = False
     damage: list[str] = field(default_factory=list)  # the audit's findings on an applied answer
     check_ms: float = 0.0
+    seconds: float = 0.0  # decoding the answer, prompt included
+    output_tokens: int = 0
+    finish_reason: str = ""
 
 
 def audit(before: str, after: str, grammar: str | None, instruction: str) -> list[str]:
@@ -88,6 +92,9 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
                 outcome.reason = f"{type(error).__name__}: {error}"
                 say(f"{case.id} {span.label()}: failed: {outcome.reason}")
                 continue
+            outcome.seconds = result.stats.total_s
+            outcome.output_tokens = result.stats.output_tokens
+            outcome.finish_reason = result.stats.finish_reason
             if result.stats.finish_reason == "length":
                 outcome.reason = "stopped at the token limit"
                 say(f"{case.id} {span.label()}: {outcome.reason}")
@@ -142,6 +149,11 @@ def summary(outcomes: list[SpanOutcome]) -> str:
     reasons = Counter(_reason_kind(o.reason) for o in outcomes if o.verdict == "refused")
     if reasons:
         lines.append("refused because: " + ", ".join(f"{kind} {n}" for kind, n in reasons.most_common()))
+    timed = [o.seconds for o in outcomes if o.seconds]
+    if timed:
+        cut = sum(1 for o in outcomes if o.finish_reason == "length")
+        lines.append(f"decoding: {median(timed):.1f} s per span (median), {sum(timed):.0f} s in all; "
+                     f"{cut} answer(s) cut at the token limit")
     checked = [o.check_ms for o in outcomes if o.verdict != "failed"]
     if checked:
         lines.append(f"integrity check: {sum(checked) / len(checked):.1f} ms per span on average, "
