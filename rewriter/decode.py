@@ -21,7 +21,9 @@ from .quantize import is_int8
 from .results import Stats
 from .verify import GreedyVerifier, Verifier
 
-# Returns the number of output tokens to keep once the output is complete, else None.
+# Returns the number of output tokens to keep once the output is complete, else None. It may
+# keep fewer than earlier steps yielded (an echo of the file is dropped): Stats.output_tokens
+# counts the kept ones.
 StopCheck = Callable[[list[int]], "int | None"]
 
 
