@@ -67,6 +67,7 @@ class Rewriter:
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache)
+        self.stop = fence_stop(self.tokenizer)  # a whole-file answer's end (no prefill, nothing to echo)
 
     def encode_prompt(self, prompt: RewritePrompt) -> list[int]:
         """The prompt's tokens; a prefilled answer opening follows the assistant turn's header."""
