@@ -45,10 +45,10 @@ class DraftModelDrafter:
     def __init__(self, model: torch.nn.Module, shaper=None, seed: int | None = None,
                  vocab_size: int | None = None, start_length: int = 4, max_length: int = 16,
                  lookahead=None):
-        """`shaper` (rewriter.verify.LogitsShaper) makes sampled drafts; None makes argmax drafts.
+        """`shaper` (rewriter.decoding.verify.LogitsShaper) makes sampled drafts; None makes argmax drafts.
 
         `vocab_size` is the target's: ids past it are never drafted. `lookahead` (the decoder's
-        rewriter.lookahead.Lookahead) says how many tokens the loop will verify, so the small
+        rewriter.decoding.lookahead.Lookahead) says how many tokens the loop will verify, so the small
         model does not draft tokens that would be cut off unverified.
         """
         self.lookahead = lookahead

@@ -39,8 +39,8 @@ class EmbeddedEngine:
         with self._load_lock:
             if self._rewriter is not None:
                 return
-            from rewriter.models import ModelError, hide_progress_bars, load_model
-            from rewriter.rewrite import Rewriter
+            from rewriter.decoding.models import ModelError, hide_progress_bars, load_model
+            from rewriter.decoding.rewrite import Rewriter
 
             hide_progress_bars(route_warnings=True)  # `say` reports the load through progress
             try:
@@ -68,7 +68,7 @@ def make_engine(options: EngineOptions):
 
 def make_remote_engine(options: EngineOptions):
     """Our service (kind "service") or any OpenAI-compatible endpoint (kind "openai"), over HTTP."""
-    from rewriter.client import RemoteRewriter
+    from rewriter.serve.client import RemoteRewriter
 
     class RemoteEngine(RemoteRewriter):
         concurrent = True  # the server queues or batches; we need not

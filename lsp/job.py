@@ -22,10 +22,10 @@ from typing import Protocol
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from rewriter.client import ServiceError
-from rewriter.hunks import Hunk, HunkStream
-from rewriter.integrity import APPLIED, STRIPPED, FileIntegrity
-from rewriter.scopes import grammar_for
+from rewriter.serve.client import ServiceError
+from rewriter.edits.hunks import Hunk, HunkStream
+from rewriter.edits.integrity import APPLIED, STRIPPED, FileIntegrity
+from rewriter.edits.scopes import grammar_for
 from rewriter.prompt import NoCodeBlock, SourceText, common_indent, extract_code
 from rewriter.results import Progress, RewriteError, RewriteResult
 

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from .files import FileError
+from .edits.files import FileError
 from .results import DTYPES, ModelError
 
 
@@ -19,15 +19,15 @@ def _progress(args: argparse.Namespace):
     """Where model-loading lines go: stderr, or nowhere under -q (with transformers' bars hidden)."""
     if not getattr(args, "quiet", False):
         return _say
-    from .models import hide_progress_bars
+    from .decoding.models import hide_progress_bars
 
     hide_progress_bars()
     return lambda message: None
 
 
 def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
-    from .models import load_model
-    from .rewrite import Rewriter
+    from .decoding.models import load_model
+    from .decoding.rewrite import Rewriter
 
     started = time.perf_counter()
     say = _progress(args)
@@ -37,8 +37,8 @@ def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from .batch import Options, apply_command
-    from .scopes import parse_line_range
+    from .edits.batch import Options, apply_command
+    from .edits.scopes import parse_line_range
 
     options = Options(
         instruction=args.instruction, lines=parse_line_range(args.lines) if args.lines else None,
@@ -48,7 +48,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     )
     params = _sampling_params(args)  # refuses bad settings before any model loads
     if args.endpoint:
-        from .client import RemoteRewriter
+        from .serve.client import RemoteRewriter
 
         if params != _default_sampling() or args.draft_model or args.mjsd is not None:
             _say("--temperature, --top-p, --top-k, --seed, --verification, --draft-model and --mjsd "
@@ -77,13 +77,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def _default_sampling():
-    from .sampling import SamplingParams
+    from .decoding.sampling import SamplingParams
 
     return SamplingParams()
 
 
 def _sampling_params(args: argparse.Namespace):
-    from .sampling import SamplingParams
+    from .decoding.sampling import SamplingParams
 
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                             seed=args.seed, verification=args.verification)
@@ -97,15 +97,15 @@ def _sampling_params(args: argparse.Namespace):
 
 def _configure(rewriter, args: argparse.Namespace, params):
     """The rewriter, decoding with the sampling, draft-model and MJSD flags."""
-    from .sampling import ConfiguredEngine, decoding_options
+    from .decoding.sampling import ConfiguredEngine, decoding_options
 
     draft = None
     if args.draft_model:
-        from .models import load_model
+        from .decoding.models import load_model
 
         draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=_progress(args))
     if args.mjsd is not None:
-        from .mjsd import WARNING
+        from .decoding.mjsd import WARNING
 
         _say(f"warning: --mjsd is on. {WARNING}")
     return ConfiguredEngine(rewriter, decoding_options(rewriter, params, draft, args.mjsd))
@@ -129,7 +129,7 @@ def sampling_options(command: argparse.ArgumentParser) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import load_cases, run_bench
+    from .bench.bench import load_cases, run_bench
 
     if args.every is not None and args.every < 1:
         _say("--every takes a whole number of at least 1")
@@ -156,7 +156,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _say("no cases selected")
         return 2
     if args.integrity:
-        from .integrity_bench import run_integrity_bench
+        from .bench.integrity_bench import run_integrity_bench
 
         _say(f"integrity: up to {args.spans} functions of {len(cases)} files, each rewritten on its own")
         run_integrity_bench(rewriter, cases, args.spans, args.max_new_tokens, args.json, say=_say)
@@ -167,8 +167,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _sampling_bench(args, rewriter, cases, params)
     reference = None
     if rewriter.loaded.dtype != "float32" and not args.no_float32_reference:
-        from .models import load_model
-        from .rewrite import Rewriter
+        from .decoding.models import load_model
+        from .decoding.rewrite import Rewriter
 
         reference = Rewriter(load_model(args.model, device=args.device, dtype="float32", progress=_say))
     ways = "plain greedy, prompt lookup, ours" + (", and plain float32 greedy as the reference" if reference else "")
@@ -178,7 +178,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
-    from .bench import integrity_refusal, run_tests_bench
+    from .bench.bench import integrity_refusal, run_tests_bench
 
     ways = "plain greedy, prompt lookup and ours" if args.baselines else "ours only (--baselines adds the others)"
     _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, decoded by {ways}; "
@@ -189,8 +189,8 @@ def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
 
 
 def _sampling_bench(args: argparse.Namespace, rewriter, cases, params) -> int:
-    from .bench import run_sampling_bench
-    from .models import load_model
+    from .bench.bench import run_sampling_bench
+    from .decoding.models import load_model
 
     draft = None
     if args.draft_model:
@@ -199,7 +199,7 @@ def _sampling_bench(args: argparse.Namespace, rewriter, cases, params) -> int:
         draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=_say)
         check_same_tokenizer(rewriter.tokenizer, draft.tokenizer)
     if args.mjsd is not None:
-        from .mjsd import WARNING
+        from .decoding.mjsd import WARNING
 
         _say(f"warning: MJSD is measured too. {WARNING}")
     _say(f"{len(cases)} cases in sampling modes: plain decoding, token vs block verification, "
@@ -215,7 +215,7 @@ def cmd_lsp(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .service import Limits, serve
+    from .serve.service import Limits, serve
 
     limits = Limits(max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
                     max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens,

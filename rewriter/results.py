@@ -1,6 +1,6 @@
 """What a rewrite produces, shared by every engine: stats, streamed progress, the result.
 
-Torch-free on purpose: the remote engine (rewriter.client), the language server and
+Torch-free on purpose: the remote engine (rewriter.serve.client), the language server and
 `rewriter apply --endpoint` use these without loading a model stack.
 """
 from __future__ import annotations

@@ -46,7 +46,7 @@ def greedy_reference(model, prompt: list[int], max_new_tokens: int) -> list[int]
 @pytest.fixture(scope="session")
 def embedded_checkpoint():
     """The embedded model, converted once into the cache (about a minute the first time)."""
-    from rewriter.models import resolve_checkpoint
+    from rewriter.decoding.models import resolve_checkpoint
 
     return resolve_checkpoint(None)
 
@@ -60,14 +60,14 @@ def qwen_tokenizer(embedded_checkpoint):
 
 @pytest.fixture(scope="session")
 def embedded(embedded_checkpoint):
-    from rewriter.models import load_model
+    from rewriter.decoding.models import load_model
 
     return load_model(str(embedded_checkpoint))
 
 
 @pytest.fixture(scope="session")
 def embedded_rewriter(embedded):
-    from rewriter.rewrite import Rewriter
+    from rewriter.decoding.rewrite import Rewriter
 
     return Rewriter(embedded)
 
@@ -93,6 +93,6 @@ def tiny_dir(tmp_path_factory, qwen_tokenizer):
 
 @pytest.fixture(scope="module")
 def tiny_loaded(tiny_dir):
-    from rewriter.models import load_model
+    from rewriter.decoding.models import load_model
 
     return load_model(str(tiny_dir))

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from rewriter import batch
-from rewriter.batch import BatchError, Options, apply_command, collect, plan
-from rewriter.decode import Stats
+from rewriter.edits import batch
+from rewriter.edits.batch import BatchError, Options, apply_command, collect, plan
+from rewriter.decoding.decode import Stats
 from rewriter.prompt import NoCodeBlock
-from rewriter.rewrite import Progress, RewriteError, RewriteResult
+from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
@@ -346,7 +346,7 @@ def test_remote_engine_rewrites_several_files_concurrently(tree, capsys):
 
     import httpx
 
-    from rewriter.client import RemoteRewriter
+    from rewriter.serve.client import RemoteRewriter
 
     active, peak, lock = [0], [0], threading.Lock()
     barrier = threading.Barrier(2, timeout=5)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from rewriter.bench import Case, integrity_refusal, judge_answer, load_cases, summarize_tests
+from rewriter.bench.bench import Case, integrity_refusal, judge_answer, load_cases, summarize_tests
 from test_cli import assert_clean_failure, run_cli
 
 BEFORE = "def mean(values):\n    return sum(values) / len(values)\n"

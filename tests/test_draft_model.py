@@ -12,10 +12,10 @@ import torch
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from drafters.draft_model import DraftModelDrafter, PredictionThenModelDrafter, TokenizerMismatch, check_same_tokenizer
-from rewriter.decode import Decoder
-from rewriter.lookahead import Lookahead
-from rewriter.mjsd import BeamDraft, BeamDrafter, MJSDVerifier
-from rewriter.sampling import SamplingParams, make_verifier, shaper
+from rewriter.decoding.decode import Decoder
+from rewriter.decoding.lookahead import Lookahead
+from rewriter.decoding.mjsd import BeamDraft, BeamDrafter, MJSDVerifier
+from rewriter.decoding.sampling import SamplingParams, make_verifier, shaper
 from tests.conftest import CharTokenizer, greedy_reference, tiny_model
 # one_thread is test_sampling's autouse fixture: imported, it applies here too.
 from tests.test_sampling import (ALPHA, PROMPT, VOCAB, chi_square_p_value, exact_distribution, logits_table,
@@ -221,8 +221,8 @@ def test_mjsd_decodes_and_is_never_the_default():
 def test_decoding_options_build_what_a_request_asks_for():
     from types import SimpleNamespace
 
-    from rewriter.sampling import ConfiguredEngine, decoding_options
-    from rewriter.verify import BlockVerifier
+    from rewriter.decoding.sampling import ConfiguredEngine, decoding_options
+    from rewriter.decoding.verify import BlockVerifier
 
     class Vocab:
         eos_token_id = 0
@@ -260,7 +260,7 @@ def test_decoding_options_build_what_a_request_asks_for():
 
 @pytest.mark.real_model
 def test_real_model_greedy_answer_is_unchanged_with_a_draft_model(embedded, embedded_rewriter):
-    from rewriter.sampling import decoding_options
+    from rewriter.decoding.sampling import decoding_options
 
     code = "def add(a, b):\n    return a + b\n"
     plain = embedded_rewriter.rewrite(code, "Add a docstring", "python", max_new_tokens=40)

@@ -3,7 +3,7 @@ decoding of the prompt that holds the prefill, and the echo stop only ends it ea
 import pytest
 import torch
 
-from rewriter.batch import reindent
+from rewriter.edits.batch import reindent
 from rewriter.prompt import build_prompt, echo_scan
 
 pytestmark = pytest.mark.real_model

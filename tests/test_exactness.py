@@ -4,7 +4,7 @@ import random
 import pytest
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from rewriter.decode import Decoder
+from rewriter.decoding.decode import Decoder
 from tests.conftest import CharTokenizer, greedy_reference, tiny_model
 
 LENGTH = 120

@@ -1,6 +1,6 @@
 import random
 
-from rewriter.hunks import Hunk, HunkStream, apply_hunks
+from rewriter.edits.hunks import Hunk, HunkStream, apply_hunks
 
 
 def stream_all(original: str, new: str, chunk_sizes) -> list[Hunk]:

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from rewriter.batch import Options, apply_command
-from rewriter.decode import Stats
-from rewriter.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity, check_edit
-from rewriter.rewrite import Progress, RewriteResult
+from rewriter.edits.batch import Options, apply_command
+from rewriter.decoding.decode import Stats
+from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity, check_edit
+from rewriter.decoding.rewrite import Progress, RewriteResult
 
 SHAPES = '''"""Shapes and helpers."""
 import math
@@ -355,7 +355,7 @@ class FakeRewriter:
 
 
 def service_result(answer, **request):
-    from rewriter.service import Backend, Limits
+    from rewriter.serve.service import Backend, Limits
 
     backend = Backend.__new__(Backend)  # no model: the fake answers, and tokenizes
     backend.rewriter = backend.tokenizer = FakeRewriter(answer)

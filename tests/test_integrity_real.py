@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from rewriter.batch import Options, apply_command
-from rewriter.scopes import SyntaxTree, definitions
+from rewriter.edits.batch import Options, apply_command
+from rewriter.edits.scopes import SyntaxTree, definitions
 
 pytestmark = pytest.mark.real_model
 

@@ -6,12 +6,12 @@ import torch
 from transformers import DynamicCache
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from rewriter import quantize
-from rewriter.decode import Decoder
-from rewriter.lookahead import CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
-from rewriter.models import ModelError, load_model, resolve_dtype
-from rewriter.quantize import Int8Linear, QuantizationUnavailable, is_int8, quantize_int8
-from rewriter.verify import BlockVerifier, LogitsShaper
+from rewriter.decoding import quantize
+from rewriter.decoding.decode import Decoder
+from rewriter.decoding.lookahead import CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
+from rewriter.decoding.models import ModelError, load_model, resolve_dtype
+from rewriter.decoding.quantize import Int8Linear, QuantizationUnavailable, is_int8, quantize_int8
+from rewriter.decoding.verify import BlockVerifier, LogitsShaper
 from tests.conftest import CharTokenizer, greedy_reference, tiny_model
 from tests.test_exactness import KINDS, edited
 from tests.test_sampling import (ALPHA, TARGET_SEED, DraftSource, chi_square_p_value, exact_distribution,

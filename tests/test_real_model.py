@@ -10,7 +10,7 @@ import torch
 from transformers import StoppingCriteriaList
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from rewriter.bench import FenceCriteria
+from rewriter.bench.bench import FenceCriteria
 from rewriter.prompt import SourceText
 
 pytestmark = pytest.mark.real_model
@@ -62,8 +62,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def float32_rewriter(embedded_checkpoint):
-    from rewriter.models import load_model
-    from rewriter.rewrite import Rewriter
+    from rewriter.decoding.models import load_model
+    from rewriter.decoding.rewrite import Rewriter
 
     return Rewriter(load_model(str(embedded_checkpoint), dtype="float32"))
 

@@ -1,7 +1,7 @@
 import pytest
 
-from rewriter.models import load_model
-from rewriter.rewrite import RewriteError, Rewriter, fence_stop
+from rewriter.decoding.models import load_model
+from rewriter.decoding.rewrite import RewriteError, Rewriter, fence_stop
 
 
 @pytest.fixture(scope="module")

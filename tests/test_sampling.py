@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from drafters.base import Draft
-from rewriter.sampling import SamplingParams, make_verifier, shaper
-from rewriter.verify import BlockVerifier, GreedyVerifier, LogitsShaper, TokenVerifier
+from rewriter.decoding.sampling import SamplingParams, make_verifier, shaper
+from rewriter.decoding.verify import BlockVerifier, GreedyVerifier, LogitsShaper, TokenVerifier
 from tests.conftest import tiny_model
 
 VOCAB = 8

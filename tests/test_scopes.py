@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from rewriter.scopes import (ScopeError, Span, expand_to_nodes, line_span, parse, parse_line_range,
+from rewriter.edits.scopes import (ScopeError, Span, expand_to_nodes, line_span, parse, parse_line_range,
                              select_nodes, split_span, syntax_error_line, tree_language)
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"

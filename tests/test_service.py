@@ -227,7 +227,7 @@ def test_parameters_refused_with_a_prediction(server, field, value):
 
 
 def test_sampling_is_validated_by_make_verifier(server):
-    from rewriter.sampling import SamplingParams, make_verifier
+    from rewriter.decoding.sampling import SamplingParams, make_verifier
 
     try:
         make_verifier(SamplingParams(temperature=0.7))
@@ -380,9 +380,9 @@ def test_off_loopback_needs_an_api_key(tiny_dir):
 
 
 def test_remote_engine_maps_errors(server):
-    from rewriter.client import RemoteRewriter
+    from rewriter.serve.client import RemoteRewriter
     from rewriter.prompt import NoCodeBlock
-    from rewriter.rewrite import Progress, RewriteError
+    from rewriter.decoding.rewrite import Progress, RewriteError
 
     for protocol in ("auto", "openai"):
         with RemoteRewriter(server.url, model=model_name(server), protocol=protocol) as engine:

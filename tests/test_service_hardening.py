@@ -13,8 +13,8 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
-from rewriter.engine import MAX_RETRY_AFTER_S, Engine, QueueFull
-from rewriter.service import Limits, create_app, read_api_key, rejected_prediction_tokens
+from rewriter.serve.engine import MAX_RETRY_AFTER_S, Engine, QueueFull
+from rewriter.serve.service import Limits, create_app, read_api_key, rejected_prediction_tokens
 from test_service_helpers import Server
 
 LOOPBACK = "http://127.0.0.1:8000"

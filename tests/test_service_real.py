@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from rewriter.hunks import Hunk, apply_hunks
+from rewriter.edits.hunks import Hunk, apply_hunks
 from rewriter.prompt import build_prompt
 from test_service_helpers import Server
 
@@ -55,7 +55,7 @@ def test_chat_with_prediction_equals_in_process_greedy(real_server, embedded_rew
     assert details.accepted_prediction_tokens < usage.completion_tokens
     # As OpenAI counts them: the prediction's tokens missing from the completion, which depends on
     # the output tokens only (rejected draft positions follow each process's window sizes).
-    from rewriter.service import rejected_prediction_tokens
+    from rewriter.serve.service import rejected_prediction_tokens
 
     predicted = embedded_rewriter.tokenizer.encode(prompt.prediction, add_special_tokens=False)
     completion = [token for step in steps for token in step.tokens]

@@ -16,15 +16,20 @@ def import_graph() -> dict[str, set[str]]:
     """Project module -> project modules it imports, at the top or inside functions."""
     modules = {}
     for package in PACKAGES:
-        for path in (ROOT / package).glob("*.py"):
-            modules[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     graph = {}
     for name, path in modules.items():
-        package = name.split(".")[0]
+        # the package a relative import starts from: the module's own for an __init__
+        home = name.split(".") if path.stem == "__init__" else name.split(".")[:-1]
         found = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                base = package + (f".{node.module}" if node.module else "") if node.level else node.module or ""
+                if node.level:
+                    base = ".".join(home[: len(home) - node.level + 1] + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
                 for alias in node.names:
                     target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
                     if target in modules:
@@ -38,7 +43,9 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_imports_inside_functions():
     graph = import_graph()
-    assert "rewriter.batch" in graph["rewriter.cli"]  # cmd_apply imports it lazily
+    assert "rewriter.edits.batch" in graph["rewriter.cli"]  # cmd_apply imports it lazily
+    assert "rewriter.results" in graph["rewriter.edits.batch"]  # `from ..results import`
+    assert "rewriter.edits.hunks" in graph["rewriter.serve.client"]
     assert "lsp.job" in graph["lsp.server"]
 
 
@@ -104,7 +111,7 @@ def run_without_torch(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 def test_the_remote_engine_rewrites_without_torch(tmp_path):
     done = run_without_torch("""
-        from rewriter.client import RemoteRewriter
+        from rewriter.serve.client import RemoteRewriter
         result = RemoteRewriter(URL).rewrite("total = 0\\n", "Add type hints", "python")
         print(json.dumps({"text": result.text, "accepted": result.stats.accepted_prediction_tokens,
                           "torch": "torch" in sys.modules and sys.modules["torch"] is not None}))
@@ -127,7 +134,9 @@ def test_apply_with_an_endpoint_and_the_language_server_need_no_torch(tmp_path):
 
 
 def test_result_types_keep_their_old_homes():
-    from rewriter import client, decode, models, results, rewrite
+    from rewriter import results
+    from rewriter.decoding import decode, models, rewrite
+    from rewriter.serve import client
 
     assert decode.Stats is results.Stats and client.Stats is results.Stats
     assert (rewrite.RewriteResult, rewrite.Progress, rewrite.RewriteError) == (

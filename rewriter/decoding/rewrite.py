@@ -6,8 +6,8 @@ from typing import Callable, Iterator
 from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
 from .decode import Decoder, Stats, StopCheck
 from .models import LoadedModel
-from .prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, echo_scan, extract_code
-from .results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
+from ..prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, echo_scan, extract_code
+from ..results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .sampling import SamplingParams, make_verifier
 from .verify import Verifier
 

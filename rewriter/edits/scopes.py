@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
 
-from .prompt import language_for
+from ..prompt import language_for
 
 
 class ScopeError(ValueError):

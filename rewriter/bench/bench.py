@@ -19,8 +19,8 @@ from typing import Callable
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
-from .rewrite import Rewriter
-from .prompt import NoCodeBlock, SourceText, extract_code
+from ..decoding.rewrite import Rewriter
+from ..prompt import NoCodeBlock, SourceText, extract_code
 from .testrun import DEFAULT_TIMEOUT_S, run_tests
 
 
@@ -301,8 +301,8 @@ Refusal = Callable[[Case, str], str | None]
 
 def integrity_refusal(case: Case, edited: str) -> str | None:
     """The integrity guard as `rewriter apply` runs it on a whole-file rewrite."""
-    from .integrity import check_edit
-    from .scopes import grammar_for
+    from ..edits.integrity import check_edit
+    from ..edits.scopes import grammar_for
 
     verdict = check_edit(case.before, 0, len(case.before), edited, case.instruction, grammar_for(case.language))
     return verdict.reason if verdict.refused else None
@@ -478,7 +478,7 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
     from dataclasses import replace
 
     from drafters.draft_model import DraftModelDrafter, PredictionThenModelDrafter
-    from .sampling import make_verifier, shaper
+    from ..decoding.sampling import make_verifier, shaper
 
     code = SourceText.from_text(case.before).code
     prompt_ids, prediction, budget = rewriter.plan(code, case.instruction, case.language, None, max_new_tokens)
@@ -510,7 +510,7 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
                 rewriter, prompt_ids, budget, PredictionThenModelDrafter(rewriter.drafter(prediction), small()),
                 verifier(kind))
     if mjsd_tau is not None and draft is not None:
-        from .mjsd import BeamDrafter, MJSDVerifier
+        from ..decoding.mjsd import BeamDrafter, MJSDVerifier
 
         if params.greedy:
             greedy = modes["plain"]

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .hunks import Hunk, HunkStream
-from .prompt import NoCodeBlock, SourceText, build_prompt, extract_code
-from .results import Progress, RewriteError, RewriteResult, Stats
+from ..edits.hunks import Hunk, HunkStream
+from ..prompt import NoCodeBlock, SourceText, build_prompt, extract_code
+from ..results import Progress, RewriteError, RewriteResult, Stats
 
 MAX_RETRY_WAIT_S = 30.0
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-log = logging.getLogger("rewriter.engine")
+log = logging.getLogger(__name__)
 
 Work = Callable[[], Iterator[Any]]
 

@@ -22,8 +22,8 @@ from typing import Callable, TextIO
 from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .integrity import FileIntegrity
-from .prompt import NoCodeBlock, common_indent, language_for
-from .results import RewriteResult, Stats
+from ..prompt import NoCodeBlock, common_indent, language_for
+from ..results import RewriteResult, Stats
 from .scopes import (ScopeError, Span, SyntaxTree, expand_to_nodes, line_span, select_nodes,
                      split_span, syntax_error_line, tree_language)
 

@@ -29,17 +29,17 @@ from starlette.routing import Route
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from .client import AnswerHunks
-from .decode import Decoder, Stats, StopCheck
+from ..decoding.decode import Decoder, Stats, StopCheck
 from .engine import END, Engine, Failed, QueueFull
-from .hunks import Hunk
-from .integrity import STRIPPED, FileIntegrity
-from .models import LoadedModel
-from .prompt import NoCodeBlock
-from .rewrite import Progress, RewriteError, Rewriter
-from .sampling import SamplingParams, make_verifier
-from .scopes import grammar_for
+from ..edits.hunks import Hunk
+from ..edits.integrity import STRIPPED, FileIntegrity
+from ..decoding.models import LoadedModel
+from ..prompt import NoCodeBlock
+from ..decoding.rewrite import Progress, RewriteError, Rewriter
+from ..decoding.sampling import SamplingParams, make_verifier
+from ..edits.scopes import grammar_for
 
-log = logging.getLogger("rewriter.service")
+log = logging.getLogger(__name__)
 
 API_KEY_ENV = "REWRITER_API_KEY"
 STATS_EVERY_S = 0.5
@@ -1003,7 +1003,7 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
     import uvicorn
 
     from .http_protocol import with_header_timeout
-    from .models import load_model
+    from ..decoding.models import load_model
 
     limits = limits or Limits()
 

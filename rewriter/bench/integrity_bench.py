@@ -17,10 +17,10 @@ from collections import Counter
 from statistics import median
 from dataclasses import dataclass, field
 
-from .batch import CONTEXT_WINDOWS, context_for, reindent
+from ..edits.batch import CONTEXT_WINDOWS, context_for, reindent
 from .bench import Case
-from .integrity import FileIntegrity, lost_definitions, significant
-from .scopes import SyntaxTree, definitions, grammar_for, select_nodes
+from ..edits.integrity import FileIntegrity, lost_definitions, significant
+from ..edits.scopes import SyntaxTree, definitions, grammar_for, select_nodes
 
 INSTRUCTIONS = (
     "Add a one-line docstring to this function.",

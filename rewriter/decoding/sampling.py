@@ -54,7 +54,7 @@ def decoding_options(rewriter, params: SamplingParams, draft_model=None, mjsd_ta
     """Keyword arguments for Rewriter.stream: the verifier and drafter one request asks for.
 
     `draft_model` (a LoadedModel sharing the target's tokenizer) drafts where the prediction
-    does not. `mjsd_tau` turns on MJSD, which CHANGES THE OUTPUT (see rewriter.mjsd); it needs
+    does not. `mjsd_tau` turns on MJSD, which CHANGES THE OUTPUT (see rewriter.decoding.mjsd); it needs
     a draft model and greedy settings.
     """
     from drafters.draft_model import DraftModelDrafter, PredictionThenModelDrafter, check_same_tokenizer

@@ -18,7 +18,7 @@ from transformers import DynamicCache
 from drafters.base import Drafter
 from .lookahead import Lookahead
 from .quantize import is_int8
-from .results import Stats
+from ..results import Stats
 from .verify import GreedyVerifier, Verifier
 
 # Returns the number of output tokens to keep once the output is complete, else None. It may

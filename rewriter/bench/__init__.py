@@ -1,0 +1,1 @@
+"""Benchmarks: speed, edit correctness with tests, and the integrity check on real answers."""

@@ -1,0 +1,1 @@
+"""The decoding core: models, the speculative decoding loop, verifiers, drafter wiring. Imports torch."""

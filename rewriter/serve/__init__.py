@@ -1,0 +1,1 @@
+"""The HTTP service (rewriter serve), its worker engine and protocol, and the client that talks to it."""
