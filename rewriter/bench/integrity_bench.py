@@ -42,6 +42,8 @@ class SpanOutcome:
     check_ms: float = 0.0
     seconds: float = 0.0  # decoding the answer, prompt included
     output_tokens: int = 0
+    forward_passes: int = 0
+    echo_dropped_chars: int = 0  # the answer's copy of the lines after the span, dropped
     finish_reason: str = ""
 
 
@@ -94,6 +96,8 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
                 continue
             outcome.seconds = result.stats.total_s
             outcome.output_tokens = result.stats.output_tokens
+            outcome.forward_passes = result.stats.forward_passes
+            outcome.echo_dropped_chars = result.stats.echo_dropped_chars
             outcome.finish_reason = result.stats.finish_reason
             if result.stats.finish_reason == "length":
                 outcome.reason = "stopped at the token limit"
@@ -152,8 +156,11 @@ def summary(outcomes: list[SpanOutcome]) -> str:
     timed = [o.seconds for o in outcomes if o.seconds]
     if timed:
         cut = sum(1 for o in outcomes if o.finish_reason == "length")
-        lines.append(f"decoding: {median(timed):.1f} s per span (median), {sum(timed):.0f} s in all; "
-                     f"{cut} answer(s) cut at the token limit")
+        lines.append(f"decoding: {median(timed):.1f} s per span (median), {sum(timed):.0f} s in all, "
+                     f"{sum(o.output_tokens for o in outcomes)} tokens, "
+                     f"{sum(o.forward_passes for o in outcomes)} forward passes; "
+                     f"{cut} answer(s) cut at the token limit, "
+                     f"{sum(1 for o in outcomes if o.echo_dropped_chars)} stopped where they began to copy the file")
     checked = [o.check_ms for o in outcomes if o.verdict != "failed"]
     if checked:
         lines.append(f"integrity check: {sum(checked) / len(checked):.1f} ms per span on average, "
