@@ -173,6 +173,7 @@ def echo_targets(code: str, context: str) -> tuple[tuple[str, ...], ...]:
     code = code.strip("\n")
     if not code.strip():
         return ()
+    context = context.replace("\r\n", "\n")  # the code has LF line endings (SourceText)
     span_lines = _content_lines(code)
     targets = []
     at = context.find(code)

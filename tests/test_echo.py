@@ -58,6 +58,7 @@ def test_echo_targets_need_a_line_with_letters_and_a_file_that_goes_on():
     context = "class A {\n" + js + "}\n}\n\nexport default A;\n"
     assert echo_targets(js, context) == (("}", "}", "export default A;"),)
     assert echo_targets("def third(value):\n    return value - 3\n", FILE) == ()  # the file ends
+    assert echo_targets(SECOND, FILE.replace("\n", "\r\n")) == (("def third(value):", "return value - 3"),)
     # The span itself holds the lines that follow it: an echo could not be told from the span.
     twice = "x = 1\ny = 2\nx = 1\ny = 2\n"
     assert echo_targets("x = 1\ny = 2\nx = 1\ny = 2\n", twice + "x = 1\ny = 2\n") == ()
