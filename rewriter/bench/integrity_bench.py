@@ -45,6 +45,7 @@ class SpanOutcome:
     forward_passes: int = 0
     echo_dropped_chars: int = 0  # the answer's copy of the lines after the span, dropped
     finish_reason: str = ""
+    answer: str = ""  # the model's raw answer, to read why it was refused or cut
 
 
 def audit(before: str, after: str, grammar: str | None, instruction: str) -> list[str]:
@@ -99,6 +100,7 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
             outcome.forward_passes = result.stats.forward_passes
             outcome.echo_dropped_chars = result.stats.echo_dropped_chars
             outcome.finish_reason = result.stats.finish_reason
+            outcome.answer = result.answer
             if result.stats.finish_reason == "length":
                 outcome.reason = "stopped at the token limit"
                 say(f"{case.id} {span.label()}: {outcome.reason}")
