@@ -150,3 +150,56 @@ def test_a_prefilled_answer_is_plain_greedy_of_the_prompt_with_the_prefill(tiny_
     assert "".join(e.text for e in events if isinstance(e, Progress)) == result.answer
     reference = greedy_reference(tiny_rewriter.loaded.model, prompt_ids, result.stats.output_tokens)
     assert result.answer == prompt.prefill + qwen_tokenizer.decode(reference, skip_special_tokens=True)
+
+
+class ScriptedDecoder:
+    """Writes a fixed answer a token a step, stopping as the real decoder does (stop check, eos)."""
+
+    def __init__(self, tokenizer, answer: str):
+        self.tokenizer = tokenizer
+        self.ids = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
+
+    def generate(self, prompt, drafter, max_new_tokens, stop=None, verifier=None):
+        from rewriter.decoding.decode import Step
+        from rewriter.results import Stats
+
+        output, sent = [], 0
+        for token in self.ids:
+            output.append(token)
+            keep = len(output) if token == self.tokenizer.eos_token_id else stop(output)
+            if keep is not None:
+                del output[keep:]
+            text = self.tokenizer.decode(output, skip_special_tokens=True)
+            stats = Stats(output_tokens=len(output), finish_reason="stop" if keep is not None else "")
+            yield Step(tokens=output[sent:], text=text[min(sent, len(text)):], stats=stats, done=keep is not None)
+            sent = max(sent, len(text))
+            if keep is not None:
+                return
+
+
+def scripted_rewrite(qwen_tokenizer, generated: str):
+    from types import SimpleNamespace
+
+    loaded = SimpleNamespace(tokenizer=qwen_tokenizer, context_length=4096)
+    rewriter = Rewriter(loaded, decoder=ScriptedDecoder(qwen_tokenizer, generated))
+    events = list(rewriter.stream(SECOND, "Add a docstring.", "python", FILE))
+    return [e.text for e in events if isinstance(e, Progress)], events[-1]
+
+
+def test_the_copy_of_the_next_function_is_neither_streamed_nor_applied(qwen_tokenizer):
+    # The model's answer after the prefill "```python\ndef second": the span, then the file going on.
+    generated = ('(value):\n    """Double the value."""\n    return value * 2\n\n\n'
+                 'def third(value):\n    return value - 3\n```\n')
+    pieces, result = scripted_rewrite(qwen_tokenizer, generated)
+    expected = 'def second(value):\n    """Double the value."""\n    return value * 2\n'
+    assert result.text == expected
+    assert "third" not in "".join(pieces) and "third" not in result.answer
+    assert "".join(pieces) == result.answer
+    assert result.stats.echo_dropped_chars > 0
+
+
+def test_an_edit_whose_last_line_is_the_next_line_of_the_file_is_applied_whole(qwen_tokenizer):
+    generated = '(value):\n    """Double the value."""\n    return value * 2\n    def third(value):\n```\n'
+    pieces, result = scripted_rewrite(qwen_tokenizer, generated)
+    assert result.text == 'def second(value):\n    """Double the value."""\n    return value * 2\n    def third(value):\n'
+    assert "".join(pieces) == result.answer and result.stats.echo_dropped_chars == 0
