@@ -1,8 +1,9 @@
 """The drafter interface: propose the next tokens, hear how many were accepted."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Any, Protocol
 
 
 @dataclass
@@ -12,8 +13,9 @@ class Draft:
     # the ones before it were; the loop sizes the lookahead window from it.
     acceptance: float
     source: str
-    # Per-token draft distributions for sampling verifiers; None means one-hot drafts.
-    probs: object | None = field(default=None, repr=False)
+    # Per-token draft distributions for sampling verifiers (a tensor, or a list of rows: this
+    # module stays torch-free); None means one-hot drafts.
+    probs: Any = field(default=None, repr=False)
 
 
 class Drafter(Protocol):

@@ -1,7 +1,7 @@
 """Use several drafters: each step, the proposal most likely to be accepted wins."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .base import Draft, Drafter
 

@@ -9,12 +9,16 @@ with those distributions attached for the verifier.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import DynamicCache
 
-from .base import Draft, laplace
+from .base import Draft, Drafter, laplace
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class TokenizerMismatch(ValueError):
@@ -42,7 +46,7 @@ def check_same_tokenizer(target_tokenizer, draft_tokenizer) -> None:
 class DraftModelDrafter:
     name = "draft_model"
 
-    def __init__(self, model: torch.nn.Module, shaper=None, seed: int | None = None,
+    def __init__(self, model: PreTrainedModel, shaper=None, seed: int | None = None,
                  vocab_size: int | None = None, start_length: int = 4, max_length: int = 16,
                  lookahead=None):
         """`shaper` (rewriter.decoding.verify.LogitsShaper) makes sampled drafts; None makes argmax drafts.
@@ -120,6 +124,7 @@ class DraftModelDrafter:
         logits = self.sync(tokens)
         drafted: list[int] = []
         rows: list[torch.Tensor] = []
+        assert self.cache is not None  # sync made it
         while True:
             token, probs = self._pick(logits)
             drafted.append(token)
@@ -172,7 +177,7 @@ class PredictionThenModelDrafter:
     def __init__(self, cheap, model_drafter: DraftModelDrafter):
         self.cheap = cheap
         self.model_drafter = model_drafter
-        self._owner = None
+        self._owner: Drafter | None = None
 
     def propose(self, tokens: Sequence[int], prompt_length: int, limit: int) -> Draft | None:
         draft = self.cheap.propose(tokens, prompt_length, limit)

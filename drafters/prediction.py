@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from .base import Draft, laplace
 
@@ -40,6 +40,7 @@ class PredictionDrafter:
         self._follow(output)
         if self.cursor is None and not self._realign(output):
             return None
+        assert self.cursor is not None  # _realign placed it
         draft = self.prediction[self.cursor:self.cursor + limit]
         if not draft:
             return None

@@ -5,7 +5,7 @@ The index covers the prompt and the output so far and grows as tokens are append
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from .base import Draft, laplace
 

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .options import EngineOptions
+
+if TYPE_CHECKING:  # loaded lazily: the language server with a remote engine needs no torch
+    from rewriter.decoding.rewrite import Rewriter
 
 SCRIPT_ENV = "REWRITER_LSP_TEST_SCRIPT"  # test aid: a scripted engine (see lsp/scripted.py)
 
@@ -28,7 +32,7 @@ class EmbeddedEngine:
         self.model_name = model
         self.device = device
         self.dtype = dtype
-        self._rewriter = None
+        self._rewriter: Rewriter | None = None
         self._load_lock = threading.Lock()
 
     @property
@@ -79,6 +83,8 @@ def make_remote_engine(options: EngineOptions):
         if not key:
             raise EngineError(f"engine.apiKeyEnv names {options.api_key_env}, which is not set in the "
                               "language server's environment")
+    if not options.url:
+        raise EngineError(f"engine.kind {options.kind!r} needs engine.url")
     protocol = "rewriter" if options.kind == "service" else "openai"
     try:
         return RemoteEngine(options.url, api_key=key, model=options.model, protocol=protocol,

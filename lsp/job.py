@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from lsprotocol import types
-from pygls.lsp.server import LanguageServer
+from pygls.progress import Progress as ProgressReporter
+from pygls.workspace import Workspace
 
-from rewriter.serve.client import ServiceError
 from rewriter.edits.hunks import Hunk, HunkStream
 from rewriter.edits.integrity import APPLIED, STRIPPED, FileIntegrity
 from rewriter.edits.scopes import grammar_for
 from rewriter.prompt import NoCodeBlock, SourceText, common_indent, extract_code
 from rewriter.results import Progress, RewriteError, RewriteResult
+from rewriter.serve.client import ServiceError
 
 from .options import Options
 from .regions import Region
@@ -58,6 +59,21 @@ class JobHost(Protocol):
     def supports_message_actions(self) -> bool: ...
 
     def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None: ...
+
+    # from pygls's LanguageServer
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def work_done_progress(self) -> ProgressReporter: ...
+
+    def window_show_message(self, params: types.ShowMessageParams) -> None: ...
+
+    async def window_show_message_request_async(
+            self, params: types.ShowMessageRequestParams) -> types.MessageActionItem | None: ...
+
+    async def workspace_apply_edit_async(
+            self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult: ...
 
 
 class Conflict(Exception):
@@ -117,7 +133,7 @@ class Outcome:
 
 
 class RewriteJob:
-    def __init__(self, server: JobHost | LanguageServer, uri: str, region: Region, instruction: str, stream: bool,
+    def __init__(self, server: JobHost, uri: str, region: Region, instruction: str, stream: bool,
                  announce_end: bool = False):
         self.id = next(_ids)
         self.announce_end = announce_end  # nobody waits for the outcome: say every ending
@@ -206,8 +222,9 @@ class RewriteJob:
             outcome = Outcome("error", f"rewrite failed: {error}")
         outcome.edits = self.edits
         self._end_progress(outcome.message)
-        if outcome.status == "refused" and server.supports_message_actions():
-            offer = asyncio.ensure_future(self._offer(outcome))  # the command answers now; the user decides later
+        if outcome.refused_text is not None and server.supports_message_actions():
+            # the command answers now; the user decides later
+            offer = asyncio.ensure_future(self._offer(outcome, outcome.refused_text))
             _offers.add(offer)
             offer.add_done_callback(_offers.discard)
         elif outcome.status not in ("done", "unchanged", "cancelled"):
@@ -335,7 +352,7 @@ class RewriteJob:
             return Outcome(status, ("rewrote" if self.edits else "no changes") + f": {summary}",
                            stats=self.result_stats)
 
-    async def _offer(self, outcome: Outcome) -> None:
+    async def _offer(self, outcome: Outcome, refused_text: str) -> None:
         """Ask whether to apply a refused edit anyway; apply it if the region is still as it was."""
         server = self.server
         before = server.workspace.get_text_document(self.uri).source
@@ -353,7 +370,7 @@ class RewriteJob:
             server.show("the document changed meanwhile; the refused edit was not applied", types.MessageType.Warning)
             return
         lines = list(document.lines)
-        text = outcome.refused_text if self.newline == "\n" else outcome.refused_text.replace("\n", self.newline)
+        text = refused_text if self.newline == "\n" else refused_text.replace("\n", self.newline)
         end = self.start + self.region.end - self.region.start
         edit = types.TextEdit(range=line_range(lines, self.start, end, document.position_codec), new_text=text)
         result = await server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
@@ -503,11 +520,3 @@ def line_range(lines: list[str], start: int, end: int, codec) -> types.Range:
         return types.Position(line, 0)
 
     return types.Range(start=position(start), end=position(end))
-
-
-class _nothing:
-    async def __aenter__(self):
-        return None
-
-    async def __aexit__(self, *exc):
-        return False

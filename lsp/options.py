@@ -23,7 +23,8 @@ DIAGNOSTIC_PRESET = "Fix the diagnostic here"
 
 @dataclass
 class EngineOptions:
-    kind: str = "embedded"  # embedded: the model in this process; service: our HTTP service; openai: any compatible endpoint
+    # embedded: the model in this process; service: our HTTP service; openai: any compatible endpoint
+    kind: str = "embedded"
     model: str | None = None  # embedded: a path, hub id or .gguf (default: the embedded model); remote: the model name
     device: str | None = None  # embedded only: cpu, cuda, ...
     dtype: str = "auto"  # embedded only: auto (int8 on CPU, bfloat16 on GPU), float32, bfloat16, float16, int8

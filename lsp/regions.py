@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +41,12 @@ def selection_lines(start_line: int, start_char: int, end_line: int, end_char: i
     return Region(start, max(start + 1, min(last + 1, line_count)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parser(language: str):
     try:
         from tree_sitter_language_pack import get_parser
 
-        return get_parser(PARSER_NAMES.get(language, language))
+        return get_parser(PARSER_NAMES.get(language, language))  # type: ignore[arg-type]  # unknown: raises
     except Exception as error:  # an unknown language or a grammar that will not load
         log.info("no tree-sitter parser for %r: %s", language, error)
         return None

@@ -35,7 +35,7 @@ class ScriptedEngine:
         self.loaded = load_s <= 0
 
     @classmethod
-    def from_file(cls, path: str) -> "ScriptedEngine":
+    def from_file(cls, path: str) -> ScriptedEngine:
         script = json.loads(Path(path).read_text())
         return cls(script.get("rules", []), script.get("delay_s", 0.0), script.get("chunk_chars", 8),
                    script.get("concurrent", False), script.get("load_s", 0.0))

@@ -14,6 +14,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
+from rewriter import package_version
 from rewriter.prompt import language_for
 
 from .engines import EngineError, make_engine
@@ -33,7 +34,7 @@ ACTION_KIND = types.CodeActionKind.RefactorRewrite
 
 class RewriterServer(LanguageServer):
     def __init__(self):
-        super().__init__("rewriter", "0.1.0")
+        super().__init__("rewriter", package_version())
         self.options = Options()
         self.option_warnings: list[str] = []
         self.engine = None
@@ -258,7 +259,7 @@ def code_actions(ls: RewriterServer, params: types.CodeActionParams):
         return None
     target = types.Range(types.Position(region.start, 0), types.Position(region.end, 0))
     literal = ls._capability("text_document", "code_action", "code_action_literal_support") is not None
-    actions = []
+    actions: list[types.CodeAction | types.Command] = []
 
     def add(title: str, instruction: str, diagnostics=None):
         command = types.Command(title=title, command=REWRITE, arguments=[{
@@ -283,7 +284,8 @@ def code_actions(ls: RewriterServer, params: types.CodeActionParams):
                 add(f"Rewrite: {preset}", diagnostic_instruction(touching, region), touching)
             continue
         add(f"Rewrite: {preset}", preset)
-    log.debug("%d code actions for %s lines %d-%d", len(actions), params.text_document.uri, target.start.line, target.end.line)
+    log.debug("%d code actions for %s lines %d-%d", len(actions), params.text_document.uri,
+              target.start.line, target.end.line)
     return actions
 
 
@@ -327,7 +329,7 @@ async def rewrite_command(ls: RewriterServer, *args):
     rng = _argument(args, "range", dict)
     try:
         start, end = rng["start"], rng["end"]
-        positions = [int(start["line"]), int(start["character"]), int(end["line"]), int(end["character"])]
+        positions = (int(start["line"]), int(start["character"]), int(end["line"]), int(end["character"]))
     except (KeyError, TypeError, ValueError):
         raise invalid(f"argument 'range' must be an LSP range, got {rng!r:.80}") from None
     if uri not in ls.workspace.text_documents:

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from . import package_version
 from .edits.files import FileError
 from .results import DTYPES, ModelError
 
@@ -114,8 +115,10 @@ def _configure(rewriter, args: argparse.Namespace, params):
 def sampling_options(command: argparse.ArgumentParser) -> None:
     group = command.add_argument_group("sampling and drafting (default: greedy, exact)")
     group.add_argument("--temperature", type=float, default=0.0,
-                       help="0 (default) decodes greedily; above 0 samples, with the model's own distribution kept exactly")
-    group.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling: keep the most likely tokens holding this mass, in (0, 1]")
+                       help="0 (default) decodes greedily; above 0 samples, "
+                            "with the model's own distribution kept exactly")
+    group.add_argument("--top-p", type=float, default=1.0,
+                       help="nucleus sampling: keep the most likely tokens holding this mass, in (0, 1]")
     group.add_argument("--top-k", type=int, default=0, help="keep only the k most likely tokens (0: all)")
     group.add_argument("--seed", type=int, help="makes sampling reproducible")
     group.add_argument("--verification", choices=("block", "token"), default="block",
@@ -238,22 +241,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rewriter")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rewriter", description="Rewrite code with a local model, fast.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def model_options(command: argparse.ArgumentParser) -> None:
-        command.add_argument("--model", help="transformers path or hub id, or a .gguf file (default: the embedded Qwen2.5-Coder-0.5B-Instruct)")
+        command.add_argument("--model", help="transformers path or hub id, or a .gguf file "
+                                             "(default: the embedded Qwen2.5-Coder-0.5B-Instruct)")
         command.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
         command.add_argument("--dtype", choices=DTYPES, default="auto",
                              help="weights: auto (default) is int8 on a CPU (several times faster; exact against "
@@ -320,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(run=cmd_bench)
 
     serve = commands.add_parser("serve", help="serve OpenAI-compatible chat completions and /v1/rewrites over HTTP")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback; others need an API key)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default: loopback; others need an API key)")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--api-key-file", help="file whose first line is the API key (default: $REWRITER_API_KEY)")
     serve.add_argument("--max-queue", type=int, default=32, help="requests that may wait for the model before 503")

@@ -53,7 +53,7 @@ class SourceText:
     final_newline: bool
 
     @classmethod
-    def from_text(cls, text: str) -> "SourceText":
+    def from_text(cls, text: str) -> SourceText:
         crlf = text.count("\r\n")
         newline = "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
         code = text.replace("\r\n", "\n") if newline == "\r\n" else text

@@ -17,7 +17,7 @@ class ModelError(RuntimeError):
 
 
 # What a local model's weights may run in (auto: int8 on a CPU, bfloat16 on a GPU; see
-# rewriter/quantize.py). Here so that front ends can offer the choice without loading torch.
+# rewriter/decoding/quantize.py). Here so that front ends can offer the choice without loading torch.
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 
 
@@ -42,11 +42,6 @@ class Stats:
     def tokens_per_s(self) -> float:
         return self.output_tokens / self.total_s if self.total_s else 0.0
 
-    @property
-    def decode_tokens_per_s(self) -> float:
-        decode_s = self.total_s - self.prefill_s
-        return (self.output_tokens - 1) / decode_s if decode_s > 0 else 0.0
-
     def as_dict(self) -> dict:
         return {**asdict(self), "tokens_per_s": self.tokens_per_s}
 
@@ -56,9 +51,6 @@ class RewriteResult:
     text: str  # the edited code, in the original's line endings
     answer: str  # the model's raw answer
     stats: Stats
-
-    def changed(self, original: str) -> bool:
-        return self.text != original
 
 
 @dataclass

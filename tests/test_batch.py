@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from rewriter.decoding.decode import Stats
+from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 from rewriter.edits import batch
 from rewriter.edits.batch import BatchError, Options, apply_command, collect, plan
-from rewriter.decoding.decode import Stats
 from rewriter.prompt import NoCodeBlock
-from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
@@ -115,7 +115,7 @@ def test_each_method_rewrites_only_methods_with_the_rest_as_context(tree):
     new = path.read_text()
     assert [text.split("(")[0].strip() for text, _ in engine.requests] == [
         "def __init__", "def compute", "def show"]
-    for text, context in engine.requests:
+    for _, context in engine.requests:
         assert context == original  # the whole file goes along (small enough here)
     # The methods changed; the print calls outside them did not.
     assert 'log.info("computed totals for"' in new

@@ -2,9 +2,9 @@
 import json
 
 import pytest
+from test_cli import assert_clean_failure, run_cli
 
 from rewriter.bench.bench import Case, integrity_refusal, judge_answer, load_cases, summarize_tests
-from test_cli import assert_clean_failure, run_cli
 
 BEFORE = "def mean(values):\n    return sum(values) / len(values)\n"
 AFTER = "def mean(values):\n    if not values:\n        return 0.0\n    return sum(values) / len(values)\n"

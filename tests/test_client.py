@@ -6,10 +6,10 @@ import json
 import httpx
 import pytest
 
-from rewriter.serve.client import AnswerHunks, RemoteRewriter, ServiceError, _parse_sse
+from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 from rewriter.edits.hunks import Hunk, apply_hunks
 from rewriter.prompt import NoCodeBlock, build_prompt
-from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
+from rewriter.serve.client import AnswerHunks, RemoteRewriter, ServiceError, _parse_sse
 
 ORIGINAL = "def f(a):\r\n    x = a + 1\r\n    y = x * 2\r\n    z = y - 3\r\n    w = z / 4\r\n    return w\r\n"
 ANSWER = ("Here you go:\n```python\ndef f(a: int) -> float:\n    x = a + 1\n    y = x * 2\n    z = y - 3\n"

@@ -17,9 +17,18 @@ from rewriter.decoding.lookahead import Lookahead
 from rewriter.decoding.mjsd import BeamDraft, BeamDrafter, MJSDVerifier
 from rewriter.decoding.sampling import SamplingParams, make_verifier, shaper
 from tests.conftest import CharTokenizer, greedy_reference, tiny_model
+
 # one_thread is test_sampling's autouse fixture: imported, it applies here too.
-from tests.test_sampling import (ALPHA, PROMPT, VOCAB, chi_square_p_value, exact_distribution, logits_table,
-                                 one_thread, peaky_model)  # noqa: F401
+from tests.test_sampling import (
+    ALPHA,
+    PROMPT,
+    VOCAB,
+    chi_square_p_value,
+    exact_distribution,
+    logits_table,
+    one_thread,  # noqa: F401
+    peaky_model,
+)
 
 
 class NoEosTokenizer(CharTokenizer):

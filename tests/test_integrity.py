@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from rewriter.edits.batch import Options, apply_command
 from rewriter.decoding.decode import Stats
-from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity, check_edit
 from rewriter.decoding.rewrite import Progress, RewriteResult
+from rewriter.edits.batch import Options, apply_command
+from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity, check_edit
 
 SHAPES = '''"""Shapes and helpers."""
 import math

@@ -12,8 +12,11 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
+import pytest
+import pytest_asyncio
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, client_capabilities
 
@@ -66,7 +69,7 @@ class Editor:
 
     @classmethod
     async def start(cls, profile: str, script: dict | None, tmp_path: Path, options: dict | None = None,
-                    env: dict | None = None, command: tuple[str, ...] = ("-m", "lsp"), **kwargs) -> "Editor":
+                    env: dict | None = None, command: tuple[str, ...] = ("-m", "lsp"), **kwargs) -> Editor:
         server_env = {**os.environ, **(env or {})}
         if script is not None:
             path = tmp_path / "script.json"
@@ -148,11 +151,6 @@ class Editor:
     def progress(self) -> list:
         return [value for values in self.client.progress_reports.values() for value in values]
 
-
-import time
-
-import pytest
-import pytest_asyncio
 
 pytestmark = pytest.mark.asyncio
 

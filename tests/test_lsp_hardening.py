@@ -13,7 +13,6 @@ import pytest
 import pytest_asyncio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-
 from test_lsp import DOCSTRINGS, HINTS, NVIM, ROOT, SAMPLE, SCRIPT, URI, VSCODE, Editor, expected, lines_range
 
 pytestmark = pytest.mark.asyncio

@@ -109,3 +109,12 @@ def test_an_indented_part_is_rewritten_dedented_and_indented_back():
     assert dedent(method, "    ") == "def get(self, key):\n\n    return self.items[key]\n"
     assert reindent(dedent(method, "    "), "    ") == method
     assert common_indent("\tif x:\n\t\ty()\n") == "\t" and common_indent("a\n  b\n") == ""
+
+
+def test_the_server_reports_the_installed_version(monkeypatch):
+    import importlib.metadata
+
+    from lsp.server import RewriterServer
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: {"rewriter": "9.8.7"}[name])
+    assert RewriterServer().version == "9.8.7"

@@ -1,7 +1,14 @@
 import pytest
 
-from rewriter.prompt import (NoCodeBlock, SourceText, build_prompt, closing_fence_end, extract_code,
-                             fence_for, language_for)
+from rewriter.prompt import (
+    NoCodeBlock,
+    SourceText,
+    build_prompt,
+    closing_fence_end,
+    extract_code,
+    fence_for,
+    language_for,
+)
 
 
 def test_code_comes_before_the_instruction_so_requests_on_one_file_share_a_prefix():

@@ -14,8 +14,16 @@ from rewriter.decoding.quantize import Int8Linear, QuantizationUnavailable, is_i
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
 from tests.conftest import CharTokenizer, greedy_reference, tiny_model
 from tests.test_exactness import KINDS, edited
-from tests.test_sampling import (ALPHA, TARGET_SEED, DraftSource, chi_square_p_value, exact_distribution,
-                                 logits_table, peaky_model, sample_with_verifier)
+from tests.test_sampling import (
+    ALPHA,
+    TARGET_SEED,
+    DraftSource,
+    chi_square_p_value,
+    exact_distribution,
+    logits_table,
+    peaky_model,
+    sample_with_verifier,
+)
 
 
 def test_int8_linear_is_close_to_float():

@@ -259,7 +259,6 @@ def test_the_largest_64_bit_seeds_are_accepted():
 
 
 def test_a_seed_makes_sampling_reproducible(target_table):
-    shape = SHAPES["plain"]
     draft = Draft([1, 2], acceptance=0.5, source="prediction")
     logits = torch.stack([target_table[()], target_table[(1,)], target_table[(1, 2)]])
 

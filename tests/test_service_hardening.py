@@ -12,10 +12,10 @@ import time
 
 import pytest
 from starlette.testclient import TestClient
+from test_service_helpers import Server
 
 from rewriter.serve.engine import MAX_RETRY_AFTER_S, Engine, QueueFull
 from rewriter.serve.service import Limits, create_app, read_api_key, rejected_prediction_tokens
-from test_service_helpers import Server
 
 LOOPBACK = "http://127.0.0.1:8000"
 CHAT = "/v1/chat/completions"
@@ -223,7 +223,7 @@ def closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> 
         try:
             if sock.recv(4096) == b"":
                 return time.monotonic() - started
-        except socket.timeout:
+        except TimeoutError:
             continue
         except OSError:
             return time.monotonic() - started

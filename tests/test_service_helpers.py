@@ -54,7 +54,7 @@ class Server:
             cwd=ROOT, env=full_env, stdout=self.output, stderr=subprocess.STDOUT,
         )
 
-    def wait_ready(self, timeout: float = 180.0) -> "Server":
+    def wait_ready(self, timeout: float = 180.0) -> Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -6,10 +6,10 @@ import json
 import httpx
 import openai
 import pytest
+from test_service_helpers import Server
 
 from rewriter.edits.hunks import Hunk, apply_hunks
 from rewriter.prompt import build_prompt
-from test_service_helpers import Server
 
 pytestmark = pytest.mark.real_model
 
@@ -35,7 +35,7 @@ def real_server(embedded_checkpoint, tmp_path_factory):
 
 def test_chat_with_prediction_equals_in_process_greedy(real_server, embedded_rewriter):
     prompt = build_prompt(CODE, INSTRUCTION, "python")
-    prompt_ids = embedded_rewriter.encode_prompt(prompt)
+    prompt_ids = embedded_rewriter.encode_messages(prompt.messages)
     # The in-process greedy decoder, with the same drafters (exact: drafts never change the output).
     drafter = embedded_rewriter.drafter(embedded_rewriter.encode_prediction(prompt))
     steps = list(embedded_rewriter.decoder.generate(prompt_ids, drafter, 120))

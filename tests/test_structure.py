@@ -1,4 +1,5 @@
-"""Module structure: no import circles, and the remote engine and CLI work without torch."""
+"""Module structure: no import circles, layers that hold (front ends and edits never load the
+decoding core when imported), and the remote engine and CLI work without torch."""
 from __future__ import annotations
 
 import ast
@@ -142,3 +143,96 @@ def test_result_types_keep_their_old_homes():
     assert (rewrite.RewriteResult, rewrite.Progress, rewrite.RewriteError) == (
         results.RewriteResult, results.Progress, results.RewriteError)
     assert models.ModelError is results.ModelError
+
+
+# ---- layers ---------------------------------------------------------------------------------
+
+CORE = ("rewriter.decoding", "torch", "transformers")  # the decoding core and what it loads
+FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.edits")
+# The HTTP service serves a model it loads itself: the one front-end module that holds the core.
+# Nothing torch-free may import it at module level (the check below follows imports through it).
+MODEL_OWNERS = {"rewriter.serve.service"}
+
+
+def _in(name: str, prefixes) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports_run(statements: list[ast.stmt], home: list[str], modules: set[str]) -> set[str]:
+    """What these statements import when they run: inside ifs and trys too, not inside functions,
+    not under `if TYPE_CHECKING:`; third-party names included."""
+    found = set()
+    for node in statements:
+        if isinstance(node, ast.If) and not _type_checking_only(node):
+            found |= _imports_run(node.body + node.orelse, home, modules)
+        elif isinstance(node, ast.Try):
+            handlers = [statement for handler in node.handlers for statement in handler.body]
+            found |= _imports_run(node.body + node.orelse + node.finalbody + handlers, home, modules)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(home[: len(home) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules)
+    return found
+
+
+def module_level_imports() -> dict[str, set[str]]:
+    """Module -> every module importing it imports (see _imports_run)."""
+    files = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    imports = {}
+    for name, path in files.items():
+        home = name.split(".") if path.stem == "__init__" else name.split(".")[:-1]
+        found = _imports_run(ast.parse(path.read_text()).body, home, set(files))
+        # importing a.b.c runs a/__init__ and a/b/__init__ first
+        for module in list(found):
+            parts = module.split(".")
+            found.update(".".join(parts[:i]) for i in range(1, len(parts)))
+        found.discard(name)
+        imports[name] = found
+    return imports
+
+
+def core_reached(imports: dict[str, set[str]], start: str) -> list[str]:
+    """The import chain from `start` to the decoding core at import time, or [] when there is none."""
+    seen, queue = {start}, [[start]]
+    while queue:
+        chain = queue.pop(0)
+        for target in sorted(imports.get(chain[-1], ())):
+            if _in(target, CORE):
+                return chain + [target]
+            if target in imports and target not in seen:
+                seen.add(target)
+                queue.append(chain + [target])
+    return []
+
+
+def test_the_layer_check_sees_a_chain_through_other_modules():
+    imports = module_level_imports()
+    assert core_reached(imports, "rewriter.serve.service")[-1].startswith(("rewriter.decoding", "torch"))
+    assert "rewriter.edits.scopes" in imports["rewriter.edits.integrity"]
+    assert "rewriter.decoding.models" not in imports["rewriter.cli"]  # imported inside a function
+    assert "rewriter.decoding.rewrite" not in imports["lsp.engines"]  # only under TYPE_CHECKING
+    fake = {**imports, "lsp.fake": {"rewriter.edits.integrity"}, "rewriter.edits.integrity": {"rewriter.decoding.x"}}
+    assert core_reached(fake, "lsp.fake") == ["lsp.fake", "rewriter.edits.integrity", "rewriter.decoding.x"]
+
+
+def test_front_ends_and_edits_never_import_the_decoding_core_at_module_level():
+    imports = module_level_imports()
+    checked = [name for name in imports if _in(name, FRONT_ENDS_AND_EDITS) and name not in MODEL_OWNERS]
+    assert "lsp.server" in checked and "rewriter.edits.batch" in checked and "rewriter.serve.client" in checked
+    chains = {name: " -> ".join(chain) for name in checked if (chain := core_reached(imports, name))}
+    assert chains == {}

@@ -1,6 +1,5 @@
 """The test runner behind `rewriter bench --tests`: right verdicts, time limits, no escape into the tree."""
 import json
-import os
 from pathlib import Path
 
 import pytest

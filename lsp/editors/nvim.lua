@@ -7,9 +7,9 @@
 --   :Rewrite [instruction]   rewrite the range (default: the function/class at the cursor);
 --                            without an instruction it prompts (vim.ui.input)
 --   :RewriteFile [instruction], :RewriteCancel
--- On Neovim 0.11+ you may start the server with vim.lsp.config/vim.lsp.enable instead (README)
--- and set vim.g.rewriter_no_autostart = true; the commands work with either, as long as the
--- client is named 'rewriter'.
+-- On Neovim 0.11+ lsp/rewriter.lua (a vim.lsp.config file) does all this by itself; to use it with
+-- this file instead, set vim.g.rewriter_no_autostart = true: the commands work with any client
+-- named 'rewriter'.
 local M = {}
 
 local function options()

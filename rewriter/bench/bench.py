@@ -12,9 +12,9 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -55,7 +55,7 @@ class FenceCriteria(StoppingCriteria):
         self.stop = rewriter.stop
         self.prompt_length = prompt_length
 
-    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.Tensor:
         done = self.stop(input_ids[0, self.prompt_length:].tolist()) is not None
         return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 
@@ -79,7 +79,7 @@ def _baseline(rewriter: Rewriter, prompt_ids: list[int], budget: int, **options)
     start = time.perf_counter()
     try:
         with torch.inference_mode():
-            out = model.generate(
+            out = model.generate(  # type: ignore[operator]  # a causal LM: GenerationMixin's generate
                 ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=budget,
                 eos_token_id=sorted(rewriter.decoder.eos_ids), pad_token_id=rewriter.tokenizer.pad_token_id,
                 stopping_criteria=StoppingCriteriaList([FenceCriteria(rewriter, len(prompt_ids))]),
@@ -184,9 +184,11 @@ def summarize(rows: list[dict]) -> dict:
     versus_float32 = {}
     if with_reference:
         versus_float32 = {
-            "median_speedup_vs_float32_greedy": statistics.median(row["speedup_vs_float32_greedy"] for row in with_reference),
+            "median_speedup_vs_float32_greedy": statistics.median(
+                row["speedup_vs_float32_greedy"] for row in with_reference),
             "identical_to_float32_greedy": sum(row["identical_to_float32_greedy"] for row in with_reference),
-            "median_float32_greedy_tokens_per_s": statistics.median(row["float32_greedy_tokens_per_s"] for row in with_reference),
+            "median_float32_greedy_tokens_per_s": statistics.median(
+                row["float32_greedy_tokens_per_s"] for row in with_reference),
         }
     return {
         "cases": len(rows),
@@ -245,7 +247,8 @@ def format_summary(summary: dict) -> str:
     return "\n".join([
         f"dtype: {summary['dtype']}; cases: {summary['cases']}, identical to greedy of the same model: "
         f"{summary['identical_to_greedy']}/{summary['cases']}",
-        f"median tokens/s: greedy {rates['greedy']:.1f}, prompt lookup {rates['prompt_lookup']:.1f}, ours {rates['ours']:.1f}",
+        f"median tokens/s: greedy {rates['greedy']:.1f}, prompt lookup {rates['prompt_lookup']:.1f}, "
+        f"ours {rates['ours']:.1f}",
         f"median speed-up: {summary['median_speedup_vs_greedy']:.2f}x vs greedy "
         f"({summary['median_decode_speedup_vs_greedy']:.2f}x decoding only), "
         f"{summary['median_speedup_vs_prompt_lookup']:.2f}x vs prompt lookup "
@@ -339,14 +342,15 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
         tokens, stats, seconds = _decode_ours(rewriter, prompt_ids, prediction, budget)
         row = {
             "id": case.id, "dtype": rewriter.loaded.dtype, "prompt_tokens": len(prompt_ids),
-            "prediction_tokens": len(prediction), "output_tokens": len(tokens), "ours_s": seconds, "ours_tokens_per_s": len(tokens) / seconds,
+            "prediction_tokens": len(prediction), "output_tokens": len(tokens),
+            "ours_s": seconds, "ours_tokens_per_s": len(tokens) / seconds,
             "ours_forward_passes": stats.forward_passes,
             "forward_passes_per_token": stats.forward_passes / max(len(tokens), 1),
             "accepted_prediction_tokens": stats.accepted_prediction_tokens,
             "rejected_prediction_tokens": stats.rejected_prediction_tokens,
             "ttft_s": stats.ttft_s, "finish_reason": stats.finish_reason,
         }
-    answer = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)
+    answer: str = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)  # type: ignore[assignment]  # one sequence
     return {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
 
 
@@ -478,6 +482,7 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
     from dataclasses import replace
 
     from drafters.draft_model import DraftModelDrafter, PredictionThenModelDrafter
+
     from ..decoding.sampling import make_verifier, shaper
 
     code = SourceText.from_text(case.before).code
@@ -489,9 +494,9 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
 
     modes["plain"] = _decode_mode(rewriter, prompt_ids, budget, None, verifier())
     if not params.greedy:
-        for kind in ("token", "block"):
-            modes[f"prediction/{kind}"] = _decode_mode(rewriter, prompt_ids, budget, rewriter.drafter(prediction),
-                                                      verifier(kind))
+        for verification in ("token", "block"):
+            modes[f"prediction/{verification}"] = _decode_mode(rewriter, prompt_ids, budget,
+                                                              rewriter.drafter(prediction), verifier(verification))
     if draft is not None:
         vocab = rewriter.loaded.model.config.vocab_size
         shape = None if params.greedy else shaper(params)
@@ -504,7 +509,8 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
         for kind in kinds:
             suffix = f"/{kind}" if kind else ""
             if params.greedy:
-                modes["prediction"] = _decode_mode(rewriter, prompt_ids, budget, rewriter.drafter(prediction), verifier())
+                modes["prediction"] = _decode_mode(rewriter, prompt_ids, budget, rewriter.drafter(prediction),
+                                                   verifier())
             modes[f"draft_model{suffix}"] = _decode_mode(rewriter, prompt_ids, budget, small(), verifier(kind))
             modes[f"both{suffix}"] = _decode_mode(
                 rewriter, prompt_ids, budget, PredictionThenModelDrafter(rewriter.drafter(prediction), small()),
@@ -516,11 +522,10 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
             greedy = modes["plain"]
         else:
             greedy = modes["greedy"] = _decode_mode(rewriter, prompt_ids, budget, None, None)
+        beams = BeamDrafter(draft.model, vocab_size=rewriter.loaded.model.config.vocab_size,
+                            lookahead=rewriter.decoder.lookahead)
         mjsd = _decode_mode(rewriter, prompt_ids, budget,
-                            PredictionThenModelDrafter(rewriter.drafter(prediction),
-                                                       BeamDrafter(draft.model, vocab_size=rewriter.loaded.model.config.vocab_size,
-                                                                   lookahead=rewriter.decoder.lookahead)),
-                            MJSDVerifier(mjsd_tau))
+                            PredictionThenModelDrafter(rewriter.drafter(prediction), beams), MJSDVerifier(mjsd_tau))
         modes["mjsd"] = mjsd
         mjsd["perplexity"] = perplexity(rewriter, prompt_ids, mjsd["tokens"])
         greedy["perplexity"] = perplexity(rewriter, prompt_ids, greedy["tokens"])

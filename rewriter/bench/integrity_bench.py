@@ -18,9 +18,9 @@ from statistics import median
 from dataclasses import dataclass, field
 
 from ..edits.batch import CONTEXT_WINDOWS, context_for, reindent
-from .bench import Case
 from ..edits.integrity import FileIntegrity, lost_definitions, significant
 from ..edits.scopes import SyntaxTree, definitions, grammar_for, select_nodes
+from .bench import Case
 
 INSTRUCTIONS = (
     "Add a one-line docstring to this function.",
@@ -65,7 +65,8 @@ def audit(before: str, after: str, grammar: str | None, instruction: str) -> lis
 
 
 def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_tokens: int | None,
-                        json_path: str | None, say=lambda message: print(message, file=sys.stderr)) -> list[SpanOutcome]:
+                        json_path: str | None,
+                        say=lambda message: print(message, file=sys.stderr)) -> list[SpanOutcome]:
     outcomes: list[SpanOutcome] = []
     turn = 0
     for case in cases:

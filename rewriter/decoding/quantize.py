@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from transformers import PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-INT8_ATTENTION = "rewriter_int8_exact"
+# Attention in float64, rounded back: shared with the GPU path (batch_invariant.py).
+FLOAT64_ATTENTION = "rewriter_float64"
 
 
 class QuantizationUnavailable(RuntimeError):
@@ -31,6 +33,10 @@ class QuantizationUnavailable(RuntimeError):
 
 class Int8Linear(nn.Module):
     """A linear layer with int8 weights (one scale per output channel) and per-row int8 activations."""
+
+    weight_t: torch.Tensor
+    weight_scale: torch.Tensor
+    bias: torch.Tensor | None
 
     def __init__(self, linear: nn.Linear):
         super().__init__()
@@ -64,12 +70,14 @@ def _float64_attention(module, query, key, value, attention_mask, **kwargs):
     return out.to(query.dtype), None
 
 
-def _register_attention() -> None:
+def register_float64_attention() -> str:
+    """Register float64 SDPA with transformers; returns its name for `_attn_implementation`."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    AttentionInterface.register(INT8_ATTENTION, _float64_attention)
-    AttentionMaskInterface.register(INT8_ATTENTION, sdpa_mask)
+    AttentionInterface.register(FLOAT64_ATTENTION, _float64_attention)
+    AttentionMaskInterface.register(FLOAT64_ATTENTION, sdpa_mask)
+    return FLOAT64_ATTENTION
 
 
 def _self_check() -> None:
@@ -91,7 +99,7 @@ def is_int8(model: nn.Module) -> bool:
     return any(isinstance(module, Int8Linear) for module in model.modules())
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
+def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
     """Replace every nn.Linear of a float32 CPU model with Int8Linear, in place; seconds for 0.5B."""
     _self_check()
     if next(model.parameters()).device.type != "cpu":
@@ -100,6 +108,5 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(parent, name, Int8Linear(child))
-    _register_attention()
-    model.config._attn_implementation = INT8_ATTENTION
+    model.config._attn_implementation = register_float64_attention()
     return model

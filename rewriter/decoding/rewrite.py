@@ -1,13 +1,14 @@
 """One rewrite request end to end: prompt, prediction, speculative decoding, edited text."""
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
-from .decode import Decoder, Stats, StopCheck
-from .models import LoadedModel
+
 from ..prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, echo_scan, extract_code
 from ..results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
+from .decode import Decoder, Stats, StopCheck
+from .models import LoadedModel
 from .sampling import SamplingParams, make_verifier
 from .verify import Verifier
 
@@ -22,7 +23,8 @@ def fence_stop(tokenizer, prefill: str = "") -> StopCheck:
         if closing_fence_end(prefill + tokenizer.decode(output, skip_special_tokens=True)) is None:
             return None
         keep = len(output)
-        while keep > 1 and closing_fence_end(prefill + tokenizer.decode(output[: keep - 1], skip_special_tokens=True)) is not None:
+        while keep > 1 and closing_fence_end(
+                prefill + tokenizer.decode(output[: keep - 1], skip_special_tokens=True)) is not None:
             keep -= 1
         return keep
 
@@ -69,12 +71,15 @@ class Rewriter:
         self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache)
         self.stop = fence_stop(self.tokenizer)  # a whole-file answer's end (no prefill, nothing to echo)
 
+    def encode_messages(self, messages: list[dict]) -> list[int]:
+        encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded  # type: ignore[index]  # a BatchEncoding
+        return list(ids)
+
     def encode_prompt(self, prompt: RewritePrompt) -> list[int]:
         """The prompt's tokens; a prefilled answer opening follows the assistant turn's header."""
-        encoded = self.tokenizer.apply_chat_template(prompt.messages, add_generation_prompt=True)
-        ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded
-        prefill = getattr(prompt, "prefill", "")
-        return list(ids) + (self.tokenizer.encode(prefill, add_special_tokens=False) if prefill else [])
+        prefill = self.tokenizer.encode(prompt.prefill, add_special_tokens=False) if prompt.prefill else []
+        return self.encode_messages(prompt.messages) + prefill
 
     def encode_prediction(self, prompt: RewritePrompt) -> list[int]:
         # The rest of the answer the model would write if it changed nothing, ending with its end-of-turn.

@@ -75,6 +75,7 @@ def decoding_options(rewriter, params: SamplingParams, draft_model=None, mjsd_ta
     lookahead = getattr(getattr(rewriter, "decoder", None), "lookahead", None)
 
     def drafter(prediction: list[int]):
+        small: DraftModelDrafter
         if mjsd_tau is not None:
             small = BeamDrafter(draft_model.model, vocab_size=vocab_size, lookahead=lookahead)
         else:

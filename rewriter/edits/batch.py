@@ -14,18 +14,28 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
+from ..prompt import NoCodeBlock, common_indent, language_for
+from ..results import RewriteResult, Stats
 from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .integrity import FileIntegrity
-from ..prompt import NoCodeBlock, common_indent, language_for
-from ..results import RewriteResult, Stats
-from .scopes import (ScopeError, Span, SyntaxTree, expand_to_nodes, line_span, select_nodes,
-                     split_span, syntax_error_line, tree_language)
+from .scopes import (
+    ScopeError,
+    Span,
+    SyntaxTree,
+    expand_to_nodes,
+    line_span,
+    select_nodes,
+    split_span,
+    syntax_error_line,
+    tree_language,
+)
 
 MAX_FILE_BYTES = 1 << 20  # larger files are generated or data, not code to rewrite by model
 EXCLUDED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv",
@@ -89,7 +99,7 @@ class FileJob:
     notes: list[str] = field(default_factory=list)  # what planning changed about the scope, for stderr
     seconds: float = 0.0
 
-    def skip(self, reason: str) -> "FileJob":
+    def skip(self, reason: str) -> FileJob:
         self.status, self.reason = "skipped", reason
         return self
 
@@ -297,7 +307,7 @@ def reindent(original: str, new: str) -> str:
 class Runner:
     """Runs the spans of one file after another on an engine, reporting progress."""
 
-    def __init__(self, engine, options: Options, report: "Report", cancel: threading.Event):
+    def __init__(self, engine, options: Options, report: Report, cancel: threading.Event):
         self.engine = engine
         self.options = options
         self.report = report
@@ -308,6 +318,7 @@ class Runner:
             return job
         started = time.perf_counter()
         job.status = "running"
+        assert job.source is not None  # planning read every pending file
         text = job.source.text
         tree = SyntaxTree(text, job.grammar) if job.grammar else None
         integrity = FileIntegrity(text, job.grammar)
@@ -399,7 +410,7 @@ class Runner:
     def _assemble(self, job: FileJob, text: str) -> None:
         new = text
         for unit in sorted(job.units, key=lambda u: u.span.start, reverse=True):
-            if unit.status == "changed":
+            if unit.status == "changed" and unit.text is not None:
                 new = new[: unit.span.start] + unit.text + new[unit.span.end:]
         if new != text and job.grammar and not job.had_errors and not self.options.allow_syntax_errors:
             line = syntax_error_line(new, job.grammar)
@@ -427,7 +438,7 @@ def _describe(error: Exception) -> str:
 
 # ---- the whole run -------------------------------------------------------------------------
 
-def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers: int = 1,
+def run(jobs: list[FileJob], engine, options: Options, report: Report, workers: int = 1,
         diff_out: TextIO | None = None) -> bool:
     """Rewrite every planned file; writes (with --write) happen here, one file at a time.
 
@@ -441,17 +452,18 @@ def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers
     report.start(jobs)
 
     def finish(job: FileJob) -> None:
-        if job.new_text is not None and job.new_text != job.source.text:
-            job.diff = unified_diff(job.source.text, job.new_text, job.display)
+        assert job.source is not None  # planning read every pending file
+        text = job.source.text
+        if job.new_text is not None and job.new_text != text:
+            job.diff = unified_diff(text, job.new_text, job.display)
             if diff_out is not None:
                 report.clear()
                 diff_out.write(colorize(job.diff) if diff_out.isatty() else job.diff)
                 diff_out.flush()
             if options.write:
-                _write(job)
+                _write(job, job.source, job.new_text)
         for unit in job.units:
             if unit.refused_text is not None:
-                text = job.source.text
                 unit.refused_diff = unified_diff(
                     text, text[: unit.span.start] + unit.refused_text + text[unit.span.end:], job.display)
                 if options.show_refused and diff_out is not None:
@@ -493,12 +505,12 @@ def run(jobs: list[FileJob], engine, options: Options, report: "Report", workers
     return True
 
 
-def _write(job: FileJob) -> None:
+def _write(job: FileJob, source: SourceFile, new_text: str) -> None:
     try:
-        atomic_write(job.source, job.new_text)
+        atomic_write(source, new_text)
         job.status = "written"
     except FileError as error:
-        job.status, job.reason = "failed", str(error).removeprefix(f"{job.source.path}: ")
+        job.status, job.reason = "failed", str(error).removeprefix(f"{source.path}: ")
     except OSError as error:
         job.status, job.reason = "failed", f"cannot write: {error.strerror or error}"
     except KeyboardInterrupt:
@@ -507,8 +519,8 @@ def _write(job: FileJob) -> None:
             on_disk = job.path.read_bytes()
         except OSError:
             on_disk = b""
-        expected = job.new_text.encode("utf-8")
-        job.status = "written" if on_disk.endswith(expected) and on_disk != job.source.raw else "changed"
+        expected = new_text.encode("utf-8")
+        job.status = "written" if on_disk.endswith(expected) and on_disk != source.raw else "changed"
         raise
 
 

@@ -100,7 +100,7 @@ class FileIntegrity:
         problems = []
         new_definitions: list[Definition] = []
         if self.tree is not None:
-            candidate = SyntaxTree(self.text[:start] + text + self.text[end:], self.grammar)
+            candidate = SyntaxTree(self.text[:start] + text + self.text[end:], self.tree.language)
             new_definitions = definitions(candidate, start, start + len(text))
             old_definitions = [d for d in self.definitions if start <= d.start < end]
             # Where the new text does not parse, definitions vanish into error nodes: that is the
@@ -116,7 +116,8 @@ class FileIntegrity:
             problems.append(f"it would duplicate code that occurs once in the file: {shown}{more}")
         return problems
 
-    def duplicated_lines(self, start: int, end: int, text: str, new_headers: set[str] = frozenset()) -> list[str]:
+    def duplicated_lines(self, start: int, end: int, text: str,
+                         new_headers: set[str] | frozenset[str] = frozenset()) -> list[str]:
         """Significant lines that occur once in the file and would occur twice or more after the rewrite."""
         old_span = Counter(line.strip() for line in self.text[start:end].splitlines())
         new_span = Counter(line.strip() for line in text.splitlines())
@@ -170,8 +171,7 @@ class FileIntegrity:
         kept = [*lines[keep_from:keep_to]]
         if len(set(shifts)) == 1 and shifts[0] is not None:
             kept = _shift(kept, *shifts[0])
-        kept = "".join(kept)
-        return _like_original(self.text[start:end], kept), echoes
+        return _like_original(self.text[start:end], "".join(kept)), echoes
 
     def _run(self, answer_code: list[str], original_code: list[str], first_line: int, last_line: int,
              forward: bool) -> tuple[int, int, int] | None:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from ..prompt import language_for
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 
 class ScopeError(ValueError):
@@ -111,16 +115,16 @@ def grammar_for(language: str) -> str | None:
     return name if _language(name) is not None else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _language(name: str):
     try:
         from tree_sitter_language_pack import get_language
-        return get_language(name)
+        return get_language(name)  # type: ignore[arg-type]  # any name: an unknown one raises
     except Exception:  # unknown name, or a grammar the installed pack lacks
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parser(name: str):
     from tree_sitter import Parser
     return Parser(_language(name))
@@ -460,7 +464,7 @@ def _line_cuts(text: str, span: Span, blank_only: bool) -> list[int]:
     cuts = []
     lines = text[span.start:span.end].splitlines(keepends=True)
     offset = span.start
-    for previous, line in zip(lines, lines[1:]):
+    for previous in lines[:-1]:
         offset += len(previous)
         if not blank_only or not previous.strip():
             cuts.append(offset)
@@ -488,7 +492,8 @@ def definitions(tree: SyntaxTree, start: int = 0, end: int | None = None) -> lis
     kinds = {node_type: alias for alias in ("class", "function")
              for node_type in ALIASES[alias].get(tree.language, ())}
     found: list[Definition] = []
-    stack = [(tree.root, ())]  # explicit stack: deeply nested code must not hit the recursion limit
+    # explicit stack: deeply nested code must not hit the recursion limit
+    stack: list[tuple[Node, tuple[str, ...]]] = [(tree.root, ())]
     while stack:
         node, path = stack.pop()
         if node.end_byte <= low or node.start_byte >= high:
@@ -497,7 +502,7 @@ def definitions(tree: SyntaxTree, start: int = 0, end: int | None = None) -> lis
         if kind and node.type in _JS_VALUE_FUNCTIONS and not _is_named_function_value(node):
             kind = None
         name = _name_of(tree, node.parent if node.type in _JS_VALUE_FUNCTIONS else node) if kind else ""
-        if name:
+        if kind and name:
             path = path + (name,)  # an enclosing definition names those inside it, in range or not
             if low <= node.start_byte < high:
                 start = tree.char(node.start_byte)

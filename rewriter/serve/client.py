@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import Iterator
 from urllib.parse import urlsplit
 
 import httpx
@@ -103,7 +103,7 @@ class RemoteRewriter:
     def close(self) -> None:
         self.http.close()
 
-    def __enter__(self) -> "RemoteRewriter":
+    def __enter__(self) -> RemoteRewriter:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -152,7 +152,8 @@ class RemoteRewriter:
 
     def _edits_rewriter(self, request: _Request) -> Iterator:
 
-        body = {"text": request.text, "instruction": request.instruction, "language": request.language}
+        body: dict[str, str | int] = {"text": request.text, "instruction": request.instruction,
+                                      "language": request.language}
         if request.context is not None:
             body["context"] = request.context
         if request.max_new_tokens:
@@ -242,7 +243,8 @@ class RemoteRewriter:
 
 
 def _parse_sse(lines: Iterator[str]) -> Iterator[tuple[str, dict]]:
-    event, data = "message", []
+    event = "message"
+    data: list[str] = []
     for line in lines:
         if line == "":
             if data:
@@ -279,7 +281,9 @@ def _json_or_text(response: httpx.Response) -> dict:
 
 def _error_from(data: dict, status: int, retry_after: float | None = None) -> Exception:
 
-    error = data.get("error") if isinstance(data.get("error"), dict) else {"message": str(data.get("error", data))}
+    error = data.get("error")
+    if not isinstance(error, dict):
+        error = {"message": str(data.get("error", data))}
     message = error.get("message") or "unknown error"
     code = error.get("code")
     if code == "no_code_block":

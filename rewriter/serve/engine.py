@@ -12,12 +12,13 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 log = logging.getLogger(__name__)
 
-Work = Callable[[], Iterator[Any]]
+Work = Callable[[], Generator[Any, None, None]]
 
 MAX_RETRY_AFTER_S = 120  # a client told to wait longer would rather hear "busy" again
 FIRST_SECONDS_PER_TOKEN = 0.05  # until a request has been timed

@@ -18,8 +18,9 @@ import math
 import os
 import time
 import uuid
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -27,17 +28,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from .client import AnswerHunks
+from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
+
 from ..decoding.decode import Decoder, Stats, StopCheck
-from .engine import END, Engine, Failed, QueueFull
-from ..edits.hunks import Hunk
-from ..edits.integrity import STRIPPED, FileIntegrity
 from ..decoding.models import LoadedModel
-from ..prompt import NoCodeBlock
 from ..decoding.rewrite import Progress, RewriteError, Rewriter
 from ..decoding.sampling import SamplingParams, make_verifier
+from ..edits.hunks import Hunk
+from ..edits.integrity import STRIPPED, FileIntegrity
 from ..edits.scopes import grammar_for
+from ..prompt import NoCodeBlock
+from .client import AnswerHunks
+from .engine import END, Engine, Failed, QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -476,7 +478,7 @@ class Backend:
 
     def prepare_chat(self, request: ChatRequest) -> PreparedChat:
         self._check_max_tokens(request.max_tokens)
-        prompt = self.rewriter.encode_prompt(_Messages(request.messages))
+        prompt = self.rewriter.encode_messages(request.messages)
         if len(prompt) > self.max_prompt_tokens:
             raise ApiError(400, f"The messages take {len(prompt)} tokens; this server takes at most "
                            f"{self.max_prompt_tokens} prompt tokens. Please shorten them.", param="messages",
@@ -499,7 +501,7 @@ class Backend:
             drafts = list(prepared.prediction)
             if self.tokenizer.eos_token_id is not None:  # as Rewriter.encode_prediction: end with the turn
                 drafts.append(self.tokenizer.eos_token_id)
-            drafter = CombinedDrafter(PredictionDrafter(drafts), PromptLookupDrafter())
+            drafter: Drafter = CombinedDrafter(PredictionDrafter(drafts), PromptLookupDrafter())
         else:
             drafter = PromptLookupDrafter()
         stop = stop_strings(self.tokenizer, request.stop) if request.stop else None
@@ -604,17 +606,10 @@ def judge_rewrite(file_text: str | None, code: str, first_line: int | None, answ
         start = len("".join(file_text.splitlines(keepends=True)[:first_line]))
     elif file_text is not None and code and file_text.count(code) == 1:
         start = file_text.index(code)
-    if start is None:
+    if file_text is None or start is None:
         file_text, start = code, 0
     check = FileIntegrity(file_text, grammar_for(language.lower()))
     return check.check(start, start + len(code), answer, instruction)
-
-
-@dataclass
-class _Messages:
-    """Duck-typed RewritePrompt for Rewriter.encode_prompt: only the messages matter."""
-
-    messages: list[dict]
 
 
 # HTTP --------------------------------------------------------------------------------------
@@ -698,7 +693,7 @@ async def _watch_disconnect(request: Request, job) -> None:
 class EventStream(Response):
     """Server-sent events from an async iterator of encoded events; cancels the job when done."""
 
-    def __init__(self, events: AsyncIterator[bytes], job, watcher: asyncio.Task):
+    def __init__(self, events: AsyncGenerator[bytes, None], job, watcher: asyncio.Task):
         self.status_code = 200
         self.background = None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
@@ -857,7 +852,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
                 "usage": usage_of(event.stats, event.rejected_prediction_tokens),
             })
 
-        async def chunks() -> AsyncIterator[bytes]:
+        async def chunks() -> AsyncGenerator[bytes, None]:
             chunk = {**base, "object": "chat.completion.chunk"}
             if chat.include_usage:
                 chunk["usage"] = None
@@ -901,7 +896,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         if first is END:
             return Response(status_code=499)
 
-        async def events() -> AsyncIterator[bytes]:
+        async def events() -> AsyncGenerator[bytes, None]:
             event = first
             while True:
                 name, data = event
@@ -979,8 +974,8 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
         yield
         engine.close()
 
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error},
-                    lifespan=lifespan)
+    handlers = {HTTPException: http_error, Exception: server_error}
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)  # type: ignore[arg-type]
     app.state.engine = engine
     app.state.backend = backend
     return app
@@ -1002,8 +997,8 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
     """Load the model and serve until interrupted. Off loopback, an API key is required."""
     import uvicorn
 
-    from .http_protocol import with_header_timeout
     from ..decoding.models import load_model
+    from .http_protocol import with_header_timeout
 
     limits = limits or Limits()
 

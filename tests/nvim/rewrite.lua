@@ -59,13 +59,15 @@ end, 50) then
   finish('the server did not initialize')
 end
 
+-- Neovim 0.7 offers {client_id, action} pairs, 0.10+ {action = ..., ctx = ...} tables.
+local function action_of(item) return item.action or item[2] end
 vim.ui.select = function(items, opts, on_choice)
   report.offered = {}
   for _, item in ipairs(items) do
-    table.insert(report.offered, item[2].title)
+    table.insert(report.offered, action_of(item).title)
   end
   for index, item in ipairs(items) do
-    if item[2].title == env.REWRITER_NVIM_ACTION then
+    if action_of(item).title == env.REWRITER_NVIM_ACTION then
       return on_choice(item, index)
     end
   end

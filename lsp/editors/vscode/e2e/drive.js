@@ -1,0 +1,231 @@
+// End to end in a real VS Code (code-server) driven by headless Chromium: the extension (.vsix)
+// rewrites the function at the cursor through "Rewriter: Rewrite Selection…", shows the progress
+// in the status bar, cancels from it, and applies a refused edit with "Apply anyway".
+// Run by tests/test_vscode_e2e.py, which prepares the workspace and reads the report; settings
+// come in through the environment:
+//   E2E_CODE_SERVER, E2E_CHROMIUM, E2E_VSIX, E2E_DIR (scratch), E2E_WORKSPACE (holds circle.py),
+//   E2E_SETTINGS (JSON for settings.json), E2E_REPORT (where the JSON report goes).
+// The language server's own environment (PYTHONPATH, REWRITER_LSP_TEST_SCRIPT) is inherited.
+'use strict';
+const { spawn, execFileSync } = require('child_process');
+const fs = require('fs');
+const net = require('net');
+const path = require('path');
+const puppeteer = require('puppeteer-core');
+
+const env = process.env;
+const report = { steps: [] };
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+async function until(what, test, timeoutMs = 60000, everyMs = 200) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await test();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}`);
+    }
+    await sleep(everyMs);
+  }
+}
+
+async function main() {
+  const scratch = env.E2E_DIR;
+  const userData = path.join(scratch, 'user-data');
+  const extensions = path.join(scratch, 'extensions');
+  fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
+  fs.writeFileSync(path.join(userData, 'User', 'settings.json'), env.E2E_SETTINGS);
+  const common = ['--config', path.join(scratch, 'config.yaml'), '--user-data-dir', userData, '--extensions-dir', extensions];
+  execFileSync(env.E2E_CODE_SERVER, [...common, '--install-extension', env.E2E_VSIX], { stdio: 'inherit' });
+
+  const port = await freePort();
+  const codeServer = spawn(env.E2E_CODE_SERVER, [...common, '--auth', 'none', '--bind-addr', `127.0.0.1:${port}`,
+    '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override',
+    env.E2E_WORKSPACE], { stdio: ['ignore', 'inherit', 'inherit'], detached: true });
+  let browser;
+  let page;
+  try {
+    await until('code-server', async () => {
+      try {
+        return (await fetch(`http://127.0.0.1:${port}/healthz`)).ok;
+      } catch {
+        return false;
+      }
+    }, 60000, 300);
+    browser = await puppeteer.launch({
+      executablePath: env.E2E_CHROMIUM, headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--window-size=1400,900'],
+      defaultViewport: { width: 1400, height: 900 },
+    });
+    page = await browser.newPage();
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(env.E2E_WORKSPACE)}`);
+    await page.waitForSelector('.monaco-workbench .part.statusbar', { timeout: 120000 });
+    await sleep(1500);
+
+    const editorText = () => page.evaluate(() => {
+      const lines = document.querySelector('.editor-instance .monaco-editor .view-lines');
+      return lines ? lines.innerText.replace(/\u00a0/g, ' ') : '';
+    });
+    const statusBar = () => page.evaluate(() =>
+      [...document.querySelectorAll('.statusbar-item')].map((item) => item.innerText.trim()).filter(Boolean));
+    const notifications = () => page.evaluate(() =>
+      [...document.querySelectorAll('.notifications-toasts .notification-list-item')].map((item) => item.innerText));
+    const runCommand = async (title) => {
+      await page.keyboard.press('F1');
+      await page.waitForSelector('.quick-input-widget input', { visible: true });
+      await page.keyboard.type(title);
+      await sleep(600);
+      await page.keyboard.press('Enter');
+    };
+    const answerInputBox = async (text) => {
+      await until('the instruction box', () => page.evaluate(() => {
+        const widget = document.querySelector('.quick-input-widget');
+        return widget && widget.style.display !== 'none' && /what should change/.test(widget.innerText);
+      }), 15000);
+      await page.keyboard.type(text);
+      await page.keyboard.press('Enter');
+    };
+    const goToLine = async (line) => {
+      await page.keyboard.down('Control');
+      await page.keyboard.press('g');
+      await page.keyboard.up('Control');
+      await page.waitForSelector('.quick-input-widget input', { visible: true });
+      await page.keyboard.type(String(line));
+      await page.keyboard.press('Enter');
+      await sleep(300);
+    };
+    const save = async (saved) => {
+      await page.keyboard.down('Control');
+      await page.keyboard.press('s');
+      await page.keyboard.up('Control');
+      const file = path.join(env.E2E_WORKSPACE, 'circle.py');
+      await until('the file saved', () => saved(fs.readFileSync(file, 'utf8')), 15000);
+      return fs.readFileSync(file, 'utf8');
+    };
+
+    // Open the file and wait for the language server (the extension starts it at start-up).
+    await page.keyboard.down('Control');
+    await page.keyboard.press('p');
+    await page.keyboard.up('Control');
+    await page.waitForSelector('.quick-input-widget input', { visible: true });
+    await page.keyboard.type('circle.py');
+    await until('circle.py in quick open', () => page.evaluate(() =>
+      [...document.querySelectorAll('.quick-input-list .monaco-list-row')].some((row) => row.innerText.includes('circle.py'))));
+    await page.keyboard.press('Enter');
+    await until('circle.py in the editor', async () => (await editorText()).includes('def area'), 30000);
+    await page.click('.editor-instance .monaco-editor .view-lines');
+    report.steps.push('opened');
+
+    // 1. Rewrite Selection… with nothing selected: the function at the cursor. Its progress
+    //    shows in the status bar while it streams.
+    await goToLine(9);
+    const seen = new Set();
+    let rewritten = false;
+    for (let attempt = 0; attempt < 5 && !rewritten; attempt += 1) {
+      await runCommand('Rewriter: Rewrite Selection');
+      await answerInputBox('Square the radius');
+      try {
+        await until('the rewrite in the editor', async () => {
+          for (const text of await statusBar()) {
+            if (text.includes('Rewrite:') || text.includes('Cancel')) {
+              seen.add(text);
+            }
+          }
+          return (await editorText()).includes('self.r ** 2');
+        }, 20000, 50);
+        rewritten = true;
+      } catch (error) {
+        report.steps.push(`attempt ${attempt}: ${error.message}; ${JSON.stringify(await notifications())}`);
+        await sleep(2000); // the server may still be starting
+      }
+    }
+    report.statusBarDuringRewrite = [...seen];
+    report.afterRewrite = await save((text) => text.includes('self.r ** 2'));
+    report.steps.push('rewrote');
+
+    // The server's presets are code actions (Ctrl+.).
+    await goToLine(9);
+    await page.keyboard.down('Control');
+    await page.keyboard.press('.');
+    await page.keyboard.up('Control');
+    report.codeActions = await until('the code actions', () => page.evaluate(() => {
+      const widget = document.querySelector('.action-widget');
+      return widget && widget.innerText.includes('Rewrite:') ? widget.innerText.split('\n').filter(Boolean) : false;
+    }), 20000);
+    await page.keyboard.press('Escape');
+
+    // 2. Cancel from the status bar: a slow rewrite whose change comes last (nothing streams yet).
+    await goToLine(12);
+    await runCommand('Rewriter: Rewrite Selection');
+    await answerInputBox('Slowly double');
+    const cancelButton = await until('Cancel in the status bar', () => page.evaluate(() => {
+      const items = [...document.querySelectorAll('.statusbar-item')];
+      const item = items.find((candidate) => candidate.innerText.trim() === 'Cancel');
+      if (!item) {
+        return false;
+      }
+      (item.querySelector('a') || item).click();
+      return true;
+    }), 20000, 100);
+    report.cancelClicked = cancelButton;
+    report.afterCancelNotifications = await until('the cancel message', async () => {
+      const shown = await notifications();
+      return shown.some((text) => text.includes('cancelled')) ? shown : false;
+    }, 20000);
+    report.progressGone = await until('the progress gone', async () =>
+      !(await statusBar()).some((text) => text.includes('Rewrite:')), 10000);
+    report.afterCancel = await editorText();
+    report.steps.push('cancelled');
+
+    // 3. A refused edit (it drops a method): the warning offers Apply anyway / Discard.
+    await page.keyboard.press('Escape');
+    await runCommand('Rewriter: Rewrite File');
+    await answerInputBox('Tidy up');
+    report.refusedOffer = await until('the refused-edit warning', async () => {
+      const shown = await notifications();
+      return shown.find((text) => text.includes('Apply anyway')) || false;
+    }, 30000);
+    await page.evaluate(() => {
+      const buttons = [...document.querySelectorAll('.notifications-toasts .monaco-button')];
+      buttons.find((button) => button.innerText.trim() === 'Apply anyway').click();
+    });
+    report.afterApplyAnyway = await save((text) => !text.includes('perimeter'));
+    report.steps.push('applied anyway');
+    report.status = 'finished';
+  } catch (error) {
+    report.status = `failed: ${error.stack || error}`;
+    if (page) {
+      await page.screenshot({ path: path.join(scratch, 'failure.png') }).catch(() => undefined);
+      report.notifications = await page.evaluate(() =>
+        [...document.querySelectorAll('.notification-list-item')].map((item) => item.innerText)).catch(() => []);
+    }
+  } finally {
+    fs.writeFileSync(env.E2E_REPORT, JSON.stringify(report, null, 2));
+    if (browser) {
+      await browser.close().catch(() => undefined);
+    }
+    try {
+      process.kill(-codeServer.pid, 'SIGTERM'); // code-server and its extension host
+    } catch {
+      // already gone
+    }
+  }
+}
+
+main().then(() => process.exit(0), (error) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,69 @@
+-- The rewriter language server for Neovim 0.11+, as a `vim.lsp.config` file: put this file in an
+-- `lsp/` folder on your runtimepath (e.g. ~/.config/nvim/lsp/rewriter.lua, or add this
+-- repository's root to 'runtimepath'), then
+--
+--   vim.lsp.enable('rewriter')
+--   vim.lsp.config('rewriter', { init_options = { engine = { kind = 'embedded' } } }) -- optional
+--
+-- Code actions (vim.lsp.buf.code_action(), `gra`) offer the presets. In each attached buffer:
+--   :Rewrite [instruction]   the range, or with no range the function/class at the cursor;
+--                            with no instruction it prompts (vim.ui.input)
+--   :RewriteFile [instruction], :RewriteCancel
+-- The rewrite's progress comes as LSP progress (the LspProgress event; :checkhealth vim.lsp
+-- shows the log), and how it ended as a message.
+
+local function execute(client, bufnr, command, argument)
+  client:request('workspace/executeCommand', { command = command, arguments = { argument } }, function(err)
+    -- The server reports how a rewrite ends itself (window/showMessage); errors are bad requests.
+    if err then
+      vim.notify('rewriter: ' .. err.message, vim.log.levels.ERROR)
+    end
+  end, bufnr)
+end
+
+local function with_instruction(given, run)
+  if given ~= nil and given ~= '' then
+    return run(given)
+  end
+  vim.ui.input({ prompt = 'Rewrite: ' }, function(instruction)
+    if instruction and vim.trim(instruction) ~= '' then
+      run(instruction)
+    end
+  end)
+end
+
+local function add_commands(client, bufnr)
+  local uri = vim.uri_from_bufnr(bufnr)
+  vim.api.nvim_buf_create_user_command(bufnr, 'Rewrite', function(opts)
+    local first, last = opts.line1 - 1, opts.line2
+    if opts.range == 0 then -- an empty range: the server takes the function or class around it
+      first = vim.api.nvim_win_get_cursor(0)[1] - 1
+      last = first
+    end
+    with_instruction(opts.args, function(instruction)
+      execute(client, bufnr, 'rewriter.rewrite', {
+        uri = uri,
+        range = { start = { line = first, character = 0 }, ['end'] = { line = last, character = 0 } },
+        instruction = instruction,
+      })
+    end)
+  end, { range = true, nargs = '*', desc = 'Rewrite the range (or the function at the cursor)' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'RewriteFile', function(opts)
+    with_instruction(opts.args, function(instruction)
+      execute(client, bufnr, 'rewriter.rewriteFile', { uri = uri, instruction = instruction })
+    end)
+  end, { nargs = '*', desc = 'Rewrite the whole buffer' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'RewriteCancel', function()
+    execute(client, bufnr, 'rewriter.cancel', { uri = uri })
+  end, { desc = 'Stop the rewrite running in this buffer' })
+end
+
+---@type vim.lsp.Config
+return {
+  cmd = { 'rewriter', 'lsp' },
+  filetypes = { 'python', 'javascript', 'typescript', 'go', 'rust', 'java', 'c', 'cpp', 'lua' },
+  root_markers = { 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml', '.git' },
+  -- Neovim applies versioned edits (checking the buffer version), so the rewrite can stream in.
+  init_options = { streamEdits = 'always' },
+  on_attach = add_commands,
+}

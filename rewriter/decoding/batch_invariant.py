@@ -1,0 +1,87 @@
+"""Batch-invariant arithmetic for GPUs: a token's logits do not depend on what else is in its pass.
+
+GPU libraries pick matrix kernels by shape: a one-token pass and a 64-token verification pass
+run different kernels that sum in different orders, so in bfloat16 the same token can get
+slightly different logits, and now and then a different argmax. Drafts would then change the
+output. Three parts of a transformer reduce over numbers whose grouping depends on the pass:
+
+- linear layers: every product here has the same shape, ROWS rows, padded with zeros or cut
+  into blocks, so one kernel with one summation order computes every row whatever the pass;
+- RMS norms: the mean of squares is taken in float64 and rounded to float32, so the order of
+  the sum vanishes in the rounding;
+- attention: SDPA in float64, rounded back (the same trick, shared with the CPU int8 path).
+
+Everything else is elementwise. Plain greedy decoding of the patched model (transformers'
+`generate` on it) then equals greedy with drafts token for token, and the prefill, cut into the
+same blocks, gives the same cache whether a prompt prefix was reused or not.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+
+from .quantize import register_float64_attention
+
+# Rows per linear product. A GPU computes 256 rows of a 0.5B-1.5B model's layer in about the
+# time of one (the weights' memory traffic dominates), so padding a one-token pass costs little.
+ROWS = 256
+
+
+class FixedShapeLinear(nn.Module):
+    """nn.Linear whose products always have ROWS rows, so each row's sum order is fixed."""
+
+    def __init__(self, linear: nn.Linear, rows: int = ROWS):
+        super().__init__()
+        self.weight = linear.weight
+        self.bias = linear.bias
+        self.rows = rows
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features)
+        count = flat.shape[0]
+        padded = F.pad(flat, (0, 0, 0, -count % self.rows))
+        blocks = [F.linear(block, self.weight, self.bias) for block in padded.split(self.rows)]
+        out = blocks[0] if len(blocks) == 1 else torch.cat(blocks)
+        return out[:count].reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, rows={self.rows}"
+
+
+class Float64RMSNorm(nn.Module):
+    """RMS norm whose mean of squares is summed in float64, then computed as transformers does."""
+
+    def __init__(self, norm: nn.Module):
+        super().__init__()
+        assert isinstance(norm.weight, torch.Tensor)  # _is_rms_norm checked it
+        self.weight = norm.weight
+        self.eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        dtype = hidden.dtype
+        variance = hidden.double().pow(2).mean(-1, keepdim=True).float()
+        normed = hidden.float() * torch.rsqrt(variance + self.eps)
+        return self.weight * normed.to(dtype)
+
+
+def _is_rms_norm(module: nn.Module) -> bool:
+    return type(module).__name__.endswith("RMSNorm") and isinstance(getattr(module, "weight", None), torch.Tensor)
+
+
+def is_batch_invariant(model: nn.Module) -> bool:
+    return any(isinstance(module, FixedShapeLinear) for module in model.modules())
+
+
+def make_batch_invariant(model: PreTrainedModel, rows: int = ROWS) -> PreTrainedModel:
+    """Patch a float model in place so that passes of any width give the logits of one-token passes."""
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(parent, name, FixedShapeLinear(child, rows))
+            elif _is_rms_norm(child):
+                setattr(parent, name, Float64RMSNorm(child))
+    model.config._attn_implementation = register_float64_attention()
+    return model

@@ -1,0 +1,111 @@
+"""The VS Code extension end to end, in a real VS Code: code-server with the packaged .vsix,
+driven by headless Chromium (lsp/editors/vscode/e2e/drive.js). "Rewriter: Rewrite Selection…" on
+the function at the cursor streams the rewrite in while the status bar shows its progress, the
+status bar's Cancel stops a rewrite, and a refused edit is applied with "Apply anyway".
+
+Needs what lsp/editors/vscode/e2e/install.sh installs (code-server, puppeteer-core), the
+extension's own node_modules (npm ci) and Chromium (Debian: chromium). The engine is the scripted
+test engine (lsp/scripted.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTENSION = ROOT / "lsp" / "editors" / "vscode"
+E2E = EXTENSION / "e2e"
+CODE_SERVER = E2E / "node_modules" / ".bin" / "code-server"
+CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+NPX = shutil.which("npx")
+
+missing = [what for what, there in (
+    ("code-server (bash lsp/editors/vscode/e2e/install.sh)", (E2E / ".installed").exists()),
+    ("Chromium (Debian: chromium)", CHROMIUM is not None),
+    ("the extension's node_modules (npm ci in lsp/editors/vscode)", (EXTENSION / "node_modules").is_dir()),
+    ("npx", NPX is not None),
+) if not there]
+pytestmark = pytest.mark.skipif(bool(missing), reason="needs " + ", ".join(missing))
+
+SAMPLE = '''import math
+
+
+class Circle:
+    def __init__(self, r):
+        self.r = r
+
+    def area(self):
+        return math.pi * self.r * self.r
+
+    def perimeter(self):
+        return 2 * math.pi * self.r
+'''
+PERIMETER = "\n    def perimeter(self):\n        return 2 * math.pi * self.r\n"
+SCRIPT = {"delay_s": 0.05, "chunk_chars": 4, "rules": [
+    {"instruction": "Square", "replace": [["self.r * self.r", "self.r ** 2"]]},
+    # Slow, and its change is on the last line: nothing streams before the Cancel.
+    {"instruction": "Slowly double", "delay_s": 0.3, "replace": [["2 * math.pi * self.r", "math.tau * self.r"]]},
+    # Drops a method: the integrity check refuses it.
+    {"instruction": "Tidy up", "replace": [[PERIMETER, "\n"]]},
+]}
+
+
+def test_rewrite_selection_progress_cancel_and_apply_anyway_in_code_server(tmp_path):
+    vsix = tmp_path / "rewriter.vsix"
+    subprocess.run([NPX, "tsc", "-p", "."], cwd=EXTENSION, check=True, timeout=300)
+    subprocess.run([NPX, "vsce", "package", "--skip-license", "--allow-missing-repository", "--out", str(vsix)],
+                   cwd=EXTENSION, check=True, timeout=300, capture_output=True)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "circle.py").write_text(SAMPLE)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    report_file = tmp_path / "report.json"
+    settings = {
+        "rewriter.server.interpreter": sys.executable,  # started as `python -m lsp`
+        "workbench.startupEditor": "none",
+        "security.workspace.trust.enabled": False,
+        "extensions.autoCheckUpdates": False,
+        "extensions.autoUpdate": False,
+    }
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "REWRITER_LSP_TEST_SCRIPT": str(script),
+        "E2E_CODE_SERVER": str(CODE_SERVER),
+        "E2E_CHROMIUM": CHROMIUM,
+        "E2E_VSIX": str(vsix),
+        "E2E_DIR": str(tmp_path),
+        "E2E_WORKSPACE": str(workspace),
+        "E2E_SETTINGS": json.dumps(settings),
+        "E2E_REPORT": str(report_file),
+        "HOME": str(tmp_path / "home"),  # code-server and Chromium keep their state there
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    completed = subprocess.run(["node", str(E2E / "drive.js")], env=env, cwd=EXTENSION, capture_output=True,
+                               text=True, timeout=500, check=False)
+    assert report_file.exists(), f"no report (rc {completed.returncode}): {completed.stderr[-3000:]}"
+    report = json.loads(report_file.read_text())
+    assert report["status"] == "finished", (report, completed.stdout[-3000:], f"screenshot: {tmp_path / 'failure.png'}")
+
+    squared = SAMPLE.replace("self.r * self.r", "self.r ** 2")
+    assert report["afterRewrite"] == squared  # only the function at the cursor changed
+    assert any(text.startswith("Rewrite: Square the radius") for text in report["statusBarDuringRewrite"])
+    assert "Cancel" in report["statusBarDuringRewrite"]
+
+    assert report["cancelClicked"] and report["progressGone"]
+    assert "rewriter: cancelled" in report["afterCancelNotifications"]
+    assert "math.tau" not in report["afterCancel"]
+    assert "Rewrite: Add docstrings" in report["codeActions"] and "Rewrite: Simplify" in report["codeActions"]
+
+    assert "not applied: it would lose method Circle.perimeter" in report["refusedOffer"]
+    assert "Apply anyway" in report["refusedOffer"] and "Discard" in report["refusedOffer"]
+    assert report["afterApplyAnyway"] == squared[:squared.index(PERIMETER)]  # the method is gone
