@@ -46,15 +46,17 @@ class AnswerEnd:
         self.echo_targets = echo_targets
         self.fence = fence_stop(tokenizer, prefill)
         self.cut: int | None = None  # in prefill + answer text
+        self.dropped = 0  # characters of the copy written when decoding stopped
 
     def text(self, output: list[int]) -> str:
         return self.prefill + self.tokenizer.decode(output, skip_special_tokens=True)
 
     def __call__(self, output: list[int]) -> int | None:
         if self.echo_targets:
-            cut = echo_scan(self.text(output), self.echo_targets).cut
+            text = self.text(output)
+            cut = echo_scan(text, self.echo_targets).cut
             if cut is not None:
-                self.cut = cut
+                self.cut, self.dropped = cut, len(text) - cut
                 keep = len(output)
                 while keep > 1 and len(self.text(output[: keep - 1])) >= cut:
                     keep -= 1
@@ -142,7 +144,7 @@ class Rewriter:
         # An echo the end-of-turn token cut short of the stop check (one step can hold both).
         cut = stop.cut if stop.cut is not None else echo_scan(answer, prompt.echo_targets).cut
         if cut is not None:
-            stats.echo_dropped_chars = len(answer) - cut
+            stats.echo_dropped_chars = max(stop.dropped, len(answer) - cut)
             answer = answer[:cut]
         if len(answer) > shown:
             yield Progress(answer[shown:], stats)
