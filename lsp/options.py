@@ -27,7 +27,7 @@ class EngineOptions:
     kind: str = "embedded"
     model: str | None = None  # embedded: a path, hub id or .gguf (default: the embedded model); remote: the model name
     device: str | None = None  # embedded only: cpu, cuda, ...
-    dtype: str = "auto"  # embedded only: auto (int8 on CPU, bfloat16 on GPU), float32, bfloat16, float16, int8
+    dtype: str = "auto"  # embedded only: auto (CPU: fastest as measured; GPU: bfloat16), or one of DTYPES
     url: str | None = None  # service / openai: the base URL
     api_key_env: str | None = None  # the name of the environment variable holding the API key
     timeout_s: float = 120.0

@@ -174,10 +174,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .decoding.rewrite import Rewriter
 
         reference = Rewriter(load_model(args.model, device=args.device, dtype="float32", progress=_say))
+    pass_costs = None
+    if rewriter.loaded.device.type == "cpu":
+        pass_costs = _candidate_pass_costs(reference or rewriter, rewriter.loaded.dtype)
     ways = "plain greedy, prompt lookup, ours" + (", and plain float32 greedy as the reference" if reference else "")
     _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, each decoded: {ways}")
-    run_bench(rewriter, cases, args.max_new_tokens, args.json, float32_reference=reference)
+    run_bench(rewriter, cases, args.max_new_tokens, args.json, float32_reference=reference, pass_costs=pass_costs)
     return 0
+
+
+def _candidate_pass_costs(float32_rewriter, dtype: str) -> dict | None:
+    """Each CPU path's pass costs, timed on a float32 model, and what `auto` picks from them."""
+    from .decoding.cpu_choice import choose, describe, measure_candidates
+
+    if float32_rewriter.loaded.dtype != "float32":
+        return None  # no float32 model in this run (--no-float32-reference) to time the others on
+    costs = measure_candidates(float32_rewriter.loaded.model, say=_say)
+    chosen = choose(costs)
+    _say(f"candidates timed for this run; {describe(chosen, costs).replace('dtype auto: ', 'auto would pick ')}; "
+         f"this run decodes in {dtype}")
+    return {"auto_choice": chosen, "ms": {name: {str(w): 1000 * t for w, t in measured.items()}
+                                          for name, measured in costs.items()}}
 
 
 def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
@@ -251,9 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
                                              "(default: the embedded Qwen2.5-Coder-0.5B-Instruct)")
         command.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
         command.add_argument("--dtype", choices=DTYPES, default="auto",
-                             help="weights: auto (default) is int8 on a CPU (several times faster; exact against "
-                                  "its own greedy, may differ from float32) and bfloat16 on a GPU; float32 is "
-                                  "the reference")
+                             help="weights: auto (default; $REWRITER_DTYPE overrides it) is, on a CPU, the fastest "
+                                  "of float32, int8 and int8-bf16 as timed on this machine once (int8 paths are "
+                                  "exact against their own greedy, may differ from float32), and bfloat16 on a "
+                                  "GPU; float32 is the reference")
 
     apply = commands.add_parser("apply", help="rewrite files, or parts of them, and show the diff")
     apply.add_argument("paths", nargs="+", metavar="PATH",

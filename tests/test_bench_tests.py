@@ -98,18 +98,23 @@ def test_tests_refuse_sampling_options(tmp_path):
     assert_clean_failure(run_cli("bench", str(cases), "--tests", "--every", "0"), "at least 1")
 
 
-def test_the_speed_bench_in_int8_runs_float32_greedy_as_the_reference(tmp_path, tiny_checkpoint):
+@pytest.mark.parametrize("dtype", ["int8", "int8-bf16"])
+def test_the_speed_bench_in_int8_runs_float32_greedy_as_the_reference(tmp_path, tiny_checkpoint, dtype):
     cases = tmp_path / "cases.jsonl"
     rows = [{"id": f"s/{i}", "language": "python", "before": f"def f{i}(x):\n    return x + {i}\n",
              "instruction": "Rename x to y."} for i in range(2)]
     cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
     report = tmp_path / "bench.json"
     result = run_cli("bench", str(cases), "--max-new-tokens", "16", "--json", str(report),
-                     "--model", str(tiny_checkpoint), "--dtype", "int8")
+                     "--model", str(tiny_checkpoint), "--dtype", dtype)
     assert result.returncode == 0, result.stderr
     summary = json.loads(report.read_text())["summary"]
-    assert summary["dtype"] == "int8" and summary["cases"] == 2
-    assert summary["identical_to_greedy"] == 2  # ours equals int8 greedy, token for token
+    assert summary["dtype"] == dtype and summary["cases"] == 2
+    assert summary["identical_to_greedy"] == 2  # ours equals the same model's greedy, token for token
     assert summary["median_speedup_vs_float32_greedy"] > 0
     assert 0 <= summary["identical_to_float32_greedy"] <= 2
     assert "float32 greedy (the reference)" in result.stdout
+    # The CPU paths' pass costs, timed on the float32 reference, and what auto picks from them.
+    costs = summary["pass_costs"]
+    assert set(costs["ms"]) == {"float32", "int8", "int8-bf16"} and costs["auto_choice"] in costs["ms"]
+    assert "pass costs (ms, 1/16/64 tokens): float32 " in result.stdout and "auto picks" in result.stdout

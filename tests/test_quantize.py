@@ -1,4 +1,5 @@
-"""int8 weights: close to float32, bit-identical in passes of any width, and exact under drafts."""
+"""int8 weights (int8 and int8-bf16): close to float32, bit-identical in passes of any width, and
+exact under drafts."""
 import random
 
 import pytest
@@ -8,9 +9,17 @@ from transformers import DynamicCache
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.decoding import quantize
 from rewriter.decoding.decode import Decoder
-from rewriter.decoding.lookahead import CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
+from rewriter.decoding.lookahead import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
 from rewriter.decoding.models import ModelError, load_model, resolve_dtype
-from rewriter.decoding.quantize import Int8Linear, QuantizationUnavailable, is_int8, quantize_int8
+from rewriter.decoding.quantize import (
+    INT8_KINDS,
+    Int8Linear,
+    QuantizationUnavailable,
+    WeightInt8Linear,
+    int8_kind,
+    is_int8,
+    quantize_int8,
+)
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
 from tests.conftest import CharTokenizer, greedy_reference, tiny_model
 from tests.test_exactness import KINDS, edited
@@ -25,33 +34,37 @@ from tests.test_sampling import (
     sample_with_verifier,
 )
 
+LAYERS = {"int8": Int8Linear, "int8-bf16": WeightInt8Linear}
 
-def test_int8_linear_is_close_to_float():
+
+@pytest.mark.parametrize("kind", INT8_KINDS)
+def test_int8_linear_is_close_to_float(kind):
     torch.manual_seed(0)
     linear = torch.nn.Linear(96, 80)
     x = torch.randn(5, 96)
-    error = (Int8Linear(linear)(x) - linear(x)).norm() / linear(x).norm()
+    error = (LAYERS[kind](linear)(x) - linear(x)).norm() / linear(x).norm()
     assert error < 0.02
 
 
-def test_int8_linear_rows_do_not_depend_on_their_neighbours():
+@pytest.mark.parametrize("kind", INT8_KINDS)
+def test_int8_linear_rows_do_not_depend_on_their_neighbours(kind):
     # The property that makes drafts exact: a row's result is the same in any batch, bit for bit.
     torch.manual_seed(1)
-    layer = Int8Linear(torch.nn.Linear(64, 48))
-    rows = torch.randn(9, 64)
+    layer = LAYERS[kind](torch.nn.Linear(896, 4864))  # the 0.5B model's MLP shape: the kernels' real blocking
+    rows = torch.randn(130, 896)
     rows[4] *= 1000  # an outlier row would coarsen every other row under per-tensor scaling
-    together = layer(rows)
     alone = torch.cat([layer(rows[i:i + 1]) for i in range(len(rows))])
-    assert torch.equal(together, alone)
+    for width in (2, 16, 33, 64, 130):
+        assert torch.equal(layer(rows[:width]), alone[:width]), width
 
 
-@pytest.fixture(scope="module")
-def int8_model():
-    return quantize_int8(tiny_model(seed=3, eos_token_id=255))
+@pytest.fixture(scope="module", params=INT8_KINDS)
+def int8_model(request):
+    return quantize_int8(tiny_model(seed=3, eos_token_id=255), request.param)
 
 
 def test_quantize_replaces_every_linear(int8_model):
-    assert is_int8(int8_model)
+    assert is_int8(int8_model) and int8_kind(int8_model) in INT8_KINDS
     assert not any(type(module) is torch.nn.Linear for module in int8_model.modules())
 
 
@@ -68,10 +81,11 @@ def test_a_wide_pass_gives_the_logits_of_one_token_passes(int8_model, start, wid
     assert torch.equal(wide, steps)
 
 
+@pytest.mark.parametrize("int8", INT8_KINDS)
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("kind", KINDS)
-def test_int8_output_equals_its_own_plain_greedy(seed, kind):
-    model = quantize_int8(tiny_model(seed=seed, eos_token_id=255))
+def test_int8_output_equals_its_own_plain_greedy(seed, kind, int8):
+    model = quantize_int8(tiny_model(seed=seed, eos_token_id=255), int8)
     rng = random.Random(seed)
     prompt = [rng.randrange(1, 255) for _ in range(48)]
     reference = greedy_reference(model, prompt, 120)
@@ -84,9 +98,10 @@ def test_int8_output_equals_its_own_plain_greedy(seed, kind):
     assert tokens == reference
 
 
-def test_int8_sampling_keeps_the_target_distribution():
+@pytest.mark.parametrize("int8", INT8_KINDS)
+def test_int8_sampling_keeps_the_target_distribution(int8):
     # The verifier sees the int8 model's logits; with drafts they must be the same as one pass per prefix.
-    model = quantize_int8(peaky_model(seed=TARGET_SEED))
+    model = quantize_int8(peaky_model(seed=TARGET_SEED), int8)
     table = logits_table(model)
     shape = LogitsShaper(temperature=0.8, top_p=0.95)
     generator = torch.Generator().manual_seed(4321)
@@ -96,18 +111,32 @@ def test_int8_sampling_keeps_the_target_distribution():
     assert mean_accepted > 0.2
 
 
-def test_dtype_auto_is_int8_on_cpu_and_bfloat16_on_gpu():
-    assert resolve_dtype("auto", torch.device("cpu")) == "int8"
+def test_dtype_auto_is_measured_on_a_cpu_and_bfloat16_on_a_gpu(monkeypatch):
+    monkeypatch.delenv("REWRITER_DTYPE", raising=False)
+    assert resolve_dtype("auto", torch.device("cpu")) == "auto"  # load_model times the candidates
     assert resolve_dtype(None, torch.device("cuda")) == "bfloat16"
     assert resolve_dtype("float32", torch.device("cpu")) == "float32"
+    assert resolve_dtype("int8-bf16", torch.device("cpu")) == "int8-bf16"
     with pytest.raises(ModelError, match="unknown dtype"):
         resolve_dtype("int4", torch.device("cpu"))
 
 
-def test_int8_on_a_cpu_loads_quantized(tiny_checkpoint):
-    loaded = load_model(str(tiny_checkpoint), dtype="auto")
-    assert loaded.dtype == "int8" and is_int8(loaded.model)
-    assert Decoder(loaded.model, loaded.tokenizer).lookahead.prior is CPU_INT8_PRIOR
+def test_rewriter_dtype_overrides_auto_and_the_flag_overrides_it(monkeypatch):
+    monkeypatch.setenv("REWRITER_DTYPE", "int8-bf16")
+    assert resolve_dtype("auto", torch.device("cpu")) == "int8-bf16"
+    assert resolve_dtype(None, torch.device("cpu")) == "int8-bf16"
+    assert resolve_dtype("float32", torch.device("cpu")) == "float32"
+    monkeypatch.setenv("REWRITER_DTYPE", "int3")
+    with pytest.raises(ModelError, match="unknown REWRITER_DTYPE 'int3'"):
+        resolve_dtype("auto", torch.device("cpu"))
+
+
+@pytest.mark.parametrize("kind", INT8_KINDS)
+def test_int8_on_a_cpu_loads_quantized(tiny_checkpoint, kind):
+    loaded = load_model(str(tiny_checkpoint), dtype=kind)
+    assert loaded.dtype == kind and int8_kind(loaded.model) == kind
+    prior = Decoder(loaded.model, loaded.tokenizer).lookahead.prior
+    assert prior is (CPU_INT8_PRIOR if kind == "int8" else CPU_INT8_BF16_PRIOR)
 
 
 def test_without_an_int8_backend_loading_falls_back_to_float32_with_one_line(tiny_checkpoint, monkeypatch):
@@ -134,3 +163,5 @@ def test_the_window_prior_follows_the_device_and_dtype():
     assert Lookahead("cpu").prior is CPU_PRIOR
     assert Lookahead("cpu", int8=True).prior is CPU_INT8_PRIOR
     assert Lookahead("cuda", int8=True).prior is GPU_PRIOR
+    measured = {size: 0.01 * size for size in CPU_PRIOR}
+    assert Lookahead("cpu", prior=measured).prior is measured

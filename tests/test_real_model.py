@@ -122,3 +122,32 @@ def test_cli_apply_writes_what_the_model_answers(tmp_path, embedded_rewriter):
     assert expected != original and "items_to_reorder" in expected
     assert path.read_text() == expected  # the command line writes exactly the in-process greedy result
     assert "+    def items_to_reorder(self):" in result.stdout
+
+
+@pytest.fixture(scope="module", params=["int8", "int8-bf16"])
+def int8_rewriter(request, embedded_checkpoint):
+    from rewriter.decoding.models import load_model
+    from rewriter.decoding.rewrite import Rewriter
+
+    return Rewriter(load_model(str(embedded_checkpoint), dtype=request.param))
+
+
+def test_each_int8_path_gives_a_wide_pass_the_logits_of_one_token_passes(int8_rewriter):
+    from transformers import DynamicCache
+
+    model = int8_rewriter.loaded.model
+    prompt, prediction, _ = int8_rewriter.plan(FUNCTION, "Add a one-line docstring to total_price.", "python")
+    wide_cache, step_cache = DynamicCache(config=model.config), DynamicCache(config=model.config)
+    with torch.inference_mode():
+        for cache in (wide_cache, step_cache):
+            model(input_ids=torch.tensor([prompt]), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        drafted = prediction[:40]
+        wide = model(input_ids=torch.tensor([drafted]), past_key_values=wide_cache, use_cache=True).logits[0]
+        steps = torch.cat([model(input_ids=torch.tensor([[t]]), past_key_values=step_cache, use_cache=True).logits[0]
+                           for t in drafted])
+    assert torch.equal(wide, steps)
+
+
+@pytest.mark.parametrize("name, code, instruction", CASES[:3], ids=[case[0] for case in CASES[:3]])
+def test_each_int8_path_output_equals_its_plain_greedy(int8_rewriter, name, code, instruction):
+    _check_exact(int8_rewriter, name, code, instruction)

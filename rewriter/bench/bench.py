@@ -263,13 +263,29 @@ def format_summary(summary: dict) -> str:
 
 
 def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
-              out=sys.stdout, float32_reference: Rewriter | None = None) -> dict:
+              out=sys.stdout, float32_reference: Rewriter | None = None, pass_costs: dict | None = None) -> dict:
+    """`pass_costs`: the CPU paths' pass costs and auto's pick (rewriter.cli), kept in the summary."""
     # One warm-up pass so the first case does not pay for allocator and kernel start-up.
     _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
     header = TABLE_COLUMNS + (REFERENCE_COLUMNS if float32_reference else [])
     print(" | ".join(title for title, _, _ in header), file=out, flush=True)
+
+    def summarize_with_costs(rows: list[dict]) -> dict:
+        return {**summarize(rows), **({"pass_costs": pass_costs} if pass_costs else {})}
+
+    def format_with_costs(summary: dict) -> str:
+        text = format_summary(summary)
+        if pass_costs:
+            widths = sorted({int(w) for measured in pass_costs["ms"].values() for w in measured})
+            costs = "; ".join(f"{name} " + "/".join(f"{measured[str(w)]:.0f}" if str(w) in measured else "-"
+                                                    for w in widths)
+                              for name, measured in pass_costs["ms"].items())
+            text += (f"\npass costs (ms, {'/'.join(map(str, widths))} tokens): {costs}; "
+                     f"auto picks {pass_costs['auto_choice']} on this machine")
+        return text
+
     return _run_cases(cases, lambda case: run_case(rewriter, case, max_new_tokens, float32_reference),
-                      format_row, summarize, format_summary, json_path, out)
+                      format_row, summarize_with_costs, format_with_costs, json_path, out)
 
 
 def _run_cases(cases: list[Case], measure, format_one, summarize_rows, format_all, json_path: str | None,

@@ -20,6 +20,9 @@ CPU_PRIOR = {1: 1.0, 2: 1.5, 4: 1.58, 8: 1.58, 16: 2.62, 32: 2.75, 64: 4.0, 128:
 # int8 (rewriter/quantize.py) on the same CPU, 520 tokens of context: 33 ms for one token, 335 ms
 # for 128. One-token passes get far cheaper than in float32, so wide passes cost relatively more.
 CPU_INT8_PRIOR = {1: 1.0, 2: 1.3, 4: 1.5, 8: 1.78, 16: 2.55, 32: 3.52, 64: 6.14, 128: 10.2}
+# int8 weights with bfloat16 activations (int8-bf16), on a 2-core AVX2 CPU (issue 15): 63 / 126 /
+# 284 / 991 / 2065 ms for 1 / 4 / 16 / 64 / 128 tokens, linear in between.
+CPU_INT8_BF16_PRIOR = {1: 1.0, 2: 1.33, 4: 2.0, 8: 2.83, 16: 4.51, 32: 8.16, 64: 15.7, 128: 32.8}
 # Measured on an H100 (0.5B, batch-invariant bf16, 520 tokens of context): 29 ms for one token,
 # 30-36 ms for 2 to 512, the host launching kernels setting the pace. A prior that rises gently
 # with the width did better on rewrites than that flat shape (26x against 23x plain greedy): it
@@ -36,10 +39,14 @@ def expected_tokens(acceptance: float, draft_length: int) -> float:
 
 class Lookahead:
     def __init__(self, device_type: str = "cpu", max_window: int | None = None, smoothing: float = 0.3,
-                 int8: bool = False):
+                 int8: bool = False, prior: dict[int, float] | None = None):
+        """`prior`: CPU pass costs for every size in PASS_SIZES measured on this machine (see
+        cpu_choice.py); without it, the device's and dtype's fixed shape."""
         self.sizes: tuple[int, ...]
         if device_type == "cuda":
             self.prior, self.sizes = GPU_PRIOR, GPU_PASS_SIZES
+        elif prior is not None:
+            self.prior, self.sizes = prior, PASS_SIZES
         else:
             self.prior, self.sizes = CPU_INT8_PRIOR if int8 else CPU_PRIOR, PASS_SIZES
         self.max_window = self.sizes[-1] - 1 if max_window is None else min(max_window, self.sizes[-1] - 1)

