@@ -125,7 +125,8 @@ def build_prompt(code: str, instruction: str, language: str = "", context: str |
 RENAMING = re.compile(r"\bre-?nam|\bnam(e|es|ed|ing)\b", re.IGNORECASE)
 # The opening of a definition up to its name: the first identifier directly followed by "("
 # (def f(, function f(, int f(, func (r T) f(, @decorator( ...), or a class or struct name.
-NAMED_OPENING = re.compile(r"^[^\n]*?[A-Za-z_$][\w$]*(?=\()|^\s*(?:class|struct|interface|enum|trait|impl|type)\s+[A-Za-z_]\w*")
+NAMED_OPENING = re.compile(r"^[^\n]*?[A-Za-z_$][\w$]*(?=\()"
+                           r"|^\s*(?:class|struct|interface|enum|trait|impl|type)\s+[A-Za-z_]\w*")
 DECORATOR = re.compile(r"^\s*@[\w.]+")
 
 

@@ -14,8 +14,8 @@ import json
 import sys
 import time
 from collections import Counter
-from statistics import median
 from dataclasses import dataclass, field
+from statistics import median
 
 from ..edits.batch import CONTEXT_WINDOWS, context_for, reindent
 from ..edits.integrity import FileIntegrity, lost_definitions, significant
