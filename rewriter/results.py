@@ -36,6 +36,8 @@ class Stats:
     ttft_s: float = 0.0
     total_s: float = 0.0
     finish_reason: str = ""
+    # Characters of answer dropped because they copied the file after the span (prompt.echo_scan).
+    echo_dropped_chars: int = 0
 
     @property
     def tokens_per_s(self) -> float:

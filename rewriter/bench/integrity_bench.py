@@ -15,6 +15,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from statistics import median
 
 from ..edits.integrity import FileIntegrity, lost_definitions, significant
 from ..edits.pipeline import CUT, SpanEdit
@@ -39,6 +40,12 @@ class SpanOutcome:
     changed: bool = False
     damage: list[str] = field(default_factory=list)  # the audit's findings on an applied answer
     check_ms: float = 0.0
+    seconds: float = 0.0  # decoding the answer, prompt included
+    output_tokens: int = 0
+    forward_passes: int = 0
+    echo_dropped_chars: int = 0  # the answer's copy of the lines after the span, dropped
+    finish_reason: str = ""
+    answer: str = ""  # the model's raw answer, to read why it was refused or cut
 
 
 def audit(before: str, after: str, grammar: str | None, instruction: str) -> list[str]:
@@ -88,6 +95,12 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
                 outcome.reason = f"{type(error).__name__}: {error}"
                 say(f"{case.id} {span.label()}: failed: {outcome.reason}")
                 continue
+            outcome.seconds = result.stats.total_s
+            outcome.output_tokens = result.stats.output_tokens
+            outcome.forward_passes = result.stats.forward_passes
+            outcome.echo_dropped_chars = result.stats.echo_dropped_chars
+            outcome.finish_reason = result.stats.finish_reason
+            outcome.answer = result.answer
             started = time.perf_counter()
             # What the integrity check does is measured here; the syntax guard is the front ends' too.
             verdict = edit.finish(result.text, result.stats.finish_reason, allow_syntax_errors=True)
@@ -143,6 +156,14 @@ def summary(outcomes: list[SpanOutcome]) -> str:
     reasons = Counter(_reason_kind(o.reason) for o in outcomes if o.verdict == "refused")
     if reasons:
         lines.append("refused because: " + ", ".join(f"{kind} {n}" for kind, n in reasons.most_common()))
+    timed = [o.seconds for o in outcomes if o.seconds]
+    if timed:
+        cut = sum(1 for o in outcomes if o.finish_reason == "length")
+        lines.append(f"decoding: {median(timed):.1f} s per span (median), {sum(timed):.0f} s in all, "
+                     f"{sum(o.output_tokens for o in outcomes)} tokens, "
+                     f"{sum(o.forward_passes for o in outcomes)} forward passes; "
+                     f"{cut} answer(s) cut at the token limit, "
+                     f"{sum(1 for o in outcomes if o.echo_dropped_chars)} stopped where they began to copy the file")
     checked = [o.check_ms for o in outcomes if o.verdict != "failed"]
     if checked:
         lines.append(f"integrity check: {sum(checked) / len(checked):.1f} ms per span on average, "

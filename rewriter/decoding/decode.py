@@ -26,7 +26,9 @@ from .verify import GreedyVerifier, Verifier
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-# Returns the number of output tokens to keep once the output is complete, else None.
+# Returns the number of output tokens to keep once the output is complete, else None. It may
+# keep fewer than earlier steps yielded (an echo of the file is dropped): Stats.output_tokens
+# counts the kept ones.
 StopCheck = Callable[[list[int]], "int | None"]
 
 

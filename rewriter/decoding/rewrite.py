@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator
 
 from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
 
-from ..prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, extract_code
+from ..prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, echo_scan, extract_code
 from ..results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .decode import Decoder, Stats, StopCheck
 from .models import LoadedModel
@@ -13,19 +13,55 @@ from .sampling import SamplingParams, make_verifier
 from .verify import Verifier
 
 
-def fence_stop(tokenizer) -> StopCheck:
-    """Stop once the answer's closing fence line is complete, keeping the fewest tokens that hold it."""
+def fence_stop(tokenizer, prefill: str = "") -> StopCheck:
+    """Stop once the answer's closing fence line is complete, keeping the fewest tokens that hold it.
+
+    `prefill` is the answer's opening that the prompt already holds (it has the opening fence).
+    """
 
     def check(output: list[int]) -> int | None:
-        if closing_fence_end(tokenizer.decode(output, skip_special_tokens=True)) is None:
+        if closing_fence_end(prefill + tokenizer.decode(output, skip_special_tokens=True)) is None:
             return None
         keep = len(output)
         while keep > 1 and closing_fence_end(
-                tokenizer.decode(output[: keep - 1], skip_special_tokens=True)) is not None:
+                prefill + tokenizer.decode(output[: keep - 1], skip_special_tokens=True)) is not None:
             keep -= 1
         return keep
 
     return check
+
+
+class AnswerEnd:
+    """The stop check of one request: the closing fence, or the start of an echo of the file.
+
+    An echo (the answer going on with the lines that follow the span, see prompt.echo_scan)
+    stops decoding at the first token that reaches it; `cut` then says where the answer's
+    text ends. Every token kept is the one plain greedy decoding gives: this only decides
+    when to stop.
+    """
+
+    def __init__(self, tokenizer, prefill: str = "", echo_targets: tuple[tuple[str, ...], ...] = ()):
+        self.tokenizer = tokenizer
+        self.prefill = prefill
+        self.echo_targets = echo_targets
+        self.fence = fence_stop(tokenizer, prefill)
+        self.cut: int | None = None  # in prefill + answer text
+        self.dropped = 0  # characters of the copy written when decoding stopped
+
+    def text(self, output: list[int]) -> str:
+        return self.prefill + self.tokenizer.decode(output, skip_special_tokens=True)
+
+    def __call__(self, output: list[int]) -> int | None:
+        if self.echo_targets:
+            text = self.text(output)
+            cut = echo_scan(text, self.echo_targets).cut
+            if cut is not None:
+                self.cut, self.dropped = cut, len(text) - cut
+                keep = len(output)
+                while keep > 1 and len(self.text(output[: keep - 1])) >= cut:
+                    keep -= 1
+                return keep
+        return self.fence(output)
 
 
 class Rewriter:
@@ -35,16 +71,21 @@ class Rewriter:
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache)
-        self.stop = fence_stop(self.tokenizer)
+        self.stop = fence_stop(self.tokenizer)  # a whole-file answer's end (no prefill, nothing to echo)
 
     def encode_messages(self, messages: list[dict]) -> list[int]:
         encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
         ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded  # type: ignore[index]  # a BatchEncoding
         return list(ids)
 
+    def encode_prompt(self, prompt: RewritePrompt) -> list[int]:
+        """The prompt's tokens; a prefilled answer opening follows the assistant turn's header."""
+        prefill = self.tokenizer.encode(prompt.prefill, add_special_tokens=False) if prompt.prefill else []
+        return self.encode_messages(prompt.messages) + prefill
+
     def encode_prediction(self, prompt: RewritePrompt) -> list[int]:
-        # The answer the model would write if it changed nothing, ending with its end-of-turn.
-        ids = self.tokenizer.encode(prompt.prediction, add_special_tokens=False)
+        # The rest of the answer the model would write if it changed nothing, ending with its end-of-turn.
+        ids = self.tokenizer.encode(prompt.prediction[len(prompt.prefill):], add_special_tokens=False)
         eos = self.tokenizer.eos_token_id
         return ids + ([eos] if eos is not None else [])
 
@@ -54,10 +95,14 @@ class Rewriter:
     def plan(self, code: str, instruction: str, language: str = "", context: str | None = None,
              max_new_tokens: int | None = None) -> tuple[list[int], list[int], int]:
         """Prompt ids, prediction ids and the output budget, or RewriteError."""
+        return self._plan(code, instruction, language, context, max_new_tokens)[1:]
+
+    def _plan(self, code: str, instruction: str, language: str, context: str | None,
+              max_new_tokens: int | None) -> tuple[RewritePrompt, list[int], list[int], int]:
         if not instruction or not instruction.strip():
             raise RewriteError("the instruction is empty")
         prompt = build_prompt(code, instruction, language, context)
-        prompt_ids = self.encode_messages(prompt.messages)
+        prompt_ids = self.encode_prompt(prompt)
         prediction = self.encode_prediction(prompt)
         room = self.loaded.context_length - len(prompt_ids)
         # An edit may grow the code; leave room for twice the prediction, and some more.
@@ -68,7 +113,7 @@ class Rewriter:
                 f"tokens and the answer needs about {len(prediction)} more, but the model takes "
                 f"{self.loaded.context_length} in all; rewrite a smaller part"
             )
-        return prompt_ids, prediction, min(wanted, room)
+        return prompt, prompt_ids, prediction, min(wanted, room)
 
     def stream(self, text: str, instruction: str, language: str = "", context: str | None = None,
                max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
@@ -81,18 +126,29 @@ class Rewriter:
         the one `sampling` picks (MJSD's, which changes the output).
         """
         source = SourceText.from_text(text)
-        prompt_ids, prediction, budget = self.plan(source.code, instruction, language, context, max_new_tokens)
+        prompt, prompt_ids, prediction, budget = self._plan(source.code, instruction, language, context, max_new_tokens)
         verifier = verifier or (make_verifier(sampling) if sampling is not None else None)
         drafts = (drafter or self.drafter)(prediction)
-        answer = []
+        stop = AnswerEnd(self.tokenizer, prompt.prefill, prompt.echo_targets)
+        answer = prompt.prefill  # the answer's text so far, its prefilled opening included
+        shown = 0  # how much of it has been yielded
         stats = Stats()
-        for step in self.decoder.generate(prompt_ids, drafts, budget, self.stop, verifier=verifier):
+        for step in self.decoder.generate(prompt_ids, drafts, budget, stop, verifier=verifier):
             stats = step.stats
-            if step.text:
-                answer.append(step.text)
-                yield Progress(step.text, stats)
-        raw = "".join(answer)
-        yield RewriteResult(text=source.restore(extract_code(raw)), answer=raw, stats=stats)
+            answer += step.text
+            # Lines that may begin an echo wait until the next line tells.
+            settled = echo_scan(answer, prompt.echo_targets).settled if prompt.echo_targets else len(answer)
+            if not step.done and settled > shown:
+                yield Progress(answer[shown:settled], stats)
+                shown = settled
+        # An echo the end-of-turn token cut short of the stop check (one step can hold both).
+        cut = stop.cut if stop.cut is not None else echo_scan(answer, prompt.echo_targets).cut
+        if cut is not None:
+            stats.echo_dropped_chars = max(stop.dropped, len(answer) - cut)
+            answer = answer[:cut]
+        if len(answer) > shown:
+            yield Progress(answer[shown:], stats)
+        yield RewriteResult(text=source.restore(extract_code(answer)), answer=answer, stats=stats)
 
     def rewrite(self, text: str, instruction: str, language: str = "", context: str | None = None,
                 max_new_tokens: int | None = None, **decoding) -> RewriteResult:
