@@ -9,7 +9,7 @@ from rewriter.decoding.models import load_model
 from rewriter.decoding.rewrite import AnswerEnd, Rewriter
 from rewriter.prompt import answer_opening, build_prompt, echo_scan, echo_targets, extract_code
 from rewriter.results import Progress, RewriteResult
-from tests.conftest import greedy_reference, tiny_model
+from tests.helpers.models import greedy_reference, tiny_model
 
 FILE = '''import os
 
