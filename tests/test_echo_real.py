@@ -3,8 +3,8 @@ decoding of the prompt that holds the prefill, and the echo stop only ends it ea
 import pytest
 import torch
 
-from rewriter.edits.batch import reindent
-from rewriter.prompt import build_prompt, echo_scan
+from rewriter.edits.pipeline import reindent
+from rewriter.prompt import build_prompt, common_indent, echo_scan
 
 pytestmark = pytest.mark.real_model
 
@@ -77,4 +77,4 @@ def test_small_functions_get_plain_greedy_answers_that_stop_at_their_end(embedde
     following = MODULE[end:].split("def ", 2)[1].split("(")[0]
     assert f"def {following}" not in result.text
     assert result.stats.finish_reason == "stop"
-    assert reindent(span, result.text).startswith(f"def {name}(")
+    assert reindent(result.text, common_indent(span)).startswith(f"def {name}(")
