@@ -160,9 +160,9 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
         with torch.inference_mode():
             model(input_ids=torch.randint(0, vocab, (1, context_tokens), generator=generator),
                   past_key_values=cache, use_cache=True, logits_to_keep=1)
-            for kind in active:  # first calls pay for kernel set-up
-                timed(kind, 1)
             for width in widths:
+                for kind in active:  # the first pass of a shape pays for kernel set-up (oneDNN JIT)
+                    timed(kind, width)
                 times: dict[str, list[float]] = {kind: [] for kind in active}
                 for _ in range(repeats):
                     for kind in active:
