@@ -150,7 +150,9 @@ def answer_opening(code: str, instruction: str, fence_line: str) -> str:
     pinned = opening.group(0)
     if RENAMING.search(instruction):
         name = re.search(r"[A-Za-z_$][\w$]*$", pinned)
-        pinned = pinned[: name.start()] if name else ""
+        # Not the space before the name either: the model writes " name" as one token, and a
+        # prefill ending in a space made it write "def  name".
+        pinned = pinned[: name.start()].rstrip() if name else ""
     return fence_line + pinned if pinned.strip() else fence_line
 
 

@@ -40,8 +40,9 @@ def test_the_prefill_is_the_fence_and_the_opening_up_to_the_name():
 
 def test_a_rename_keeps_the_name_to_the_model():
     fence = "```python\n"
-    assert answer_opening("    def area(self):\n", "Rename this function to a more descriptive name.", fence) == fence + "    def "
-    assert answer_opening("def f(x):\n", "Give it a better name", fence) == fence + "def "
+    # Without the space before the name: the model writes " name" as one token.
+    assert answer_opening("    def area(self):\n", "Rename this function to a more descriptive name.", fence) == fence + "    def"
+    assert answer_opening("def f(x):\n", "Give it a better name", fence) == fence + "def"
 
 
 def test_only_a_span_with_context_gets_a_prefill_and_echo_targets():
