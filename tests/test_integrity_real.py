@@ -71,16 +71,16 @@ def test_docstrings_that_replace_a_class_body_are_refused(tmp_path, embedded_rew
     assert path.read_text() == RECTANGLE
 
 
-def test_a_method_answered_with_the_whole_file_is_stripped_to_the_method(tmp_path, embedded_rewriter, capsys):
-    # `--lines 17-19 --expand -i "Keep the code exactly as it is"` on a method: the model answers
-    # with the whole file, which the batch re-indents as a method; spliced in, it would nest the
-    # module inside the class.
+def test_a_method_asked_to_stay_as_it_is_does_not_come_back_as_the_whole_file(tmp_path, embedded_rewriter, capsys):
+    # `--lines 17-19 --expand -i "Keep the code exactly as it is"` on a method: the model used to
+    # answer with the whole file (spliced in, it would nest the module inside the class), which
+    # the integrity check stripped. With the answer's opening prefilled it now answers with the
+    # method alone. The strip itself is tested on such answers in test_integrity.py.
     path = tmp_path / "store.py"
     path.write_text(STORE)
     code, report = apply_json(path, embedded_rewriter, capsys, instruction="Keep the code exactly as it is",
                               lines=(17, 19), expand=True)
     span = report["files"][0]["spans"][0]
     assert code == 0 and span["status"] == "unchanged", span
-    assert "removed the answer's copy of lines 1-15 of the file and lines 21-23 of the file" in span["reason"]
     assert path.read_text() == STORE
     assert names(path.read_text()) == names(STORE)

@@ -13,13 +13,23 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("rewriter", "lsp", "drafters")
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Project module -> project modules it imports, at the top or inside functions."""
+def project_modules() -> dict[str, Path]:
+    """Dotted name -> file of every module in the project's packages. Only directories with an
+    __init__.py count: lsp/editors/vscode/node_modules holds Python files (node-gyp) too."""
     modules = {}
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
+            folders = path.parent.relative_to(ROOT).parts
+            if not all((ROOT.joinpath(*folders[:depth]) / "__init__.py").exists() for depth in range(1, len(folders) + 1)):
+                continue
             parts = path.relative_to(ROOT).with_suffix("").parts
             modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Project module -> project modules it imports, at the top or inside functions."""
+    modules = project_modules()
     graph = {}
     for name, path in modules.items():
         # the package a relative import starts from: the module's own for an __init__
@@ -189,11 +199,7 @@ def _imports_run(statements: list[ast.stmt], home: list[str], modules: set[str])
 
 def module_level_imports() -> dict[str, set[str]]:
     """Module -> every module importing it imports (see _imports_run)."""
-    files = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    files = project_modules()
     imports = {}
     for name, path in files.items():
         home = name.split(".") if path.stem == "__init__" else name.split(".")[:-1]
