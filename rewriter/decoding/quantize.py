@@ -50,6 +50,19 @@ def int8_weights(linear: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
 
 
+def _int8_parts(linear: nn.Linear | None, in_features: int, out_features: int, bias: bool,
+                weights: tuple[torch.Tensor, torch.Tensor] | None
+                ) -> tuple[int, int, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Shape, int8 weights, scales and bias of a layer: from `linear`, or an empty shell that a
+    cached state dict fills."""
+    if linear is None:
+        return (in_features, out_features, torch.zeros(out_features, in_features, dtype=torch.int8),
+                torch.ones(out_features), torch.zeros(out_features) if bias else None)
+    quantized, scale = weights if weights is not None else int8_weights(linear)
+    return (linear.in_features, linear.out_features, quantized, scale,
+            None if linear.bias is None else linear.bias.detach().float())
+
+
 class Int8Linear(nn.Module):
     """A linear layer with int8 weights (one scale per output channel) and per-row int8 activations."""
 
@@ -60,19 +73,12 @@ class Int8Linear(nn.Module):
     def __init__(self, linear: nn.Linear | None = None, *, in_features: int = 0, out_features: int = 0,
                  bias: bool = False, weights: tuple[torch.Tensor, torch.Tensor] | None = None):
         super().__init__()
-        if linear is not None:
-            in_features, out_features, bias = linear.in_features, linear.out_features, linear.bias is not None
-            quantized, scale = weights if weights is not None else int8_weights(linear)
-        else:  # an empty shell that a cached state dict fills
-            quantized = torch.zeros(out_features, in_features, dtype=torch.int8)
-            scale = torch.ones(out_features)
+        in_features, out_features, quantized, scale, bias_values = _int8_parts(
+            linear, in_features, out_features, bias, weights)
         # (in, out) contiguous: the layout _int_mm's right operand is fastest in.
         self.register_buffer("weight_t", quantized.t().contiguous())
         self.register_buffer("weight_scale", scale)
-        if bias:
-            self.register_buffer("bias", torch.zeros(out_features) if linear is None else linear.bias.detach().float())
-        else:
-            self.bias = None
+        self.register_buffer("bias", bias_values)
         self.in_features, self.out_features = in_features, out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -104,19 +110,12 @@ class WeightInt8Linear(nn.Module):
     def __init__(self, linear: nn.Linear | None = None, *, in_features: int = 0, out_features: int = 0,
                  bias: bool = False, weights: tuple[torch.Tensor, torch.Tensor] | None = None):
         super().__init__()
-        if linear is not None:
-            in_features, out_features, bias = linear.in_features, linear.out_features, linear.bias is not None
-            quantized, scale = weights if weights is not None else int8_weights(linear)
-        else:  # an empty shell that a cached state dict fills
-            quantized = torch.zeros(out_features, in_features, dtype=torch.int8)
-            scale = torch.ones(out_features)
+        in_features, out_features, quantized, scale, bias_values = _int8_parts(
+            linear, in_features, out_features, bias, weights)
         self.register_buffer("weight_int8", quantized.contiguous())  # (out, in): the kernel's layout
         self.register_buffer("weight_scale", scale)
         self.register_buffer("unit_scale", torch.ones(out_features, dtype=torch.bfloat16), persistent=False)
-        if bias:
-            self.register_buffer("bias", torch.zeros(out_features) if linear is None else linear.bias.detach().float())
-        else:
-            self.bias = None
+        self.register_buffer("bias", bias_values)
         self.in_features, self.out_features = in_features, out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
