@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.nvim import SAMPLE
+
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "lsp" / "editors" / "vscode"
 E2E = EXTENSION / "e2e"
@@ -33,19 +35,6 @@ missing = [what for what, there in (
 ) if not there]
 pytestmark = pytest.mark.skipif(bool(missing), reason="needs " + ", ".join(missing))
 
-SAMPLE = '''import math
-
-
-class Circle:
-    def __init__(self, r):
-        self.r = r
-
-    def area(self):
-        return math.pi * self.r * self.r
-
-    def perimeter(self):
-        return 2 * math.pi * self.r
-'''
 PERIMETER = "\n    def perimeter(self):\n        return 2 * math.pi * self.r\n"
 SCRIPT = {"delay_s": 0.05, "chunk_chars": 4, "rules": [
     {"instruction": "Square", "replace": [["self.r * self.r", "self.r ** 2"]]},

@@ -1,4 +1,4 @@
-"""The sample the Neovim tests edit."""
+"""The sample the editor tests (Neovim, VS Code) edit."""
 from __future__ import annotations
 
 SAMPLE = '''import math
