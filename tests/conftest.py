@@ -58,4 +58,4 @@ def tiny_dir(tmp_path_factory, qwen_tokenizer):
 def tiny_loaded(tiny_dir):
     from rewriter.decoding.models import load_model
 
-    return load_model(str(tiny_dir))
+    return load_model(str(tiny_dir), dtype="int8")  # pinned: auto picks by timing, the server must match

@@ -47,7 +47,7 @@ class Server:
         self.base_url = f"{self.url}/v1"
         self.log = log
         full_env = {key: value for key, value in os.environ.items() if key != "REWRITER_API_KEY"}
-        full_env.update({"OMP_NUM_THREADS": str(threads), **(env or {})})
+        full_env.update({"OMP_NUM_THREADS": str(threads), "REWRITER_DTYPE": "int8", **(env or {})})
         self.output = open(log, "w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "rewriter.cli", "serve", "--model", model, "--port", str(self.port), *args],
