@@ -73,6 +73,14 @@ def test_the_choice_weighs_narrow_passes_against_wide_ones():
     assert choose(costs, EditProfile(prompt_tokens=4000, copied_tokens=2000, new_tokens=5)) == "float32"
 
 
+def test_int8_bf16_prompts_are_priced_at_float32s_cost():
+    # Dear wide int8-bf16 passes do not count against it for the prompt, which float32 prefills.
+    costs = {"float32": {1: 0.15, 16: 0.30, 64: 0.60}, "int8-bf16": {1: 0.06, 16: 0.40, 64: 1.60}}
+    long_prompt = EditProfile(prompt_tokens=4000, copied_tokens=0, new_tokens=50)
+    assert choose(costs, long_prompt) == "int8-bf16"
+    assert choose({"float32": costs["float32"], "int8": costs["int8-bf16"]}, long_prompt) == "float32"
+
+
 def test_expected_seconds_follow_the_pass_costs():
     base = expected_edit_seconds(AVX2["float32"])
     for width in (1, 16, 64):
@@ -98,7 +106,7 @@ class Counting:
     def __init__(self, costs, spread=1.05):
         self.costs, self.calls, self.spread = costs, 0, spread
 
-    def __call__(self, model, say=None, spread=None):
+    def __call__(self, model, say=None, spread=None, made=None):
         self.calls += 1
         if spread is not None:
             spread.update({kind: {width: self.spread for width in measured} for kind, measured in self.costs.items()})
@@ -108,10 +116,23 @@ class Counting:
 def test_a_choice_timed_on_a_busy_machine_is_used_but_not_kept(tmp_path):
     said = []
     assert choose_for(None, "m", tmp_path, say=said.append, measure=Counting(VNNI, spread=2.5)).dtype == "int8"
-    assert any("varied up to 2.5x" in line and "measured again" in line for line in said)
+    assert any("varied up to 2.5x" in line and "next start measures the same" in line for line in said)
     measure = Counting(VNNI)
     assert not choose_for(None, "m", tmp_path, measure=measure).cached and measure.calls == 1
     assert choose_for(None, "m", tmp_path, measure=Counting(AVX2)).cached  # steady timings are kept
+
+
+def test_a_busy_machine_keeps_the_choice_once_two_starts_agree(tmp_path):
+    said = []
+    assert choose_for(None, "m", tmp_path, measure=Counting(AVX2, spread=1.8)).dtype == "int8-bf16"
+    # A different answer under load: still not kept.
+    assert choose_for(None, "m", tmp_path, measure=Counting(VNNI, spread=1.8)).dtype == "int8"
+    again = Counting(VNNI, spread=1.8)
+    assert not choose_for(None, "m", tmp_path, say=said.append, measure=again).cached and again.calls == 1
+    assert any("chose int8 too; the choice is kept" in line for line in said)
+    later = Counting(AVX2)
+    kept = choose_for(None, "m", tmp_path, measure=later)
+    assert kept.dtype == "int8" and kept.cached and later.calls == 0
 
 
 def test_the_choice_is_remembered_per_cpu_torch_and_model(tmp_path, monkeypatch):
@@ -193,6 +214,28 @@ def test_auto_loads_the_measured_choice_and_says_so_in_one_line(tiny_checkpoint,
     again = load_model(str(tiny_checkpoint), dtype="auto", progress=said.append)
     assert again.dtype == "int8-bf16" and measure.calls == 1
     assert [line for line in said if line.startswith("dtype auto: int8-bf16 (chosen before")]
+
+
+def test_auto_quantizes_once_the_layers_it_timed(tiny_checkpoint, private_cache, monkeypatch):
+    quantized = []
+    real_int8_weights = quantize.int8_weights
+
+    def counting(linear):
+        quantized.append(linear)
+        return real_int8_weights(linear)
+
+    monkeypatch.setattr(quantize, "int8_weights", counting)
+    monkeypatch.setattr(cpu_choice, "choose", lambda costs, profile=None: "int8-bf16")
+    monkeypatch.setattr(cpu_choice, "STEADY_SPREAD", float("inf"))
+    reference = load_model(str(tiny_checkpoint), dtype="float32").model
+    linears = [m for m in reference.modules() if isinstance(m, torch.nn.Linear)]
+    loaded = load_model(str(tiny_checkpoint), dtype="auto")
+    assert loaded.dtype == "int8-bf16" and len(quantized) == len(linears)  # both kinds share one rounding
+    assert len(list((private_cache / "quantized").glob("*-int8-bf16.safetensors"))) == 1
+    quantize.quantize_int8(reference, "int8-bf16")
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.inference_mode():
+        assert torch.equal(loaded.model(input_ids=ids).logits, reference(input_ids=ids).logits)
 
 
 def test_the_flag_and_rewriter_dtype_skip_the_measurement(tiny_checkpoint, private_cache, monkeypatch):

@@ -3,10 +3,10 @@
 Which path is fastest depends on the CPU: `int8` (`torch._int_mm`) is several times faster than
 float32 where oneDNN has VNNI kernels and many times slower where it has not (AVX2-only CPUs);
 `int8-bf16` (int8 weights, bfloat16 activations) is cheap for narrow passes everywhere but not
-for wide ones. So the first load times a few passes of the real model at widths 1, 16 and 64
-for each candidate, picks the one whose expected cost of a typical edit is lowest (the lookahead's
-own window policy turns pass costs into seconds), and remembers the choice for this CPU, torch
-and model in the cache directory.
+for wide ones (its prompts are prefilled in float32). So the first load times a few passes of
+the real model at widths 1, 16 and 64 for each candidate, picks the one whose expected cost of a
+typical edit is lowest (the lookahead's own window policy turns pass costs into seconds), and
+remembers the choice for this CPU, torch and model in the cache directory.
 """
 from __future__ import annotations
 
@@ -73,11 +73,14 @@ def pass_cost_curve(measured: dict[int, float]) -> dict[int, float]:
     return curve
 
 
-def expected_edit_seconds(measured: dict[int, float], profile: EditProfile = TYPICAL_EDIT) -> float:
-    """Seconds our decoding would take for the profile's edit with these pass costs."""
+def expected_edit_seconds(measured: dict[int, float], profile: EditProfile = TYPICAL_EDIT,
+                          prompt_costs: dict[int, float] | None = None) -> float:
+    """Seconds our decoding would take for the profile's edit with these pass costs;
+    `prompt_costs`, where the prompt is prefilled by another kernel (int8-bf16: float32's)."""
     curve = pass_cost_curve(measured)
-    widest = max(measured)
-    prefill = profile.prompt_tokens / widest * measured[widest]
+    prompt_costs = prompt_costs or measured
+    widest = max(prompt_costs)
+    prefill = profile.prompt_tokens / widest * prompt_costs[widest]
     lookahead = Lookahead("cpu", prior=curve)
     window = lookahead.window(profile.copy_acceptance, PASS_SIZES[-1])
     copy_rate = expected_tokens(profile.copy_acceptance, window) / lookahead.cost(window + 1)
@@ -95,7 +98,9 @@ def choose(costs: dict[str, dict[int, float]], profile: EditProfile = TYPICAL_ED
                 continue
             if all(measured[w] > reference[w] for w in reference):
                 continue
-        eligible[name] = expected_edit_seconds(measured, profile)
+        # int8-bf16 prefills prompts in float32 (quantize.WeightInt8Linear).
+        prompt_costs = reference if name == "int8-bf16" and reference else None
+        eligible[name] = expected_edit_seconds(measured, profile, prompt_costs)
     return min(eligible, key=lambda name: eligible[name])
 
 
@@ -115,13 +120,14 @@ def describe(chosen: str, costs: dict[str, dict[int, float]], cached: bool = Fal
 
 def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEASURED_WIDTHS,
                        say: Callable[[str], None] = lambda message: None, context_tokens: int = 128,
-                       repeats: int = 2, spread: dict[str, dict[int, float]] | None = None
-                       ) -> dict[str, dict[int, float]]:
+                       repeats: int = 2, spread: dict[str, dict[int, float]] | None = None,
+                       made: dict[str, dict[str, torch.nn.Module]] | None = None) -> dict[str, dict[int, float]]:
     """Best-of-`repeats` seconds of one pass of each width for each candidate, on this float32
     model whose linear layers are swapped in turn and put back. Candidates take turns within each
     repeat, so a burst of load elsewhere on the machine does not fall on one of them alone.
     Candidates that cannot run here (no int8 kernel) are left out. `spread`, when given, gets the
-    slowest over the fastest repeat of each: how far other work on the machine moved the timings."""
+    slowest over the fastest repeat of each: how far other work on the machine moved the timings.
+    `made`, when given, gets each int8 candidate's layers, so the chosen one is not quantized again."""
     from transformers import DynamicCache
 
     from .quantize import QuantizationUnavailable, check_kind, quantized_layers, register_float64_attention
@@ -179,6 +185,8 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     finally:
         _swap(model, float_layers)
         model.config._attn_implementation = float_attention
+    if made is not None:
+        made.update({kind: made_layers for kind, made_layers in layers.items() if kind != "float32"})
     return costs
 
 
@@ -220,6 +228,8 @@ class Choice:
     dtype: str
     costs: dict[str, dict[int, float]] = field(default_factory=dict)
     cached: bool = False
+    # The chosen int8 path's layers when they were made for the measurement: load_model uses them.
+    layers: dict[str, torch.nn.Module] | None = field(default=None, compare=False, repr=False)
 
     def line(self) -> str:
         return describe(self.dtype, self.costs, self.cached)
@@ -229,18 +239,19 @@ def _choices_file(root: Path) -> Path:
     return root / "dtype-choices.json"
 
 
-def remembered(root: Path, key: str) -> Choice | None:
+def remembered(root: Path, key: str, steady_only: bool = True) -> Choice | None:
+    """The choice kept for `key`; one measured under load (not steady) only when asked for."""
     try:
         entry = json.loads(_choices_file(root).read_text())[key]
         costs = {name: {int(w): float(t) for w, t in measured.items()} for name, measured in entry["costs"].items()}
-        if entry["dtype"] not in CANDIDATES:
+        if entry["dtype"] not in CANDIDATES or (steady_only and not entry.get("steady", True)):
             return None
         return Choice(entry["dtype"], costs, cached=True)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def remember(root: Path, key: str, choice: Choice) -> None:
+def remember(root: Path, key: str, choice: Choice, steady: bool = True) -> None:
     path = _choices_file(root)
     try:
         entries = json.loads(path.read_text())
@@ -248,7 +259,8 @@ def remember(root: Path, key: str, choice: Choice) -> None:
             entries = {}
     except (OSError, ValueError):
         entries = {}
-    entries[key] = {"dtype": choice.dtype, "costs": choice.costs, "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    entries[key] = {"dtype": choice.dtype, "costs": choice.costs, "steady": steady,
+                    "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(entries, indent=1) + "\n")
@@ -258,23 +270,35 @@ def remember(root: Path, key: str, choice: Choice) -> None:
 def choose_for(model: PreTrainedModel, model_id: str | None, root: Path,
                say: Callable[[str], None] = lambda message: None, measure=None) -> Choice:
     """The remembered choice for this CPU, torch and model, or a new one measured on `model`
-    (and remembered, unless `model_id` is None)."""
+    (and remembered, unless `model_id` is None).
+
+    Timings that varied between repeats (other work on the CPU) may be wrong, so their choice is
+    kept only once a second start, measuring again, makes the same one: a busy machine costs one
+    extra measurement, not one at every start."""
     key = choice_key(model_id) if model_id else None
     choice = remembered(root, key) if key else None
-    if choice is None:
-        say("dtype auto: timing float32, int8 and int8-bf16 passes once on this machine")
-        spread: dict[str, dict[int, float]] = {}
-        costs = (measure or measure_candidates)(model, say=say, spread=spread)
-        choice = Choice(choose(costs), costs)
-        worst = max((ratio for ratios in spread.values() for ratio in ratios.values()), default=1.0)
-        if worst > STEADY_SPREAD:
-            # Timings taken under other load may be wrong: use them now, measure again next start.
-            say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU); "
-                "the choice is not kept and is measured again at the next start")
-            key = None
-        if key:
-            try:
-                remember(root, key, choice)
-            except OSError as error:
-                say(f"dtype auto: could not remember the choice ({error})")
+    if choice is not None:
+        return choice
+    say("dtype auto: timing float32, int8 and int8-bf16 passes once on this machine")
+    spread: dict[str, dict[int, float]] = {}
+    made: dict[str, dict[str, torch.nn.Module]] = {}
+    costs = (measure or measure_candidates)(model, say=say, spread=spread, made=made)
+    chosen = choose(costs)
+    choice = Choice(chosen, costs, layers=made.get(chosen))
+    worst = max((ratio for ratios in spread.values() for ratio in ratios.values()), default=1.0)
+    steady = worst <= STEADY_SPREAD
+    if not steady and key:
+        earlier = remembered(root, key, steady_only=False)
+        if earlier is not None and earlier.dtype == choice.dtype:
+            say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU), but the last "
+                f"start chose {choice.dtype} too; the choice is kept")
+            steady = True
+        else:
+            say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU); the choice is "
+                "kept once the next start measures the same")
+    if key:
+        try:
+            remember(root, key, choice, steady=steady)
+        except OSError as error:
+            say(f"dtype auto: could not remember the choice ({error})")
     return choice

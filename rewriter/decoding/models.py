@@ -248,18 +248,19 @@ def load_model(
     # Small models quantize and time in milliseconds: nothing of theirs is kept in the cache.
     linear_parameters = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     identity = checkpoint_identity(checkpoint) if linear_parameters >= KEEP_MIN_PARAMETERS else None
+    made_layers = None  # int8 layers made while timing the candidates: not quantized twice
     if wanted == "auto":  # a CPU: the fastest exact path on this machine, measured once
         from .cpu_choice import choose_for
 
         choice = choose_for(model, identity, cache_root(), say=say)
         _warn(progress)(choice.line())
-        wanted = choice.dtype
+        wanted, made_layers = choice.dtype, choice.layers
         if wanted in choice.costs:
             # What the decoder's window policy starts from (decode.cpu_prior).
             setattr(model, "measured_pass_costs", choice.costs[wanted])  # noqa: B010
     if wanted in INT8_KINDS:
         try:
-            _quantize_cached(model, wanted, identity, say)
+            _quantize_cached(model, wanted, identity, say, made_layers)
         except QuantizationUnavailable as error:
             _warn(progress)(f"{wanted} is unavailable here ({error}); using float32")
             wanted = "float32"
@@ -289,20 +290,19 @@ QUANTIZED_FORMAT = 1
 KEEP_MIN_PARAMETERS = 20_000_000
 
 
-def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, say: Progress) -> None:
+def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, say: Progress,
+                     made_layers: dict | None = None) -> None:
     """Quantize in place, from the int8 weights kept in the cache when this checkpoint has them;
-    else quantize and keep them (a checkpoint from the hub has no stable identity: not kept)."""
+    else quantize (or put in `made_layers`, quantized while timing) and keep them. A checkpoint
+    from the hub has no stable identity: nothing of it is kept."""
     from safetensors import SafetensorError, safe_open
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
-    from .quantize import quantize_int8, quantized_shapes, quantized_state
+    from .quantize import quantize_int8, quantized_shapes
 
-    if identity is None:
-        quantize_int8(model, kind)
-        return
     path = cache_root() / "quantized" / f"{identity}-{kind}.safetensors"
     key = f"{identity}|{kind}|format {QUANTIZED_FORMAT}"
-    if path.is_file():
+    if identity is not None and not made_layers and path.is_file():
         try:
             with safe_open(str(path), "pt") as stored:
                 fits = (stored.metadata() or {}).get("key") == key
@@ -316,8 +316,14 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
             say(f"the cached {kind} weights at {path} do not fit this model; quantizing again")
         except (OSError, SafetensorError) as error:
             say(f"the cached {kind} weights at {path} cannot be read ({error}); quantizing again")
-    quantize_int8(model, kind)
+    quantize_int8(model, kind, layers=made_layers)
+    if identity is None:
+        return
     try:
+        from safetensors.torch import save_file
+
+        from .quantize import quantized_state
+
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         save_file(quantized_state(model), str(temporary), metadata={"key": key})
