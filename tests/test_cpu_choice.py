@@ -73,14 +73,6 @@ def test_the_choice_weighs_narrow_passes_against_wide_ones():
     assert choose(costs, EditProfile(prompt_tokens=4000, copied_tokens=2000, new_tokens=5)) == "float32"
 
 
-def test_int8_bf16_prompts_are_priced_at_float32s_cost():
-    # Dear wide int8-bf16 passes do not count against it for the prompt, which float32 prefills.
-    costs = {"float32": {1: 0.15, 16: 0.30, 64: 0.60}, "int8-bf16": {1: 0.06, 16: 0.40, 64: 1.60}}
-    long_prompt = EditProfile(prompt_tokens=4000, copied_tokens=0, new_tokens=50)
-    assert choose(costs, long_prompt) == "int8-bf16"
-    assert choose({"float32": costs["float32"], "int8": costs["int8-bf16"]}, long_prompt) == "float32"
-
-
 def test_expected_seconds_follow_the_pass_costs():
     base = expected_edit_seconds(AVX2["float32"])
     for width in (1, 16, 64):

@@ -51,23 +51,11 @@ def test_int8_linear_rows_do_not_depend_on_their_neighbours(kind):
     # The property that makes drafts exact: a row's result is the same in any batch, bit for bit.
     torch.manual_seed(1)
     layer = LAYERS[kind](torch.nn.Linear(896, 4864))  # the 0.5B model's MLP shape: the kernels' real blocking
-    rows = torch.randn(quantize.WIDEST_VERIFICATION, 896)
+    rows = torch.randn(130, 896)
     rows[4] *= 1000  # an outlier row would coarsen every other row under per-tensor scaling
     alone = torch.cat([layer(rows[i:i + 1]) for i in range(len(rows))])
-    for width in (2, 16, 33, 64, quantize.WIDEST_VERIFICATION):
+    for width in (2, 16, 33, 64, 130):
         assert torch.equal(layer(rows[:width]), alone[:width]), width
-
-
-def test_int8_bf16_prompts_wider_than_any_verification_pass_multiply_in_float32():
-    torch.manual_seed(2)
-    linear = torch.nn.Linear(96, 80)
-    layer = WeightInt8Linear(linear)
-    rows = torch.randn(quantize.WIDEST_VERIFICATION + 1, 96)
-    widened = layer.weight_int8.float() * layer.weight_scale[:, None]
-    assert torch.equal(layer(rows), torch.nn.functional.linear(rows, widened, layer.bias))
-    # The same int8 weights either way: the two kernels differ only by bfloat16 rounding.
-    narrow = torch.cat([layer(rows[i:i + 1]) for i in range(len(rows))])
-    assert (layer(rows) - narrow).norm() / narrow.norm() < 0.01
 
 
 @pytest.fixture(scope="module", params=INT8_KINDS)
@@ -94,13 +82,12 @@ def test_a_wide_pass_gives_the_logits_of_one_token_passes(int8_model, start, wid
 
 
 @pytest.mark.parametrize("int8", INT8_KINDS)
-@pytest.mark.parametrize("seed,prompt_tokens", [(0, 48), (1, 48), (2, quantize.WIDEST_VERIFICATION + 72)])
+@pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("kind", KINDS)
-def test_int8_output_equals_its_own_plain_greedy(seed, prompt_tokens, kind, int8):
-    # A prompt wider than any verification pass is prefilled by int8-bf16's float32 route.
+def test_int8_output_equals_its_own_plain_greedy(seed, kind, int8):
     model = quantize_int8(tiny_model(seed=seed, eos_token_id=255), int8)
     rng = random.Random(seed)
-    prompt = [rng.randrange(1, 255) for _ in range(prompt_tokens)]
+    prompt = [rng.randrange(1, 255) for _ in range(48)]
     reference = greedy_reference(model, prompt, 120)
     drafter = CombinedDrafter(PredictionDrafter(edited(reference, kind, rng)), PromptLookupDrafter())
     tokenizer = CharTokenizer()
@@ -178,40 +165,3 @@ def test_the_window_prior_follows_the_device_and_dtype():
     assert Lookahead("cuda", int8=True).prior is GPU_PRIOR
     measured = {size: 0.01 * size for size in CPU_PRIOR}
     assert Lookahead("cpu", prior=measured).prior is measured
-
-
-def test_int8_bf16_wide_passes_give_each_row_the_same_bits_whatever_the_prompt_around_it():
-    # A prompt prefix reused from the cache must match the same rows prefilled as part of a whole prompt.
-    torch.manual_seed(3)
-    layer = WeightInt8Linear(torch.nn.Linear(896, 4864))  # the real shape: the float32 kernel's real blocking
-    rows = torch.randn(3 * quantize.WIDEST_VERIFICATION, 896)
-    whole = layer(rows)
-    for start, end in ((0, 200), (40, 300), (17, 3 * quantize.WIDEST_VERIFICATION)):
-        assert torch.equal(layer(rows[start:end]), whole[start:end]), (start, end)
-
-
-def _prefix_decode(decoder, prompt, limit=40):
-    tokens, stats = [], None
-    for step in decoder.generate(prompt, None, limit):
-        tokens.extend(step.tokens)
-        stats = step.stats
-    return tokens, stats
-
-
-def test_int8_bf16_reuses_a_prompt_prefix_only_where_a_whole_prefill_takes_the_same_kernels():
-    model = quantize_int8(tiny_model(seed=4, eos_token_id=255), "int8-bf16")
-    tokenizer = CharTokenizer()
-    tokenizer.eos_token_id = 255
-    wide = quantize.WIDEST_VERIFICATION
-    rng = random.Random(4)
-    prompt = [rng.randrange(1, 255) for _ in range(wide + 100)]
-    decoder = Decoder(model, tokenizer, prefix_cache=True)
-    _prefix_decode(decoder, prompt[:-10] + [1, 2, 3])  # shares all but 10 tokens: only up to a wide rest is reused
-    tokens, stats = _prefix_decode(decoder, prompt)
-    assert stats.cached_prompt_tokens == len(prompt) - wide - 1
-    assert tokens == greedy_reference(model, prompt, 40)
-    short = prompt[:wide - 20]  # a narrow prompt never reuses a wide one's cache, nor the other way round
-    tokens, stats = _prefix_decode(decoder, short)
-    assert stats.cached_prompt_tokens == 0 and tokens == greedy_reference(model, short, 40)
-    tokens, stats = _prefix_decode(decoder, prompt)
-    assert stats.cached_prompt_tokens == 0 and tokens == greedy_reference(model, prompt, 40)

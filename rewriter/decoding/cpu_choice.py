@@ -3,10 +3,10 @@
 Which path is fastest depends on the CPU: `int8` (`torch._int_mm`) is several times faster than
 float32 where oneDNN has VNNI kernels and many times slower where it has not (AVX2-only CPUs);
 `int8-bf16` (int8 weights, bfloat16 activations) is cheap for narrow passes everywhere but not
-for wide ones (its prompts are prefilled in float32). So the first load times a few passes of
-the real model at widths 1, 16 and 64 for each candidate, picks the one whose expected cost of a
-typical edit is lowest (the lookahead's own window policy turns pass costs into seconds), and
-remembers the choice for this CPU, torch and model in the cache directory.
+for wide ones. So the first load times a few passes of the real model at widths 1, 16 and 64
+for each candidate, picks the one whose expected cost of a typical edit is lowest (the lookahead's
+own window policy turns pass costs into seconds), and remembers the choice for this CPU, torch
+and model in the cache directory.
 """
 from __future__ import annotations
 
@@ -73,14 +73,11 @@ def pass_cost_curve(measured: dict[int, float]) -> dict[int, float]:
     return curve
 
 
-def expected_edit_seconds(measured: dict[int, float], profile: EditProfile = TYPICAL_EDIT,
-                          prompt_costs: dict[int, float] | None = None) -> float:
-    """Seconds our decoding would take for the profile's edit with these pass costs;
-    `prompt_costs`, where the prompt is prefilled by another kernel (int8-bf16: float32's)."""
+def expected_edit_seconds(measured: dict[int, float], profile: EditProfile = TYPICAL_EDIT) -> float:
+    """Seconds our decoding would take for the profile's edit with these pass costs."""
     curve = pass_cost_curve(measured)
-    prompt_costs = prompt_costs or measured
-    widest = max(prompt_costs)
-    prefill = profile.prompt_tokens / widest * prompt_costs[widest]
+    widest = max(measured)
+    prefill = profile.prompt_tokens / widest * measured[widest]
     lookahead = Lookahead("cpu", prior=curve)
     window = lookahead.window(profile.copy_acceptance, PASS_SIZES[-1])
     copy_rate = expected_tokens(profile.copy_acceptance, window) / lookahead.cost(window + 1)
@@ -98,9 +95,7 @@ def choose(costs: dict[str, dict[int, float]], profile: EditProfile = TYPICAL_ED
                 continue
             if all(measured[w] > reference[w] for w in reference):
                 continue
-        # int8-bf16 prefills prompts in float32 (quantize.WeightInt8Linear).
-        prompt_costs = reference if name == "int8-bf16" and reference else None
-        eligible[name] = expected_edit_seconds(measured, profile, prompt_costs)
+        eligible[name] = expected_edit_seconds(measured, profile)
     return min(eligible, key=lambda name: eligible[name])
 
 

@@ -20,7 +20,7 @@ from drafters.base import Drafter
 
 from ..results import Stats
 from .lookahead import CPU_INT8_BF16_PRIOR, Lookahead
-from .quantize import int8_kind, is_int8, wide_pass_rows
+from .quantize import int8_kind, is_int8
 from .verify import GreedyVerifier, Verifier
 
 if TYPE_CHECKING:
@@ -49,11 +49,7 @@ class PrefixCache:
     system message and the code, which the prompt puts before the instruction.
     """
 
-    def __init__(self, wide_pass_rows: int | None = None):
-        # Where passes wider than this run another kernel (quantize.wide_pass_rows), a prefix is
-        # reused only where a whole prefill would take the same kernel for every prompt token:
-        # the stored prompt and this one on the same side, and the rest still a wide pass.
-        self.wide_pass_rows = wide_pass_rows
+    def __init__(self):
         self.tokens: list[int] = []
         self.cache: DynamicCache | None = None
 
@@ -63,12 +59,6 @@ class PrefixCache:
             return None, 0
         shared = 0
         limit = min(len(prompt) - 1, len(self.tokens))  # the last prompt token must be fed for its logits
-        if self.wide_pass_rows is not None:
-            wide = len(prompt) > self.wide_pass_rows
-            if wide != (len(self.tokens) > self.wide_pass_rows):
-                return None, 0
-            if wide:
-                limit = min(limit, len(prompt) - self.wide_pass_rows - 1)
         while shared < limit and prompt[shared] == self.tokens[shared]:
             shared += 1
         if shared == 0:
@@ -121,7 +111,7 @@ class Decoder:
         if tokenizer.eos_token_id is not None:
             eos_ids.add(tokenizer.eos_token_id)
         self.eos_ids = frozenset(eos_ids)
-        self.prefix_cache = PrefixCache(wide_pass_rows(model)) if prefix_cache else None
+        self.prefix_cache = PrefixCache() if prefix_cache else None
 
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], cache: DynamicCache, last_only: bool = False) -> torch.Tensor:

@@ -20,8 +20,7 @@ time (tests check bit equality), and drafts cannot change the output.
 that is missing (AVX2-only CPUs) `_int_mm` is slower than float32 at every width, and
 `int8-bf16` keeps the same int8 weights but multiplies them with bfloat16 activations
 (`torch._weight_int8pack_mm`, an ATen kernel that each output row computes alone, so it is
-row-independent like `int8`); prompts, wider than any verification pass, multiply the same
-weights in float32, which is cheaper for wide passes. The residual stream stays in float32 and attention in float64,
+row-independent like `int8`). The residual stream stays in float32 and attention in float64,
 as in `int8`. float32 matrix products are not row-independent (a wide pass differs from one-token
 passes in the last bits), so float32's greedy output with drafts equals its plain greedy output
 only where no two logits tie that closely; every check here agrees, but it is not a bit-level
@@ -34,14 +33,10 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from .lookahead import PASS_SIZES
-
 # Attention in float64, rounded back: shared with the GPU path (batch_invariant.py).
 FLOAT64_ATTENTION = "rewriter_float64"
 # The CPU paths with row-independent arithmetic, by --dtype name.
 INT8_KINDS = ("int8", "int8-bf16")
-# The widest pass the decoder verifies drafts in on a CPU: wider passes are prompts.
-WIDEST_VERIFICATION = PASS_SIZES[-1]
 
 
 class QuantizationUnavailable(RuntimeError):
@@ -105,14 +100,6 @@ class WeightInt8Linear(nn.Module):
     `_weight_int8pack_mm` accumulates each output in float32 and rounds it to bfloat16; its scale
     argument is bfloat16 too, so it gets ones and the float32 scale is applied afterwards (one
     rounding, no per-channel error from a coarse scale).
-
-    Its cost grows with the rows much faster than float32's, so passes wider than any verification
-    pass (prompts) multiply the same int8 weights, widened to float32 for that pass, in float32,
-    which is cheaper there. A prompt is prefilled alike by our decoding and by plain greedy, so
-    drafts still cannot change the output. The float32 products always have WIDEST_VERIFICATION
-    rows (padded), so each row's bits do not depend on the rest of the prompt either, and a prompt
-    prefix reused from the cache matches a whole prefill (decode.PrefixCache keeps the routes
-    apart). Every pass of WIDEST_VERIFICATION rows or fewer takes the row-independent kernel.
     """
 
     weight_int8: torch.Tensor
@@ -132,16 +119,8 @@ class WeightInt8Linear(nn.Module):
         self.in_features, self.out_features = in_features, out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features)
-        count = rows.shape[0]
-        if count > WIDEST_VERIFICATION:
-            weight = self.weight_int8.float() * self.weight_scale[:, None]
-            padded = torch.nn.functional.pad(rows.float(), (0, 0, 0, -count % WIDEST_VERIFICATION))
-            out = torch.cat([torch.nn.functional.linear(block, weight)
-                             for block in padded.split(WIDEST_VERIFICATION)])[:count]
-        else:
-            out = torch._weight_int8pack_mm(rows.to(torch.bfloat16), self.weight_int8,
-                                            self.unit_scale).float() * self.weight_scale
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        out = torch._weight_int8pack_mm(rows, self.weight_int8, self.unit_scale).float() * self.weight_scale
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
@@ -210,11 +189,6 @@ def check_kind(kind: str) -> None:
 def is_int8(model: nn.Module) -> bool:
     """Whether the model runs one of the row-independent int8 paths (int8 or int8-bf16)."""
     return int8_kind(model) is not None
-
-
-def wide_pass_rows(model: nn.Module) -> int | None:
-    """Passes wider than this take another kernel than narrower ones (int8-bf16's prompts), or None."""
-    return WIDEST_VERIFICATION if int8_kind(model) == "int8-bf16" else None
 
 
 def int8_kind(model: nn.Module) -> str | None:
