@@ -108,6 +108,51 @@ def test_openai_endpoint_text_stream_becomes_progress_hunks_and_result():
     assert [type(e) for e in engine.stream(ORIGINAL, "add type hints", "python")][-1] is RewriteResult
 
 
+def test_an_answer_that_goes_on_copying_the_file_is_cut_and_its_stream_closed():
+    # A small model asked for one function of a file copies the function after it: the local
+    # engine stops there (prompt.echo_scan), and so does the client of any OpenAI endpoint.
+    span = "def f(a):\n    return a + 1\n"
+    after = "\n\ndef g(b):\n    total = b * 2\n    return total\n"
+    context = "import os\n\n" + span + after
+    answer = "```python\ndef f(a: int) -> int:\n    return a + 1\n" + after.lstrip("\n") + "```\n"
+    seen: list[dict] = []
+    endpoint = openai_endpoint(seen, answer=answer)
+
+    class Watched(httpx.SyncByteStream):
+        """The endpoint's events one by one, counting how many were read before the stream closed."""
+
+        def __init__(self, body: bytes):
+            self.events = body.split(b"\n\n")
+            self.read = self.read_when_closed = 0
+
+        def __iter__(self):
+            for event in self.events:
+                self.read += 1
+                yield event + b"\n\n"
+
+        def close(self):
+            self.read_when_closed = self.read
+
+    watched: list[Watched] = []
+
+    def handle(request):
+        response = endpoint._transport.handle_request(request)
+        if request.method == "POST":
+            watched.append(Watched(response.read()))
+            response = httpx.Response(200, stream=watched[-1], headers=response.headers)
+        return response
+
+    engine = RemoteRewriter("https://llm.example/v1", http=httpx.Client(transport=httpx.MockTransport(handle)))
+    events = list(engine.edits(span, "add type hints", "python", context=context))
+    result = events[-1]
+    assert isinstance(result, RewriteResult) and result.text == "def f(a: int) -> int:\n    return a + 1\n"
+    assert "def g" not in "".join(e.text for e in events if isinstance(e, Progress))  # never shown
+    assert result.stats.echo_dropped_chars > 0 and result.stats.finish_reason == "stop"
+    # The stream was given up at the copy, so the endpoint stops decoding.
+    assert 0 < watched[0].read_when_closed < len(watched[0].events) - 5
+    assert [type(e) for e in events].count(Hunk) >= 1
+
+
 def test_busy_endpoint_is_retried_after_its_delay_and_errors_are_mapped():
     seen: list[dict] = []
     busy = httpx.Response(503, headers={"Retry-After": "0"}, json={"error": {"message": "busy"}})

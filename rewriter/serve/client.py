@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, fields
 from urllib.parse import urlsplit
 
 import httpx
 
 from ..edits.hunks import Hunk, HunkStream
-from ..prompt import NoCodeBlock, SourceText, build_prompt, extract_code
+from ..prompt import NoCodeBlock, SourceText, build_prompt, echo_scan, extract_code
 from ..results import Progress, RewriteError, RewriteResult, Stats
 
 MAX_RETRY_WAIT_S = 30.0
@@ -195,25 +195,44 @@ class RemoteRewriter:
             body["max_completion_tokens"] = request.max_new_tokens
         hunks = AnswerHunks(request.text)
         stats = stats_from(None)
-        answer = ""
+        answer, shown, cut = "", 0, None
         started = time.perf_counter()
-        for _, data in self._sse("/chat/completions", body):
-            if "error" in data:
-                raise _error_from(data, 200)
-            for choice in data.get("choices") or []:
-                piece = (choice.get("delta") or {}).get("content") or ""
-                if choice.get("finish_reason"):
-                    stats.finish_reason = choice["finish_reason"]
-                if not piece:
-                    continue
-                if not answer:
-                    stats.ttft_s = time.perf_counter() - started
-                answer += piece
-                stats.total_s = time.perf_counter() - started
-                yield Progress(piece, stats)
-                yield from hunks.feed(answer)
-            if data.get("usage"):
-                _usage_into(stats, data["usage"])
+        events = self._sse("/chat/completions", body)
+        try:
+            for _, data in events:
+                if "error" in data:
+                    raise _error_from(data, 200)
+                for choice in data.get("choices") or []:
+                    piece = (choice.get("delta") or {}).get("content") or ""
+                    if choice.get("finish_reason"):
+                        stats.finish_reason = choice["finish_reason"]
+                    if not piece:
+                        continue
+                    if not answer:
+                        stats.ttft_s = time.perf_counter() - started
+                    answer += piece
+                    stats.total_s = time.perf_counter() - started
+                    # The answer going on with the file after the span (prompt.echo_scan) ends it, as
+                    # in the local engine; lines that may begin such a copy wait until the next tells.
+                    scan = echo_scan(answer, prompt.echo_targets)
+                    if scan.cut is not None:
+                        cut = scan.cut
+                        break
+                    if scan.settled > shown:
+                        yield Progress(answer[shown:scan.settled], stats)
+                        shown = scan.settled
+                        yield from hunks.feed(answer[:shown])
+                if cut is not None:
+                    break
+                if data.get("usage"):
+                    _usage_into(stats, data["usage"])
+        finally:
+            events.close()  # closing the stream early stops the endpoint's decoding too
+        if cut is not None:
+            stats.echo_dropped_chars, stats.finish_reason = len(answer) - cut, "stop"
+            answer = answer[:cut]
+        if len(answer) > shown:
+            yield Progress(answer[shown:], stats)
         stats.total_s = time.perf_counter() - started
         text = source.restore(extract_code(answer))  # NoCodeBlock, as the local engine raises
         yield from hunks.finish(text)
@@ -221,7 +240,7 @@ class RemoteRewriter:
 
     # Transport --------------------------------------------------------------------------------
 
-    def _sse(self, path: str, body: dict) -> Iterator[tuple[str, dict]]:
+    def _sse(self, path: str, body: dict) -> Generator[tuple[str, dict], None, None]:
         """POST and yield (event name, JSON data) of a server-sent event stream, retrying when busy."""
         for attempt in range(self.retries + 1):
             try:
