@@ -296,6 +296,24 @@ def test_a_rename_in_other_words_and_functions_moved_into_a_class_are_applied():
     assert verdict.status == REFUSED and "find_zero" in verdict.reason
 
 
+def test_renaming_one_of_several_definitions_of_a_name_loses_nothing_else():
+    # A style checker's test file defines `a` four times (NoFunEval 047): renaming one, the whole-file
+    # count said all four were lost.
+    from rewriter.edits.integrity import lost_definitions
+    from rewriter.edits.scopes import SyntaxTree, definitions
+
+    before = "def a():\n    print\n\n\ndef a():\n    pass\n\n\ndef a():\n    return 1\n"
+    rename = "Rename this function to a more descriptive name."
+
+    def lost(after, instruction=rename):
+        old, new = definitions(SyntaxTree(before, "python")), definitions(SyntaxTree(after, "python"))
+        return [d.name for d in lost_definitions(old, new, instruction)]
+
+    assert lost(before.replace("def a():\n    pass", "def do_nothing():\n    pass")) == []
+    assert lost(before.replace("def a():\n    pass\n", "")) == ["a"]  # one went, one is said lost
+    assert lost(before.replace("def a():\n    pass", "def do_nothing():\n    pass"), "Add type hints") == ["a"]
+
+
 def test_a_method_deleted_when_asked_is_applied(shapes):
     def answer(code, context):
         start, end = span_of(code, "    def perimeter", "return 2 * (self.width")

@@ -222,7 +222,13 @@ def lost_definitions(old: list[Definition], new: list[Definition], instruction: 
     """The old definitions missing from the new ones that the instruction does not allow to lose."""
     new_paths = Counter(d.path for d in new)
     old_paths = Counter(d.path for d in old)
-    lost = [d for d in old if new_paths[d.path] < old_paths[d.path]]
+    # A file may define one name several times (redefinitions, overloads): only as many as went are lost.
+    missing = old_paths - new_paths
+    lost = []
+    for d in old:
+        if missing[d.path] > 0:
+            missing[d.path] -= 1
+            lost.append(d)
     # Moved, not lost: a function made a method ("put these in a class") keeps its name.
     new_names, old_names = Counter(d.path[-1] for d in new), Counter(d.path[-1] for d in old)
     lost = [d for d in lost if new_names[d.path[-1]] < old_names[d.path[-1]]]
