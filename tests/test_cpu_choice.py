@@ -61,8 +61,8 @@ def test_a_far_slower_path_is_not_timed_wider(monkeypatch):
         return slow_int_mm(a, b)
 
     monkeypatch.setattr(quantize.torch, "_int_mm", slow)
-    costs = measure_candidates(tiny_model(seed=5), widths=(1, 4), context_tokens=4, repeats=1)
-    assert set(costs["int8"]) == {1} and set(costs["float32"]) == {1, 4}
+    costs = measure_candidates(tiny_model(seed=5), widths=(1, 4), context_tokens=4, prompt_tokens=12, repeats=1)
+    assert set(costs["int8"]) == {1} and set(costs["float32"]) == {1, 4, 12}  # nor given a prompt
     assert choose(costs) != "int8"
 
 
@@ -71,6 +71,16 @@ def test_the_choice_weighs_narrow_passes_against_wide_ones():
     costs = {"float32": {1: 0.15, 16: 0.30, 64: 0.60}, "int8-bf16": {1: 0.06, 16: 0.40, 64: 1.60}}
     assert choose(costs, EditProfile(prompt_tokens=200, copied_tokens=50, new_tokens=100)) == "int8-bf16"
     assert choose(costs, EditProfile(prompt_tokens=4000, copied_tokens=2000, new_tokens=5)) == "float32"
+
+
+def test_a_timed_prompt_prices_the_prefill_and_the_widest_passes():
+    # float32 products grow more efficient with the rows; int8-bf16's cost grows with them. From
+    # 1/16/64 alone int8-bf16 looks cheaper for a typical edit; its timed 512-token prompt says not.
+    narrow = {"float32": {1: 0.157, 16: 0.299, 64: 0.793}, "int8-bf16": {1: 0.068, 16: 0.231, 64: 0.956}}
+    assert choose(narrow, EditProfile(new_tokens=20)) == "int8-bf16"
+    timed = {"float32": {**narrow["float32"], 512: 2.3}, "int8-bf16": {**narrow["int8-bf16"], 512: 7.6}}
+    assert choose(timed, EditProfile(new_tokens=20)) == "float32"
+    assert pass_cost_curve(timed["float32"])[128] == pytest.approx(0.793 + (2.3 - 0.793) * 64 / 448)
 
 
 def test_expected_seconds_follow_the_pass_costs():
@@ -166,8 +176,9 @@ def test_measuring_swaps_the_layers_back():
     with torch.inference_mode():
         before = model(input_ids=ids).logits
     spread = {}
-    costs = measure_candidates(model, widths=(1, 4), context_tokens=8, repeats=2, spread=spread)
+    costs = measure_candidates(model, widths=(1, 4), context_tokens=8, prompt_tokens=16, repeats=2, spread=spread)
     assert set(costs) == {"float32", "int8", "int8-bf16"}
+    assert all(set(measured) == {1, 4, 16} for measured in costs.values())  # the prompt is timed whole
     assert all(ratio >= 1.0 for ratios in spread.values() for ratio in ratios.values()) and spread["float32"]
     assert all(seconds > 0 for measured in costs.values() for seconds in measured.values())
     assert not is_int8(model) and model.config._attn_implementation != quantize.FLOAT64_ATTENTION
@@ -181,7 +192,8 @@ def test_a_candidate_that_cannot_run_here_is_left_out(monkeypatch):
 
     monkeypatch.setattr(quantize.torch, "_int_mm", broken)
     said = []
-    costs = measure_candidates(tiny_model(seed=5), widths=(1,), context_tokens=4, repeats=1, say=said.append)
+    costs = measure_candidates(tiny_model(seed=5), widths=(1,), context_tokens=4, prompt_tokens=0, repeats=1,
+                               say=said.append)
     assert set(costs) == {"float32", "int8-bf16"} and any("int8 left out" in line for line in said)
 
 

@@ -4,9 +4,9 @@ Which path is fastest depends on the CPU: `int8` (`torch._int_mm`) is several ti
 float32 where oneDNN has VNNI kernels and many times slower where it has not (AVX2-only CPUs);
 `int8-bf16` (int8 weights, bfloat16 activations) is cheap for narrow passes everywhere but not
 for wide ones. So the first load times a few passes of the real model at widths 1, 16 and 64
-for each candidate, picks the one whose expected cost of a typical edit is lowest (the lookahead's
-own window policy turns pass costs into seconds), and remembers the choice for this CPU, torch
-and model in the cache directory.
+and one 512-token prompt for each candidate, picks the one whose expected cost of a typical edit
+is lowest (the lookahead's own window policy turns pass costs into seconds), and remembers the
+choice for this CPU, torch and model in the cache directory.
 """
 from __future__ import annotations
 
@@ -28,10 +28,12 @@ if TYPE_CHECKING:
 
 CANDIDATES = ("float32", "int8", "int8-bf16")
 MEASURED_WIDTHS = (1, 16, 64)
+# The context the passes are timed after, and the prompt timed whole: a typical file's prompt.
+PROMPT_TOKENS = 512
 GIVE_UP_FACTOR = 2.0  # a candidate this many times slower than float32 at a width is not timed wider
 STEADY_SPREAD = 1.3  # repeats further apart than this: the machine was busy, the choice is not kept
 # Bump when the candidates, the measurement or the cost model change: older choices are re-measured.
-CHOICE_VERSION = 2
+CHOICE_VERSION = 3
 # Environment variables that change which kernels torch runs (and so what is fastest).
 KERNEL_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
                    "OMP_NUM_THREADS")
@@ -114,12 +116,15 @@ def describe(chosen: str, costs: dict[str, dict[int, float]], cached: bool = Fal
 
 
 def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEASURED_WIDTHS,
-                       say: Callable[[str], None] = lambda message: None, context_tokens: int = 128,
+                       say: Callable[[str], None] = lambda message: None,
+                       context_tokens: int = PROMPT_TOKENS, prompt_tokens: int = PROMPT_TOKENS,
                        repeats: int = 2, spread: dict[str, dict[int, float]] | None = None,
                        made: dict[str, dict[str, torch.nn.Module]] | None = None) -> dict[str, dict[int, float]]:
-    """Best-of-`repeats` seconds of one pass of each width for each candidate, on this float32
-    model whose linear layers are swapped in turn and put back. Candidates take turns within each
-    repeat, so a burst of load elsewhere on the machine does not fall on one of them alone.
+    """Best-of-`repeats` seconds of one pass of each width for each candidate, after
+    `context_tokens` of context, on this float32 model whose linear layers are swapped in turn
+    and put back; then, for those still in the running, one prompt of `prompt_tokens` (0: none),
+    timed as a pass of that width. Candidates take turns within each repeat, so a burst of load
+    elsewhere on the machine does not fall on one of them alone.
     Candidates that cannot run here (no int8 kernel) are left out. `spread`, when given, gets the
     slowest over the fastest repeat of each: how far other work on the machine moved the timings.
     `made`, when given, gets each int8 candidate's layers, so the chosen one is not quantized again."""
@@ -177,6 +182,15 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
                 reference = costs.get("float32", {}).get(width)
                 if reference is not None:
                     active = [kind for kind in active if costs[kind][width] <= GIVE_UP_FACTOR * reference]
+            # Prompts: wide passes cost far from linearly in the narrow ones (float32 products
+            # grow more efficient with the rows, int8-bf16's do not), so one is timed, not extrapolated.
+            for kind in active if prompt_tokens else []:
+                _swap(model, layers[kind])
+                model.config._attn_implementation = float_attention if kind == "float32" else float64_attention
+                ids = torch.randint(0, vocab, (1, prompt_tokens), generator=generator)
+                start = time.perf_counter()
+                model(input_ids=ids, use_cache=True, logits_to_keep=1)
+                costs[kind][prompt_tokens] = time.perf_counter() - start
     finally:
         _swap(model, float_layers)
         model.config._attn_implementation = float_attention
