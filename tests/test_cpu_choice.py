@@ -74,21 +74,26 @@ def test_the_choice_weighs_narrow_passes_against_wide_ones():
 
 
 def test_a_timed_prompt_prices_the_prefill_and_the_widest_passes():
-    # float32 products grow more efficient with the rows; int8-bf16's cost grows with them. From
-    # 1/16/64 alone int8-bf16 looks cheaper for a typical edit; its timed 512-token prompt says not.
-    narrow = {"float32": {1: 0.157, 16: 0.299, 64: 0.793}, "int8-bf16": {1: 0.068, 16: 0.231, 64: 0.956}}
-    assert choose(narrow, EditProfile(new_tokens=20)) == "int8-bf16"
-    timed = {"float32": {**narrow["float32"], 512: 2.3}, "int8-bf16": {**narrow["int8-bf16"], 512: 7.6}}
-    assert choose(timed, EditProfile(new_tokens=20)) == "float32"
-    assert pass_cost_curve(timed["float32"])[128] == pytest.approx(0.793 + (2.3 - 0.793) * 64 / 448)
+    # Measured on an AVX2 imitation (README): float32 products grow more efficient with the rows,
+    # int8-bf16's do not. There ours ran the NoFunEval cases faster in float32 (7-10 s a case
+    # against 10-12 s); from the 1/16/64 costs alone, extrapolated, int8-bf16 looked cheaper.
+    timed = {"float32": {1: 0.187, 16: 0.392, 64: 0.771, 512: 3.008},
+             "int8-bf16": {1: 0.077, 16: 0.305, 64: 0.954, 512: 4.363}}
+    narrow = {name: {w: t for w, t in measured.items() if w <= 64} for name, measured in timed.items()}
+    assert choose(narrow) == "int8-bf16"
+    assert choose(timed) == "float32"
+    # An edit that writes much new code (one pass a token) is another matter.
+    assert choose(timed, EditProfile(new_tokens=60)) == "int8-bf16"
+    assert pass_cost_curve(timed["float32"])[128] == pytest.approx(0.771 + (3.008 - 0.771) * 64 / 448)
 
 
 def test_expected_seconds_follow_the_pass_costs():
-    base = expected_edit_seconds(AVX2["float32"])
-    for width in (1, 16, 64):
-        dearer = {**AVX2["float32"], width: AVX2["float32"][width] * 2}
+    measured = {**AVX2["float32"], 512: 5.4}  # as auto times them: a 512-token prompt too
+    base = expected_edit_seconds(measured)
+    for width in (1, 16, 64, 512):
+        dearer = {**measured, width: measured[width] * 2}
         # One-token passes (new code) and wide ones (the prompt, copied code) always count.
-        assert expected_edit_seconds(dearer) >= base if width == 16 else expected_edit_seconds(dearer) > base
+        assert expected_edit_seconds(dearer) >= base if width == 16 else expected_edit_seconds(dearer) > base, width
 
 
 def test_pass_cost_curve_is_linear_between_measured_widths():
