@@ -117,4 +117,5 @@ def test_the_speed_bench_in_int8_runs_float32_greedy_as_the_reference(tmp_path, 
     # The CPU paths' pass costs, timed on the float32 reference, and what auto picks from them.
     costs = summary["pass_costs"]
     assert set(costs["ms"]) == {"float32", "int8", "int8-bf16"} and costs["auto_choice"] in costs["ms"]
-    assert "pass costs (ms, 1/16/64/512 tokens): float32 " in result.stdout and "auto picks" in result.stdout
+    # The timed prompt stays within the model's context (256 positions here).
+    assert "pass costs (ms, 1/16/64/256 tokens): float32 " in result.stdout and "auto picks" in result.stdout

@@ -150,6 +150,10 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
         layers[kind] = quantized_layers(float_layers, kind, shared=layers)
     float64_attention = register_float64_attention()
     vocab = model.config.vocab_size
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions:  # a model with a short context is timed within it
+        context_tokens = max(1, min(context_tokens, positions - max(widths)))
+        prompt_tokens = min(prompt_tokens, positions)
     generator = torch.Generator().manual_seed(0)
     cache = DynamicCache(config=model.config)  # one context for all: timings do not depend on its values
     costs: dict[str, dict[int, float]] = {kind: {} for kind in layers}
