@@ -63,10 +63,10 @@ def _int8_parts(linear: nn.Linear | None, in_features: int, out_features: int, b
             None if linear.bias is None else linear.bias.detach().float())
 
 
-class Int8Linear(nn.Module):
-    """A linear layer with int8 weights (one scale per output channel) and per-row int8 activations."""
+class _Int8Layer(nn.Module):
+    """What both int8 layers share: int8 weights with one float32 scale per output channel, a
+    float32 bias, built from a float layer or as an empty shell that a cached state dict fills."""
 
-    weight_t: torch.Tensor
     weight_scale: torch.Tensor
     bias: torch.Tensor | None
 
@@ -75,26 +75,41 @@ class Int8Linear(nn.Module):
         super().__init__()
         in_features, out_features, quantized, scale, bias_values = _int8_parts(
             linear, in_features, out_features, bias, weights)
-        # (in, out) contiguous: the layout _int_mm's right operand is fastest in.
-        self.register_buffer("weight_t", quantized.t().contiguous())
+        self.in_features, self.out_features = in_features, out_features
+        self._keep_weight(quantized)
         self.register_buffer("weight_scale", scale)
         self.register_buffer("bias", bias_values)
-        self.in_features, self.out_features = in_features, out_features
+
+    def _keep_weight(self, quantized: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def _finish(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The product's float32 rows, biased and shaped like the input."""
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+
+
+class Int8Linear(_Int8Layer):
+    """A linear layer with int8 weights (one scale per output channel) and per-row int8 activations."""
+
+    weight_t: torch.Tensor
+
+    def _keep_weight(self, quantized: torch.Tensor) -> None:
+        # (in, out) contiguous: the layout _int_mm's right operand is fastest in.
+        self.register_buffer("weight_t", quantized.t().contiguous())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float()
         row_scale = rows.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127.0
         quantized = torch.round(rows / row_scale).to(torch.int8)
-        out = torch._int_mm(quantized, self.weight_t).float() * (row_scale * self.weight_scale)
-        if self.bias is not None:
-            out = out + self.bias
-        return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+        return self._finish(torch._int_mm(quantized, self.weight_t).float() * (row_scale * self.weight_scale), x)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
-class WeightInt8Linear(nn.Module):
+class WeightInt8Linear(_Int8Layer):
     """int8 weights (one float32 scale per output channel) times bfloat16 activations.
 
     `_weight_int8pack_mm` accumulates each output in float32 and rounds it to bfloat16; its scale
@@ -103,27 +118,16 @@ class WeightInt8Linear(nn.Module):
     """
 
     weight_int8: torch.Tensor
-    weight_scale: torch.Tensor
     unit_scale: torch.Tensor
-    bias: torch.Tensor | None
 
-    def __init__(self, linear: nn.Linear | None = None, *, in_features: int = 0, out_features: int = 0,
-                 bias: bool = False, weights: tuple[torch.Tensor, torch.Tensor] | None = None):
-        super().__init__()
-        in_features, out_features, quantized, scale, bias_values = _int8_parts(
-            linear, in_features, out_features, bias, weights)
+    def _keep_weight(self, quantized: torch.Tensor) -> None:
         self.register_buffer("weight_int8", quantized.contiguous())  # (out, in): the kernel's layout
-        self.register_buffer("weight_scale", scale)
-        self.register_buffer("unit_scale", torch.ones(out_features, dtype=torch.bfloat16), persistent=False)
-        self.register_buffer("bias", bias_values)
-        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("unit_scale", torch.ones(self.out_features, dtype=torch.bfloat16), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
         out = torch._weight_int8pack_mm(rows, self.weight_int8, self.unit_scale).float() * self.weight_scale
-        if self.bias is not None:
-            out = out + self.bias
-        return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+        return self._finish(out, x)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, bfloat16 activations"
@@ -265,7 +269,7 @@ def quantized_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """The int8 layers' tensors, what a later start loads instead of quantizing again."""
     state = {}
     for prefix, module in model.named_modules():
-        if isinstance(module, (Int8Linear, WeightInt8Linear)):
+        if isinstance(module, _Int8Layer):
             for name, tensor in module.state_dict().items():
                 state[f"{prefix}.{name}"] = tensor.contiguous()
     return state
