@@ -159,11 +159,15 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     costs: dict[str, dict[int, float]] = {kind: {} for kind in layers}
     active = list(layers)
 
-    def timed(kind: str, width: int) -> float:
+    def timed(kind: str, width: int, prompt: bool = False) -> float:
+        """One pass of `width` tokens after the shared context, or (`prompt`) a prompt of them."""
         _swap(model, layers[kind])
         model.config._attn_implementation = float_attention if kind == "float32" else float64_attention
         ids = torch.randint(0, vocab, (1, width), generator=generator)
         start = time.perf_counter()
+        if prompt:
+            model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            return time.perf_counter() - start
         model(input_ids=ids, past_key_values=cache, use_cache=True)
         seconds = time.perf_counter() - start
         cache.crop(-width)
@@ -192,12 +196,7 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
             # Prompts: wide passes cost far from linearly in the narrow ones (float32 products
             # grow more efficient with the rows, int8-bf16's do not), so one is timed, not extrapolated.
             for kind in active if prompt_tokens else []:
-                _swap(model, layers[kind])
-                model.config._attn_implementation = float_attention if kind == "float32" else float64_attention
-                ids = torch.randint(0, vocab, (1, prompt_tokens), generator=generator)
-                start = time.perf_counter()
-                model(input_ids=ids, use_cache=True, logits_to_keep=1)
-                costs[kind][prompt_tokens] = time.perf_counter() - start
+                costs[kind][prompt_tokens] = timed(kind, prompt_tokens, prompt=True)
     finally:
         _swap(model, float_layers)
         model.config._attn_implementation = float_attention
