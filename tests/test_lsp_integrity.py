@@ -9,24 +9,11 @@ import pytest_asyncio
 from lsprotocol import types
 
 from tests.helpers.lsp import NVIM, VSCODE, Editor, lines_range
+from tests.helpers.samples import SHAPES
 
 pytestmark = pytest.mark.asyncio
 
 URI = "file:///project/shapes.py"
-SHAPES = '''import math
-
-
-class Circle:
-    def __init__(self, radius):
-        self.radius = radius
-
-    def area(self):
-        return math.pi * self.radius ** 2
-
-
-def unit():
-    return Circle(1)
-'''
 BODY = SHAPES[SHAPES.index("    def __init__"): SHAPES.index("\n\n\ndef unit")]
 DOCSTRING = '    """A circle, with its radius and area."""'
 SCRIPT = {

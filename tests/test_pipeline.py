@@ -18,21 +18,8 @@ from rewriter.edits.pipeline import (
 )
 from rewriter.edits.scopes import guess_language, line_span
 from rewriter.prompt import common_indent
+from tests.helpers.samples import SHAPES
 
-SHAPES = '''import math
-
-
-class Circle:
-    def __init__(self, radius):
-        self.radius = radius
-
-    def area(self):
-        return math.pi * self.radius ** 2
-
-
-def unit():
-    return Circle(1)
-'''
 AREA = SHAPES[SHAPES.index("    def area"): SHAPES.index("\n\ndef unit") + 2]  # with its two blank lines
 
 
