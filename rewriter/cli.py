@@ -270,9 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
         command.add_argument("--dtype", choices=DTYPES, default="auto",
                              help="weights: auto (default; $REWRITER_DTYPE overrides it) is, on a CPU, the fastest "
-                                  "of float32, int8 and int8-bf16 as timed on this machine once (int8 paths are "
-                                  "exact against their own greedy, may differ from float32), and bfloat16 on a "
-                                  "GPU; float32 is the reference")
+                                  "of float32, int8, int8-bf16 and int8-fbgemm as timed on this machine once (int8 "
+                                  "paths are exact against their own greedy, may differ from float32), and bfloat16 "
+                                  "on a GPU; float32 is the reference")
 
     apply = commands.add_parser("apply", help="rewrite files, or parts of them, and show the diff")
     apply.add_argument("paths", nargs="+", metavar="PATH",

@@ -16,10 +16,10 @@ class ModelError(RuntimeError):
     """A model could not be found, verified or loaded; the message says why."""
 
 
-# What a local model's weights may run in (auto: on a CPU the fastest of float32, int8 and
-# int8-bf16 as measured on the machine, see rewriter/decoding/cpu_choice.py; bfloat16 on a GPU). Here so
+# What a local model's weights may run in (auto: on a CPU the fastest of float32 and the int8 paths
+# as measured on the machine, see rewriter/decoding/cpu_choice.py; bfloat16 on a GPU). Here so
 # that front ends can offer the choice without loading torch.
-DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "int8-bf16")
+DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "int8-bf16", "int8-fbgemm")
 
 
 @dataclass

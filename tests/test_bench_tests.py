@@ -4,6 +4,8 @@ import json
 import pytest
 
 from rewriter.bench.bench import Case, integrity_refusal, judge_answer, load_cases, summarize_tests
+from rewriter.decoding.cpu_choice import CANDIDATES
+from rewriter.decoding.quantize import INT8_KINDS
 from tests.helpers.cli import assert_clean_failure, run_cli
 
 BEFORE = "def mean(values):\n    return sum(values) / len(values)\n"
@@ -98,7 +100,7 @@ def test_tests_refuse_sampling_options(tmp_path):
     assert_clean_failure(run_cli("bench", str(cases), "--tests", "--every", "0"), "at least 1")
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int8-bf16"])
+@pytest.mark.parametrize("dtype", INT8_KINDS)
 def test_the_speed_bench_in_int8_runs_float32_greedy_as_the_reference(tmp_path, tiny_checkpoint, dtype):
     cases = tmp_path / "cases.jsonl"
     rows = [{"id": f"s/{i}", "language": "python", "before": f"def f{i}(x):\n    return x + {i}\n",
@@ -116,6 +118,6 @@ def test_the_speed_bench_in_int8_runs_float32_greedy_as_the_reference(tmp_path, 
     assert "float32 greedy (the reference)" in result.stdout
     # The CPU paths' pass costs, timed on the float32 reference, and what auto picks from them.
     costs = summary["pass_costs"]
-    assert set(costs["ms"]) == {"float32", "int8", "int8-bf16"} and costs["auto_choice"] in costs["ms"]
+    assert set(costs["ms"]) == set(CANDIDATES) and costs["auto_choice"] in costs["ms"]
     # The timed prompt stays within the model's context (256 positions here).
     assert "pass costs (ms, 1/16/64/256 tokens): float32 " in result.stdout and "auto picks" in result.stdout

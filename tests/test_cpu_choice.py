@@ -8,6 +8,7 @@ import torch
 
 from rewriter.decoding import cpu_choice, models, quantize
 from rewriter.decoding.cpu_choice import (
+    CANDIDATES,
     Choice,
     EditProfile,
     choose,
@@ -19,7 +20,7 @@ from rewriter.decoding.cpu_choice import (
 )
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.models import load_model
-from rewriter.decoding.quantize import int8_kind, is_int8
+from rewriter.decoding.quantize import INT8_KINDS, int8_kind, is_int8
 from tests.helpers.models import tiny_model
 
 # Full passes of the 0.5B model, seconds at 1 / 16 / 64 tokens.
@@ -184,7 +185,7 @@ def test_measuring_swaps_the_layers_back(monkeypatch):
         before = model(input_ids=ids).logits
     spread = {}
     costs = measure_candidates(model, widths=(1, 4), context_tokens=8, prompt_tokens=16, repeats=2, spread=spread)
-    assert set(costs) == {"float32", "int8", "int8-bf16"}
+    assert set(costs) == set(CANDIDATES)
     assert all(set(measured) == {1, 4, 16} for measured in costs.values())  # the prompt is timed whole
     assert all(ratio >= 1.0 for ratios in spread.values() for ratio in ratios.values()) and spread["float32"]
     assert all(seconds > 0 for measured in costs.values() for seconds in measured.values())
@@ -201,7 +202,7 @@ def test_a_candidate_that_cannot_run_here_is_left_out(monkeypatch):
     said = []
     costs = measure_candidates(tiny_model(seed=5), widths=(1,), context_tokens=4, prompt_tokens=0, repeats=1,
                                say=said.append)
-    assert set(costs) == {"float32", "int8-bf16"} and any("int8 left out" in line for line in said)
+    assert set(costs) == {"float32", "int8-bf16", "int8-fbgemm"} and any("int8 left out" in line for line in said)
 
 
 @pytest.fixture
@@ -258,7 +259,7 @@ def test_the_flag_and_rewriter_dtype_skip_the_measurement(tiny_checkpoint, priva
     assert measure.calls == 0
 
 
-@pytest.mark.parametrize("kind", ["int8", "int8-bf16"])
+@pytest.mark.parametrize("kind", INT8_KINDS)
 def test_int8_weights_are_quantized_once_and_kept(tiny_checkpoint, private_cache, monkeypatch, kind):
     first = load_model(str(tiny_checkpoint), dtype=kind)
     kept = list((private_cache / "quantized").glob(f"*-{kind}.safetensors"))

@@ -11,6 +11,7 @@ from transformers import StoppingCriteriaList
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.bench.bench import FenceCriteria
+from rewriter.decoding.quantize import INT8_KINDS
 from rewriter.prompt import SourceText
 
 pytestmark = pytest.mark.real_model
@@ -124,7 +125,7 @@ def test_cli_apply_writes_what_the_model_answers(tmp_path, embedded_rewriter):
     assert "+    def items_to_reorder(self):" in result.stdout
 
 
-@pytest.fixture(scope="module", params=["int8", "int8-bf16"])
+@pytest.fixture(scope="module", params=INT8_KINDS)
 def int8_rewriter(request, embedded_checkpoint):
     from rewriter.decoding.models import load_model
     from rewriter.decoding.rewrite import Rewriter

@@ -2,8 +2,9 @@
 
 Which path is fastest depends on the CPU: `int8` (`torch._int_mm`) is several times faster than
 float32 where oneDNN has VNNI kernels and many times slower where it has not (AVX2-only CPUs);
-`int8-bf16` (int8 weights, bfloat16 activations) is cheap for narrow passes everywhere but not
-for wide ones. So the first load times a few passes of the real model at widths 1, 16 and 64
+`int8-fbgemm` (FBGEMM's int8 kernels, 7-bit activations) is fast on AVX2 and AVX-512 alike;
+`int8-bf16` (int8 weights, bfloat16 activations) is cheap for narrow passes but not for wide ones.
+So the first load times a few passes of the real model at widths 1, 16 and 64
 and one 512-token prompt for each candidate, picks the one whose expected cost of a typical edit
 is lowest (the lookahead's own window policy turns pass costs into seconds), and remembers the
 choice for this CPU, torch and model in the cache directory.
@@ -26,16 +27,17 @@ from .lookahead import PASS_SIZES, Lookahead, expected_tokens
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-CANDIDATES = ("float32", "int8", "int8-bf16")
+CANDIDATES = ("float32", "int8", "int8-bf16", "int8-fbgemm")
 MEASURED_WIDTHS = (1, 16, 64)
 # The context the passes are timed after, and the prompt timed whole: a typical file's prompt.
 PROMPT_TOKENS = 512
 GIVE_UP_FACTOR = 2.0  # a candidate this many times slower than float32 at a width is not timed wider
 STEADY_SPREAD = 1.3  # repeats further apart than this: the machine was busy, the choice is not kept
 # Bump when the candidates, the measurement or the cost model change: older choices are re-measured.
-CHOICE_VERSION = 3
+CHOICE_VERSION = 4
 # Environment variables that change which kernels torch runs (and so what is fastest).
 KERNEL_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
+                   "FBGEMM_ENABLE_INSTRUCTIONS",
                    "OMP_NUM_THREADS")
 # CPU features that decide the int8 kernels.
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16",
@@ -294,7 +296,7 @@ def choose_for(model: PreTrainedModel, model_id: str | None, root: Path,
     choice = remembered(root, key) if key else None
     if choice is not None:
         return choice
-    say("dtype auto: timing float32, int8 and int8-bf16 passes once on this machine")
+    say(f"dtype auto: timing {', '.join(CANDIDATES)} passes once on this machine")
     spread: dict[str, dict[int, float]] = {}
     made: dict[str, dict[str, torch.nn.Module]] = {}
     costs = (measure or measure_candidates)(model, say=say, spread=spread, made=made)

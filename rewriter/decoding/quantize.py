@@ -17,16 +17,22 @@ order vanishes in the rounding. Passes of any width then give the same logits as
 time (tests check bit equality), and drafts cannot change the output.
 
 `int8` needs a fast `torch._int_mm`: oneDNN's VNNI kernels (AVX-512 VNNI, AVX-VNNI, AMX). Where
-that is missing (AVX2-only CPUs) `_int_mm` is slower than float32 at every width, and
-`int8-bf16` keeps the same int8 weights but multiplies them with bfloat16 activations
-(`torch._weight_int8pack_mm`, an ATen kernel that each output row computes alone, so it is
-row-independent like `int8`). The residual stream stays in float32 and attention in float64,
-as in `int8`. float32 matrix products are not row-independent (a wide pass differs from one-token
-passes in the last bits), so float32's greedy output with drafts equals its plain greedy output
-only where no two logits tie that closely; every check here agrees, but it is not a bit-level
-guarantee the way int8's is.
+that is missing (AVX2-only CPUs) `_int_mm` is slower than float32 at every width. Two paths keep
+the int8 weights there:
+- `int8-fbgemm`: FBGEMM's int8 linear (the op behind quantize_dynamic, fed so that its per-tensor
+  scaling is the identity, see FbgemmInt8Linear), fast on AVX2 and AVX-512 alike. Its AVX2 kernel
+  needs 7-bit activations, so rows are scaled to 63 levels a side instead of 127. Quantized
+  tensors are deprecated in torch; where a torch lacks the op, the path is left out.
+- `int8-bf16`: bfloat16 activations (`torch._weight_int8pack_mm`, an ATen kernel that each output
+  row computes alone, so it is row-independent like `int8`); cheap for narrow passes only.
+The residual stream stays in float32 and attention in float64 on every int8 path. float32 matrix
+products are not row-independent (a wide pass differs from one-token passes in the last bits),
+so float32's greedy output with drafts equals its plain greedy output only where no two logits
+tie that closely; every check here agrees, but it is not a bit-level guarantee the way int8's is.
 """
 from __future__ import annotations
+
+import warnings
 
 import torch
 from torch import nn
@@ -36,7 +42,9 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 # Attention in float64, rounded back: shared with the GPU path (batch_invariant.py).
 FLOAT64_ATTENTION = "rewriter_float64"
 # The CPU paths with row-independent arithmetic, by --dtype name.
-INT8_KINDS = ("int8", "int8-bf16")
+INT8_KINDS = ("int8", "int8-bf16", "int8-fbgemm")
+# _weight_int8pack_mm reads its inputs in groups of 16; at other input sizes its sums are wrong.
+PACK_GROUP = 16
 
 
 class QuantizationUnavailable(RuntimeError):
@@ -83,6 +91,10 @@ class _Int8Layer(nn.Module):
     def _keep_weight(self, quantized: torch.Tensor) -> None:
         raise NotImplementedError
 
+    def int8_weight(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The int8 weight, (out, in), and its per-channel scales: what another kind is built from."""
+        raise NotImplementedError
+
     def _finish(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """The product's float32 rows, biased and shaped like the input."""
         if self.bias is not None:
@@ -98,6 +110,9 @@ class Int8Linear(_Int8Layer):
     def _keep_weight(self, quantized: torch.Tensor) -> None:
         # (in, out) contiguous: the layout _int_mm's right operand is fastest in.
         self.register_buffer("weight_t", quantized.t().contiguous())
+
+    def int8_weight(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.weight_t.t(), self.weight_scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float()
@@ -121,16 +136,106 @@ class WeightInt8Linear(_Int8Layer):
     unit_scale: torch.Tensor
 
     def _keep_weight(self, quantized: torch.Tensor) -> None:
-        self.register_buffer("weight_int8", quantized.contiguous())  # (out, in): the kernel's layout
+        # (out, in): the kernel's layout; inputs padded with zero columns to whole groups.
+        self.register_buffer("weight_int8", _pad_inputs(quantized).contiguous())
         self.register_buffer("unit_scale", torch.ones(self.out_features, dtype=torch.bfloat16), persistent=False)
 
+    def int8_weight(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.weight_int8[:, :self.in_features], self.weight_scale
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        rows = _pad_inputs(x.reshape(-1, self.in_features).to(torch.bfloat16))
         out = torch._weight_int8pack_mm(rows, self.weight_int8, self.unit_scale).float() * self.weight_scale
         return self._finish(out, x)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, bfloat16 activations"
+
+
+# int8-fbgemm's activation levels a side: FBGEMM's AVX2 kernel adds pairs of u8 x s8 products in
+# 16 bits, which saturate unless activations keep to 7 bits.
+FBGEMM_LEVELS = 63
+
+
+class FbgemmInt8Linear(_Int8Layer):
+    """int8 weights times per-row activations on 63 levels a side, on FBGEMM (torch's quantized
+    linear op), whose integer kernels are fast on AVX2 as well as on AVX-512.
+
+    The op scales its input per tensor; every call gets one extra row holding -63 and 64, so the
+    input's range is exactly 127 levels, its scale 1 and its zero point 63: the integers pass
+    through unchanged and each output is its row's exact int32 sum in float32, whatever else
+    shares the pass.
+    """
+
+    weight_int8: torch.Tensor
+    range_row: torch.Tensor
+
+    def __init__(self, linear: nn.Linear | None = None, **kwargs):
+        super().__init__(linear, **kwargs)
+        # A shell is packed once a cached state dict fills it (_load_from_state_dict).
+        self.packed = _fbgemm_pack(self.weight_int8) if linear is not None else None
+
+    def _keep_weight(self, quantized: torch.Tensor) -> None:
+        self.register_buffer("weight_int8", quantized.contiguous())  # (out, in): what the cache keeps
+        range_row = torch.zeros(1, self.in_features)
+        range_row[0, :2] = torch.tensor([-FBGEMM_LEVELS, FBGEMM_LEVELS + 1])
+        self.register_buffer("range_row", range_row, persistent=False)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self.packed = _fbgemm_pack(self.weight_int8)
+
+    def int8_weight(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.weight_int8, self.weight_scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # In place where it can be: in a prompt's pass the scaling around the product costs as
+        # much as the product itself.
+        rows = x.reshape(-1, self.in_features).float()
+        count = len(rows)
+        # amax and amin, not abs().amax() (a copy) or aminmax (25x slower along rows in torch 2.13).
+        high, low = rows.amax(dim=1, keepdim=True), rows.amin(dim=1, keepdim=True)
+        row_scale = torch.maximum(high, low.neg_()).clamp_(min=1e-12).div_(FBGEMM_LEVELS)
+        levels = torch.empty(count + 1, self.in_features)
+        torch.div(rows, row_scale, out=levels[:count]).round_()
+        levels[count] = self.range_row
+        out = self._sums_with_range_row(levels).mul_(row_scale).mul_(self.weight_scale)
+        if self.bias is not None:
+            out.add_(self.bias)
+        return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+
+    def integer_sums(self, quantized: torch.Tensor) -> torch.Tensor:
+        """Each row's exact sum of products with the int8 weight, in float32; rows hold integers
+        from -63 to 63."""
+        return self._sums_with_range_row(torch.cat([quantized, self.range_row]))
+
+    def _sums_with_range_row(self, levels: torch.Tensor) -> torch.Tensor:
+        return torch.ops.quantized.linear_dynamic(levels, self.packed, True)[:-1]
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, "
+                "7-bit activations, FBGEMM")
+
+
+def _fbgemm_pack(weight: torch.Tensor):
+    """FBGEMM's packed form of an int8 weight, (out, in), with unit scales."""
+    previous = torch.backends.quantized.engine
+    try:
+        torch.backends.quantized.engine = "fbgemm"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # quantized tensors are deprecated; the op is what we use
+            quantized = torch._make_per_channel_quantized_tensor(
+                weight, torch.ones(weight.shape[0], dtype=torch.double),
+                torch.zeros(weight.shape[0], dtype=torch.long), 0)
+            return torch.ops.quantized.linear_prepack(quantized, None)
+    finally:
+        torch.backends.quantized.engine = previous
+
+
+def _pad_inputs(matrix: torch.Tensor) -> torch.Tensor:
+    """`matrix` with zero columns added up to a whole number of the kernel's input groups."""
+    short = -matrix.shape[-1] % PACK_GROUP
+    return torch.nn.functional.pad(matrix, (0, short)) if short else matrix
 
 
 def _float64_attention(module, query, key, value, attention_mask, **kwargs):
@@ -183,15 +288,38 @@ def _self_check_weight_only() -> None:
         raise QuantizationUnavailable("weight-only int8 products depend on the other rows of a pass here")
 
 
+def _self_check_fbgemm() -> None:
+    """Raise QuantizationUnavailable unless FBGEMM's linear gives each row its exact integer sum here."""
+    if "fbgemm" not in torch.backends.quantized.supported_engines:
+        raise QuantizationUnavailable("this torch has no FBGEMM (an x86 build is needed)")
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randint(-127, 128, (16, 4864), dtype=torch.int8, generator=generator)
+    weight[0] = 127
+    layer = FbgemmInt8Linear(nn.Linear(4864, 16, bias=False), weights=(weight, torch.ones(16)))
+    rows = torch.randint(-FBGEMM_LEVELS, FBGEMM_LEVELS + 1, (3, 4864), generator=generator).float()
+    rows[0] = FBGEMM_LEVELS  # the largest sum a row can have
+    try:
+        got = layer.integer_sums(rows)
+    except RuntimeError as error:
+        raise QuantizationUnavailable(f"FBGEMM's int8 linear fails here: {error}") from error
+    if not torch.equal(got, (rows.double() @ weight.double().t()).float()):
+        raise QuantizationUnavailable("FBGEMM's int8 linear is not exact here")
+
+
 def check_kind(kind: str) -> None:
     """Raise QuantizationUnavailable unless the int8 path `kind` runs here, row-independent."""
     if kind not in INT8_KINDS:
         raise ValueError(f"unknown int8 kind {kind!r}")
-    _self_check() if kind == "int8" else _self_check_weight_only()
+    if kind == "int8":
+        _self_check()
+    elif kind == "int8-bf16":
+        _self_check_weight_only()
+    elif kind == "int8-fbgemm":
+        _self_check_fbgemm()
 
 
 def is_int8(model: nn.Module) -> bool:
-    """Whether the model runs one of the row-independent int8 paths (int8 or int8-bf16)."""
+    """Whether the model runs one of the row-independent int8 paths (INT8_KINDS)."""
     return int8_kind(model) is not None
 
 
@@ -201,6 +329,8 @@ def int8_kind(model: nn.Module) -> str | None:
             return "int8"
         if isinstance(module, WeightInt8Linear):
             return "int8-bf16"
+        if isinstance(module, FbgemmInt8Linear):
+            return "int8-fbgemm"
     return None
 
 
@@ -208,7 +338,8 @@ def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: dict | None
                   layers: dict[str, nn.Module] | None = None) -> PreTrainedModel:
     """Replace every nn.Linear of a float32 CPU model with an int8 layer, in place; seconds for 0.5B.
 
-    kind: `int8` (int8 activations, `_int_mm`) or `int8-bf16` (bfloat16 activations). `state`, a
+    kind: `int8` (int8 activations, `_int_mm`), `int8-bf16` (bfloat16 activations) or `int8-fbgemm`
+    (7-bit activations, FBGEMM). `state`, a
     state dict saved from a model quantized the same way, fills the layers instead of quantizing;
     `layers` (from quantized_layers, by module name) are put in as they are.
     """
@@ -230,25 +361,21 @@ def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: dict | None
 
 def _quantized_layer(linear: nn.Linear, kind: str, quantize: bool,
                      weights: tuple[torch.Tensor, torch.Tensor] | None = None) -> nn.Module:
-    layer = Int8Linear if kind == "int8" else WeightInt8Linear
+    layer = {"int8": Int8Linear, "int8-bf16": WeightInt8Linear, "int8-fbgemm": FbgemmInt8Linear}[kind]
     return layer(linear if quantize else None, in_features=linear.in_features, out_features=linear.out_features,
                  bias=linear.bias is not None, weights=weights)
 
 
 def quantized_layers(linears: dict[str, nn.Module], kind: str,
                      shared: dict[str, dict[str, nn.Module]] | None = None) -> dict[str, nn.Module]:
-    """int8 layers of `kind` for these float layers; both kinds round the same weights, so layers
-    of the other kind already in `shared` lend theirs instead of quantizing again."""
-    donors = (shared or {}).get("int8-bf16" if kind == "int8" else "int8", {})
+    """int8 layers of `kind` for these float layers; all kinds round the same weights, so layers
+    of another kind already in `shared` lend theirs instead of quantizing again."""
+    donors = [layers for other, layers in (shared or {}).items() if other in INT8_KINDS and other != kind]
     made = {}
     for name, linear in linears.items():
-        donor = donors.get(name)
-        weights: tuple[torch.Tensor, torch.Tensor] | None = None
-        if isinstance(donor, Int8Linear):
-            weights = donor.weight_t.t(), donor.weight_scale
-        elif isinstance(donor, WeightInt8Linear):
-            weights = donor.weight_int8, donor.weight_scale
         assert isinstance(linear, nn.Linear)
+        donor = next((layers[name] for layers in donors if name in layers), None)
+        weights = donor.int8_weight() if isinstance(donor, _Int8Layer) else None
         made[name] = _quantized_layer(linear, kind, True, weights)
     return made
 
