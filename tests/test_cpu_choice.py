@@ -205,6 +205,21 @@ def test_a_candidate_that_cannot_run_here_is_left_out(monkeypatch):
     assert set(costs) == {"float32", "int8-bf16", "int8-fbgemm"} and any("int8 left out" in line for line in said)
 
 
+def test_fbgemm_that_is_not_exact_here_is_left_out(monkeypatch):
+    # As FBGEMM's AVX2 kernel is with 8-bit activations: sums off by a little.
+    exact_op = torch.ops.quantized.linear_dynamic
+
+    def saturating(levels, packed, reduce_range):
+        return exact_op(levels, packed, reduce_range).clamp(-20000, 20000)
+
+    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", saturating)
+    said = []
+    costs = measure_candidates(tiny_model(seed=5), widths=(1,), context_tokens=4, prompt_tokens=0, repeats=1,
+                               say=said.append)
+    assert "int8-fbgemm" not in costs and "int8" in costs
+    assert any("int8-fbgemm left out (FBGEMM's int8 linear is not exact here)" in line for line in said)
+
+
 @pytest.fixture
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("REWRITER_CACHE", str(tmp_path))
