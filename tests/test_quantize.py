@@ -48,19 +48,45 @@ def test_int8_linear_is_close_to_float(kind, inputs):
     assert error < (0.03 if kind == "int8-fbgemm" else 0.02)  # fbgemm: 7-bit activations
 
 
-def test_fbgemm_gives_each_row_its_exact_integer_sum():
+@pytest.fixture(params=quantize.FBGEMM_LEVELS)
+def fbgemm_levels(request, monkeypatch):
+    """Each of int8-fbgemm's activation precisions this machine's FBGEMM sums exactly (63 levels
+    always: the AVX2 kernels' precision, whatever the CPU)."""
+    if request.param > quantize.fbgemm_levels():
+        pytest.skip(f"FBGEMM here sums only {quantize.fbgemm_levels()} levels a side exactly")
+    monkeypatch.setattr(quantize, "_FBGEMM_LEVELS_HERE", [request.param])
+    return request.param
+
+
+def test_fbgemm_gives_each_row_its_exact_integer_sum(fbgemm_levels):
     # What makes int8-fbgemm exact: the op's per-tensor input scaling is the identity, for the
     # largest sums a row can have as well (4864 inputs: the 0.5B model's down projection).
     generator = torch.Generator().manual_seed(0)
     weight = torch.randint(-127, 128, (48, 4864), dtype=torch.int8, generator=generator)
     weight[0], weight[1] = 127, -127
     layer = FbgemmInt8Linear(torch.nn.Linear(4864, 48, bias=False), weights=(weight, torch.ones(48)))
-    rows = torch.randint(-63, 64, (5, 4864), generator=generator).float()
-    rows[0], rows[1] = 63, -63
-    rows[2, ::2] = 0  # a row whose own range is narrower than 127 levels
+    assert layer.levels == fbgemm_levels
+    rows = torch.randint(-fbgemm_levels, fbgemm_levels + 1, (5, 4864), generator=generator).float()
+    rows[0], rows[1] = fbgemm_levels, -fbgemm_levels
+    rows[2, ::2] = 0  # a row whose own range is narrower than the levels
     exact = (rows.double() @ weight.double().t()).float()
     assert torch.equal(layer.integer_sums(rows), exact)
     assert torch.equal(torch.cat([layer.integer_sums(rows[i:i + 1]) for i in range(5)]), exact)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fbgemm_output_equals_its_own_plain_greedy_at_each_precision(fbgemm_levels, kind):
+    model = quantize_int8(tiny_model(seed=2, eos_token_id=255), "int8-fbgemm")
+    rng = random.Random(2)
+    prompt = [rng.randrange(1, 255) for _ in range(48)]
+    reference = greedy_reference(model, prompt, 120)
+    drafter = CombinedDrafter(PredictionDrafter(edited(reference, kind, rng)), PromptLookupDrafter())
+    tokenizer = CharTokenizer()
+    tokenizer.eos_token_id = 255
+    tokens = []
+    for step in Decoder(model, tokenizer).generate(prompt, drafter, 120):
+        tokens.extend(step.tokens)
+    assert tokens == reference
 
 
 @pytest.mark.parametrize("kind", INT8_KINDS)

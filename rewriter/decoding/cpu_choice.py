@@ -2,7 +2,7 @@
 
 Which path is fastest depends on the CPU: `int8` (`torch._int_mm`) is several times faster than
 float32 where oneDNN has VNNI kernels and many times slower where it has not (AVX2-only CPUs);
-`int8-fbgemm` (FBGEMM's int8 kernels, 7-bit activations) is fast on AVX2 and AVX-512 alike;
+`int8-fbgemm` (FBGEMM's int8 kernels; 7-bit activations on AVX2) is fast on AVX2 and AVX-512 alike;
 `int8-bf16` (int8 weights, bfloat16 activations) is cheap for narrow passes but not for wide ones.
 So the first load times a few passes of the real model at widths 1, 16 and 64
 and one 512-token prompt for each candidate, picks the one whose expected cost of a typical edit

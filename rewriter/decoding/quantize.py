@@ -21,7 +21,7 @@ that is missing (AVX2-only CPUs) `_int_mm` is slower than float32 at every width
 the int8 weights there:
 - `int8-fbgemm`: FBGEMM's int8 linear (the op behind quantize_dynamic, fed so that its per-tensor
   scaling is the identity, see FbgemmInt8Linear), fast on AVX2 and AVX-512 alike. Its AVX2 kernel
-  needs 7-bit activations, so rows are scaled to 63 levels a side instead of 127. Quantized
+  needs 7-bit activations, so there rows are scaled to 63 levels a side instead of 127. Quantized
   tensors are deprecated in torch; where a torch lacks the op, the path is left out.
 - `int8-bf16`: bfloat16 activations (`torch._weight_int8pack_mm`, an ATen kernel that each output
   row computes alone, so it is row-independent like `int8`); cheap for narrow passes only.
@@ -152,17 +152,20 @@ class WeightInt8Linear(_Int8Layer):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, bfloat16 activations"
 
 
-# int8-fbgemm's activation levels a side: FBGEMM's AVX2 kernel adds pairs of u8 x s8 products in
-# 16 bits, which saturate unless activations keep to 7 bits.
-FBGEMM_LEVELS = 63
+# int8-fbgemm's activation levels a side, most precise first: 127 where FBGEMM's kernels sum 8-bit
+# activations exactly (VNNI); its AVX2 kernel adds pairs of u8 x s8 products in 16 bits, which
+# saturate unless activations keep to 7 bits.
+FBGEMM_LEVELS = (127, 63)
+_FBGEMM_LEVELS_HERE: list[int] = []
 
 
 class FbgemmInt8Linear(_Int8Layer):
-    """int8 weights times per-row activations on 63 levels a side, on FBGEMM (torch's quantized
-    linear op), whose integer kernels are fast on AVX2 as well as on AVX-512.
+    """int8 weights times per-row int8 activations on FBGEMM (torch's quantized linear op), whose
+    integer kernels are fast on AVX2 as well as on AVX-512: 127 levels a side where its kernels sum
+    them exactly, 63 where they need 7 bits (fbgemm_levels).
 
-    The op scales its input per tensor; every call gets one extra row holding -63 and 64, so the
-    input's range is exactly 127 levels, its scale 1 and its zero point 63: the integers pass
+    The op scales its input per tensor; every call gets one extra row holding -L and L + 1, so the
+    input's range is exactly 2L + 1 levels, its scale 1 and its zero point L: the integers pass
     through unchanged and each output is its row's exact int32 sum in float32, whatever else
     shares the pass.
     """
@@ -177,9 +180,8 @@ class FbgemmInt8Linear(_Int8Layer):
 
     def _keep_weight(self, quantized: torch.Tensor) -> None:
         self.register_buffer("weight_int8", quantized.contiguous())  # (out, in): what the cache keeps
-        range_row = torch.zeros(1, self.in_features)
-        range_row[0, :2] = torch.tensor([-FBGEMM_LEVELS, FBGEMM_LEVELS + 1])
-        self.register_buffer("range_row", range_row, persistent=False)
+        self.levels = fbgemm_levels()
+        self.register_buffer("range_row", _range_row(self.in_features, self.levels), persistent=False)
 
     def _load_from_state_dict(self, *args, **kwargs):
         super()._load_from_state_dict(*args, **kwargs)
@@ -195,7 +197,7 @@ class FbgemmInt8Linear(_Int8Layer):
         count = len(rows)
         # amax and amin, not abs().amax() (a copy) or aminmax (25x slower along rows in torch 2.13).
         high, low = rows.amax(dim=1, keepdim=True), rows.amin(dim=1, keepdim=True)
-        row_scale = torch.maximum(high, low.neg_()).clamp_(min=1e-12).div_(FBGEMM_LEVELS)
+        row_scale = torch.maximum(high, low.neg_()).clamp_(min=1e-12).div_(self.levels)
         levels = torch.empty(count + 1, self.in_features)
         torch.div(rows, row_scale, out=levels[:count]).round_()
         levels[count] = self.range_row
@@ -206,15 +208,50 @@ class FbgemmInt8Linear(_Int8Layer):
 
     def integer_sums(self, quantized: torch.Tensor) -> torch.Tensor:
         """Each row's exact sum of products with the int8 weight, in float32; rows hold integers
-        from -63 to 63."""
+        within the layer's levels."""
         return self._sums_with_range_row(torch.cat([quantized, self.range_row]))
 
     def _sums_with_range_row(self, levels: torch.Tensor) -> torch.Tensor:
-        return torch.ops.quantized.linear_dynamic(levels, self.packed, True)[:-1]
+        return _fbgemm_sums(levels, self.packed, self.levels)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, "
                 "7-bit activations, FBGEMM")
+
+
+def _range_row(inputs: int, levels: int) -> torch.Tensor:
+    row = torch.zeros(1, inputs)
+    row[0, :2] = torch.tensor([-levels, levels + 1])
+    return row
+
+
+def _fbgemm_sums(with_range_row: torch.Tensor, packed, levels: int) -> torch.Tensor:
+    """FBGEMM's linear of rows of integers whose last row is the range row, less that row."""
+    reduce_range = levels < 127  # 7-bit activations: FBGEMM's quantized inputs span 0..127
+    return torch.ops.quantized.linear_dynamic(with_range_row, packed, reduce_range)[:-1]
+
+
+def fbgemm_levels() -> int:
+    """int8-fbgemm's activation levels a side on this machine: the most that FBGEMM's kernels sum
+    exactly (checked once per process on the largest sums a row can have)."""
+    if not _FBGEMM_LEVELS_HERE:
+        _FBGEMM_LEVELS_HERE.append(next((levels for levels in FBGEMM_LEVELS if _fbgemm_exact(levels)), 0))
+    return _FBGEMM_LEVELS_HERE[0]
+
+
+def _fbgemm_exact(levels: int) -> bool:
+    if "fbgemm" not in torch.backends.quantized.supported_engines:
+        return False
+    inputs, generator = 4864, torch.Generator().manual_seed(0)  # 4864: the 0.5B model's down projection
+    weight = torch.randint(-127, 128, (16, inputs), dtype=torch.int8, generator=generator)
+    weight[0], weight[1] = 127, -127
+    rows = torch.randint(-levels, levels + 1, (4, inputs), generator=generator).float()
+    rows[0], rows[1] = levels, -levels  # with the weights' extremes: every pair of products at its largest
+    try:
+        sums = _fbgemm_sums(torch.cat([rows, _range_row(inputs, levels)]), _fbgemm_pack(weight), levels)
+    except RuntimeError:
+        return False
+    return torch.equal(sums, (rows.double() @ weight.double().t()).float())
 
 
 def _fbgemm_pack(weight: torch.Tensor):
@@ -292,17 +329,7 @@ def _self_check_fbgemm() -> None:
     """Raise QuantizationUnavailable unless FBGEMM's linear gives each row its exact integer sum here."""
     if "fbgemm" not in torch.backends.quantized.supported_engines:
         raise QuantizationUnavailable("this torch has no FBGEMM (an x86 build is needed)")
-    generator = torch.Generator().manual_seed(0)
-    weight = torch.randint(-127, 128, (16, 4864), dtype=torch.int8, generator=generator)
-    weight[0] = 127
-    layer = FbgemmInt8Linear(nn.Linear(4864, 16, bias=False), weights=(weight, torch.ones(16)))
-    rows = torch.randint(-FBGEMM_LEVELS, FBGEMM_LEVELS + 1, (3, 4864), generator=generator).float()
-    rows[0] = FBGEMM_LEVELS  # the largest sum a row can have
-    try:
-        got = layer.integer_sums(rows)
-    except RuntimeError as error:
-        raise QuantizationUnavailable(f"FBGEMM's int8 linear fails here: {error}") from error
-    if not torch.equal(got, (rows.double() @ weight.double().t()).float()):
+    if not fbgemm_levels():
         raise QuantizationUnavailable("FBGEMM's int8 linear is not exact here")
 
 
