@@ -74,6 +74,15 @@ def test_fbgemm_gives_each_row_its_exact_integer_sum(fbgemm_levels):
     assert torch.equal(torch.cat([layer.integer_sums(rows[i:i + 1]) for i in range(5)]), exact)
 
 
+def test_fbgemm_precision_is_checked_on_the_cpu_whatever_the_default_device(monkeypatch):
+    # The first layer built may be a shell on the meta device (the cached-weights check); the
+    # precision check must still run real products, not decide from meta tensors.
+    monkeypatch.setattr(quantize, "_FBGEMM_LEVELS_HERE", [])
+    with torch.device("meta"):
+        shell = FbgemmInt8Linear(in_features=4864, out_features=16)
+    assert shell.levels in quantize.FBGEMM_LEVELS and quantize.fbgemm_levels() == shell.levels
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_fbgemm_output_equals_its_own_plain_greedy_at_each_precision(fbgemm_levels, kind):
     model = quantize_int8(tiny_model(seed=2, eos_token_id=255), "int8-fbgemm")

@@ -235,7 +235,8 @@ def fbgemm_levels() -> int:
     """int8-fbgemm's activation levels a side on this machine: the most that FBGEMM's kernels sum
     exactly (checked once per process on the largest sums a row can have)."""
     if not _FBGEMM_LEVELS_HERE:
-        _FBGEMM_LEVELS_HERE.append(next((levels for levels in FBGEMM_LEVELS if _fbgemm_exact(levels)), 0))
+        with torch.device("cpu"):  # the first call may come from a shell built on the meta device
+            _FBGEMM_LEVELS_HERE.append(next((levels for levels in FBGEMM_LEVELS if _fbgemm_exact(levels)), 0))
     return _FBGEMM_LEVELS_HERE[0]
 
 
