@@ -98,7 +98,7 @@ class _Int8Layer(nn.Module):
     def _finish(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """The product's float32 rows, biased and shaped like the input."""
         if self.bias is not None:
-            out = out + self.bias
+            out.add_(self.bias)  # every product here is a fresh tensor
         return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
 
 
@@ -198,25 +198,22 @@ class FbgemmInt8Linear(_Int8Layer):
         # amax and amin, not abs().amax() (a copy) or aminmax (25x slower along rows in torch 2.13).
         high, low = rows.amax(dim=1, keepdim=True), rows.amin(dim=1, keepdim=True)
         row_scale = torch.maximum(high, low.neg_()).clamp_(min=1e-12).div_(self.levels)
-        levels = torch.empty(count + 1, self.in_features)
-        torch.div(rows, row_scale, out=levels[:count]).round_()
-        levels[count] = self.range_row
-        out = self._sums_with_range_row(levels).mul_(row_scale).mul_(self.weight_scale)
-        if self.bias is not None:
-            out.add_(self.bias)
-        return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+        integers = torch.empty(count + 1, self.in_features)
+        torch.div(rows, row_scale, out=integers[:count]).round_()
+        integers[count] = self.range_row
+        return self._finish(self._sums_with_range_row(integers).mul_(row_scale).mul_(self.weight_scale), x)
 
     def integer_sums(self, quantized: torch.Tensor) -> torch.Tensor:
         """Each row's exact sum of products with the int8 weight, in float32; rows hold integers
         within the layer's levels."""
         return self._sums_with_range_row(torch.cat([quantized, self.range_row]))
 
-    def _sums_with_range_row(self, levels: torch.Tensor) -> torch.Tensor:
-        return _fbgemm_sums(levels, self.packed, self.levels)
+    def _sums_with_range_row(self, integers: torch.Tensor) -> torch.Tensor:
+        return _fbgemm_sums(integers, self.packed, self.levels)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, "
-                "7-bit activations, FBGEMM")
+                f"activations on {self.levels} levels a side, FBGEMM")
 
 
 def _range_row(inputs: int, levels: int) -> torch.Tensor:
