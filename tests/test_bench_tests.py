@@ -49,6 +49,16 @@ def test_the_integrity_guard_refuses_a_lost_definition_and_passes_a_real_edit():
     assert kept["outcome"] == "passed"
 
 
+def test_the_bench_judges_with_the_syntax_guard_of_rewriter_apply():
+    # Python's compiler refuses what tree-sitter parses: counted as refused, as `rewriter apply` does.
+    duplicate = AFTER.replace("def mean(values):", "def mean(values, values):")
+    refused = judge_answer(CASE, fenced(duplicate), refusal=integrity_refusal)
+    assert refused["outcome"] == "refused" and "duplicate argument 'values'" in refused["reason"], refused
+    # The header alone is a lost body for the integrity check first.
+    headless = judge_answer(CASE, fenced("def mean(values):\n"), refusal=integrity_refusal)
+    assert headless["outcome"] == "refused" and "it would lose the body of function mean" in headless["reason"]
+
+
 def test_the_summary_counts_every_outcome():
     speed = {"dtype": "int8", "output_tokens": 10, "ours_s": 2.0, "ours_tokens_per_s": 5.0, "forward_passes_per_token": 0.5,
              "accepted_prediction_tokens": 8, "rejected_prediction_tokens": 1, "finish_reason": "stop"}

@@ -3,7 +3,8 @@ CLI (`rewriter apply`), the HTTP service (`POST /v1/rewrites`) and the language 
 
 The model is scripted (its answer chosen, written token by token and cut at the token limit
 as a model's is), so each case is one kind of bad answer: cut at the token limit, not parsing
-where the file did, losing a definition, and an echo of the file instead of a rewrite.
+where the file did, parsing for tree-sitter but not compiling, losing a definition, an echo of
+the file instead of a rewrite, and a header whose body is gone once the echo after it is stripped.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def main():
 AREA = FILE[: FILE.index("\n\n\ndef main") + 1]
 MAIN = FILE[FILE.index("def main"):]
 MAIN_LINES = (5, 8)  # 0-based, end exclusive: `def main` to the end
+EMPTIED = "def main():\n" + AREA.split("\n", 1)[1]
 
 # name -> (what the model answers for the code it is sent, the lines to rewrite (None: the whole
 # file), the token limit, what the refusal says)
@@ -39,6 +41,12 @@ CASES = {
     "unparsable": (lambda code: code.replace("def main():", "def main(:"), None, None, "does not parse"),
     "lost definition": (lambda code: code.replace(AREA + "\n\n", ""), None, None, "it would lose function area"),
     "echo": (lambda code: AREA, MAIN_LINES, None, "the answer is a copy of lines 1-3 of the file"),
+    # tree-sitter parses it; Python's compiler does not
+    "not compiling": (lambda code: code.replace("def main():", "def main(size, size):"), None, None,
+                      "syntax error at line 6: duplicate argument 'size'"),
+    # The header, then a copy of the lines before it: stripped as an echo, it leaves no body
+    # (the embedded model's answer for a docstring on idna's `_encode_range`).
+    "emptied body": (lambda code: EMPTIED, MAIN_LINES, None, "it would lose the body of function main"),
 }
 INSTRUCTION = "Add type hints"
 
@@ -112,6 +120,8 @@ LSP_CASES = {  # name -> (instruction, the script's replacements, whether to sen
     "unparsable": ("Polish", [["def main():", "def main(:"]], False),
     "lost definition": ("Tidy up", [[AREA + "\n\n", ""]], False),
     "echo": ("Improve", [[MAIN, AREA]], True),
+    "not compiling": ("Revise", [["def main():", "def main(size, size):"]], False),
+    "emptied body": ("Document", [[MAIN, EMPTIED]], True),
 }
 LSP_SCRIPT = {"delay_s": 0.002, "chunk_chars": 6, "rules": [
     {"instruction": instruction, "replace": replace} for instruction, replace, _ in LSP_CASES.values()]}

@@ -1,4 +1,4 @@
-"""Edit integrity on the embedded model: two failures seen with it, reproduced on small files.
+"""Edit integrity on the embedded model: failures seen with it, reproduced on small files.
 
 Greedy output is deterministic, so each answer below is the one the model gives; the test checks
 that `rewriter apply` strips or refuses it and the file keeps every definition.
@@ -11,6 +11,8 @@ import pytest
 
 from rewriter.edits.batch import Options, apply_command
 from rewriter.edits.scopes import SyntaxTree, definitions
+from rewriter.edits.syntax import compiles
+from tests.helpers.samples import INTRANGES
 
 pytestmark = pytest.mark.real_model
 
@@ -84,3 +86,21 @@ def test_a_method_asked_to_stay_as_it_is_does_not_come_back_as_the_whole_file(tm
     assert code == 0 and span["status"] == "unchanged", span
     assert path.read_text() == STORE
     assert names(path.read_text()) == names(STORE)
+
+
+def test_docstrings_on_idna_intranges_never_write_a_function_without_its_body(tmp_path, embedded_rewriter, capsys):
+    # `rewriter apply intranges.py --each function -i "Add a one-line docstring to each function."
+    # --write`: for `_encode_range` the model writes the docstring of the function above it and
+    # no body; stripped as an echo, that left the header alone, and the file was written.
+    path = tmp_path / "intranges.py"
+    path.write_text(INTRANGES)
+    code, report = apply_json(path, embedded_rewriter, capsys, instruction="Add a one-line docstring to each function.",
+                              each="function")
+    spans = {span["name"]: span for span in report["files"][0]["spans"]}
+    assert spans["_encode_range"]["status"] == "refused", spans["_encode_range"]
+    assert "it would lose the body of function _encode_range" in spans["_encode_range"]["reason"]
+    assert code == 1
+    written = path.read_text()
+    assert compiles(written)
+    assert all(d.body == "full" for d in definitions(SyntaxTree(written, "python")))
+    assert names(written) == names(INTRANGES)

@@ -319,12 +319,16 @@ Refusal = Callable[[Case, str], str | None]
 
 
 def integrity_refusal(case: Case, edited: str) -> str | None:
-    """The integrity guard as `rewriter apply` runs it on a whole-file rewrite."""
-    from ..edits.integrity import check_edit
+    """The integrity check and the syntax guard as `rewriter apply` runs them on a whole-file rewrite."""
+    from ..edits.integrity import FileIntegrity
     from ..edits.scopes import grammar_for
 
-    verdict = check_edit(case.before, 0, len(case.before), edited, case.instruction, grammar_for(case.language))
-    return verdict.reason if verdict.refused else None
+    integrity = FileIntegrity(case.before, grammar_for(case.language))
+    verdict = integrity.check(0, len(case.before), edited, case.instruction)
+    if verdict.refused:
+        return verdict.reason
+    problem = integrity.syntax.problem(0, len(case.before), verdict.text) if verdict.text != case.before else None
+    return f"the rewrite does not parse ({problem.describe()})" if problem else None
 
 
 def judge_answer(case: Case, answer: str, refusal: Refusal | None = None,

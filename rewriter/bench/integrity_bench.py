@@ -5,21 +5,24 @@ function` does (the span is the prediction, the file the context), with instruct
 turn from INSTRUCTIONS. Each answer is judged by the integrity check: applied, stripped (an
 echo removed) or refused, and why. The applied ones are then audited on the whole file, apart
 from the check's own span-level reasoning: a definition of the file that is gone (and that the
-instruction does not allow to lose) or a significant line that was unique and is now twice
-counts as damage; the check is only right if that count is 0.
+instruction does not allow to lose), a header left without its body, a significant line that
+was unique and is now twice, or a Python file that compiled and no longer does counts as damage;
+the check is only right if that count is 0.
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from statistics import median
 
-from ..edits.integrity import FileIntegrity, lost_definitions, significant
+from ..edits.integrity import FileIntegrity, lost_bodies, lost_definitions, significant
 from ..edits.pipeline import CUT, SpanEdit
 from ..edits.scopes import SyntaxTree, definitions, grammar_for, select_nodes
+from ..edits.syntax import compile_regression
 from .bench import Case
 
 INSTRUCTIONS = (
@@ -49,14 +52,19 @@ class SpanOutcome:
 
 
 def audit(before: str, after: str, grammar: str | None, instruction: str) -> list[str]:
-    """Whole-file damage: definitions lost (unless the instruction allows) and unique lines now twice."""
+    """Whole-file damage: definitions or bodies lost (unless the instruction allows), unique lines
+    now twice, and (Python) a file that compiled and no longer does."""
     found = []
     if grammar:
         old, new = definitions(SyntaxTree(before, grammar)), definitions(SyntaxTree(after, grammar))
         found += [f"lost {d.name}" for d in lost_definitions(old, new, instruction)]
+        found += [f"lost the body of {d.name}" for d in lost_bodies(old, new, instruction)]
         headers = {d.header for d in old + new}
     else:
         headers = set()
+    error = compile_regression(before, after) if grammar == "python" else None
+    if error is not None:
+        found.append(f"does not compile: {error.describe()}")
     old_lines = Counter(line.strip() for line in before.splitlines())
     new_lines = Counter(line.strip() for line in after.splitlines())
     found += [f"duplicated {line!r}" for line, count in new_lines.items()
@@ -102,8 +110,8 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
             outcome.finish_reason = result.stats.finish_reason
             outcome.answer = result.answer
             started = time.perf_counter()
-            # What the integrity check does is measured here; the syntax guard is the front ends' too.
-            verdict = edit.finish(result.text, result.stats.finish_reason, allow_syntax_errors=True)
+            # Judged as every front end judges (integrity check, then the syntax guard).
+            verdict = edit.finish(result.text, result.stats.finish_reason)
             outcome.check_ms = (time.perf_counter() - started) * 1000
             if verdict.refusal == CUT:
                 outcome.reason = "stopped at the token limit"
@@ -135,8 +143,10 @@ def _write_json(path: str, outcomes: list[SpanOutcome]) -> None:
 def _reason_kind(reason: str) -> str:
     if reason.startswith("the answer is a copy of"):
         return "answer is a copy of other code"
-    kinds = [name for key, name in (("would lose", "loses a definition"), ("would duplicate", "duplicates code"))
-             if key in reason]
+    kinds = [name for pattern, name in ((r"would lose (?!the body)", "loses a definition"),
+                                        (r"would lose the body", "loses a body"),
+                                        (r"would duplicate", "duplicates code"), (r"does not parse", "does not parse"))
+             if re.search(pattern, reason)]
     return " + ".join(kinds) or reason
 
 

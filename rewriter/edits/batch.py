@@ -35,7 +35,6 @@ from .scopes import (
     line_span,
     select_nodes,
     split_span,
-    syntax_error_line,
     tree_language,
 )
 
@@ -306,7 +305,7 @@ class Runner:
             done += self._rewrite_unit(job, text, tree, integrity, unit.span, part_of="")
             self.report.span_done(job)
         job.units = done
-        self._assemble(job, text)
+        self._assemble(job, text, integrity)
         job.seconds = time.perf_counter() - started
         return job
 
@@ -377,15 +376,16 @@ class Runner:
         return Unit(span, "changed" if decision.text != edit.original else "unchanged", reason,
                     text=decision.text, stats=result.stats)
 
-    def _assemble(self, job: FileJob, text: str) -> None:
+    def _assemble(self, job: FileJob, text: str, integrity: FileIntegrity) -> None:
         new = text
         for unit in sorted(job.units, key=lambda u: u.span.start, reverse=True):
             if unit.status == "changed" and unit.text is not None:
                 new = new[: unit.span.start] + unit.text + new[unit.span.end:]
-        if new != text and job.grammar and not job.had_errors and not self.options.allow_syntax_errors:
-            line = syntax_error_line(new, job.grammar)
-            if line is not None:  # each span parsed alone, but not all of them together
-                job.status, job.reason = "failed", f"the rewritten file does not parse (line {line}); not applied"
+        if new != text and not self.options.allow_syntax_errors:
+            problem = integrity.syntax.problem(0, len(text), new)
+            if problem is not None:  # each span parsed alone, but not all of them together
+                job.status = "failed"
+                job.reason = f"the rewritten file does not parse ({problem.describe()}); not applied"
                 return
         job.new_text = new
         failed = job.failed_units

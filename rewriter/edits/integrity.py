@@ -13,6 +13,10 @@ or applying it:
   to remove, delete, drop, merge, combine, inline, eliminate or consolidate (then any may go), or
   to rename ("rename", "change the name to"; then one may go where exactly one new definition of
   the same kind appears in the same place);
+- lost bodies: a definition that keeps its header but loses its whole body is lost too (parsers
+  built for editors accept `def f():` with nothing under it, Go's `func f()`); one left with an
+  empty `{}` only where the instruction asks to remove, one with no body only where it asks
+  for something abstract;
 - duplicated code: a definition line or an import that occurred exactly once in the file must not
   occur twice after the rewrite, nor may other code lines of 20 characters or more, in runs of
   two or more or at either end of the answer (one such line inside new code is often needed).
@@ -21,17 +25,20 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
 
 from ..prompt import common_indent
-from .scopes import Definition, SyntaxTree, definitions
+from .scopes import EMPTY, FULL, NONE, Definition, SyntaxTree, definitions
+from .syntax import FileSyntax
 
 APPLIED, STRIPPED, REFUSED = "applied", "stripped", "refused"
 
 # Instructions that ask for definitions to go away (word stems, so "removing", "inlined" count).
 REMOVAL_WORDS = re.compile(r"\b(remov|delet|drop|merg|combin|inlin|eliminat|consolidat|get rid)", re.IGNORECASE)
 RENAME_WORDS = re.compile(r"\brenam|\bnames?\b.*\bto\b", re.IGNORECASE)
+# Instructions under which a definition may keep only its header (`abstract void f();`).
+BODYLESS_WORDS = re.compile(r"\b(abstract|prototype)", re.IGNORECASE)
 
 MIN_ECHO_LINES = 2  # a single repeated line is more likely coincidence than an echo
 LONG_LINE = 20  # shorter lines (`return x`, `}`, `else:`) repeat in code by nature
@@ -66,6 +73,7 @@ class FileIntegrity:
         self.text = text
         self.grammar = grammar
         self.tree = SyntaxTree(text, grammar) if grammar else None
+        self.syntax = FileSyntax(text, self.tree)
         self.definitions = definitions(self.tree) if self.tree else []
         self.lines = text.splitlines(keepends=True)
         self.norm = [line.strip() for line in self.lines]
@@ -109,6 +117,9 @@ class FileIntegrity:
             lost = [] if broken else lost_definitions(old_definitions, new_definitions, instruction)
             if lost:
                 problems.append("it would lose " + _names(lost))
+            emptied = [] if broken else lost_bodies(old_definitions, new_definitions, instruction)
+            if emptied:
+                problems.append("it would lose the body of " + _names(emptied))
         duplicated = self.duplicated_lines(start, end, text, {d.header for d in new_definitions})
         if duplicated:
             shown = ", ".join(repr(line) for line in duplicated[:3])
@@ -241,6 +252,33 @@ def lost_definitions(old: list[Definition], new: list[Definition], instruction: 
         if gone == added:
             return []
     return lost
+
+
+def lost_bodies(old: list[Definition], new: list[Definition], instruction: str) -> list[Definition]:
+    """The old definitions whose counterpart among the new ones kept its header and lost its body.
+
+    Counterparts are found by name (in order, for a name defined twice), then, for a rename, by
+    kind and place among those left over."""
+    if BODYLESS_WORDS.search(instruction):
+        return []
+    by_path: defaultdict[tuple[str, ...], deque[Definition]] = defaultdict(deque)
+    for d in new:
+        by_path[d.path].append(d)
+    pairs, unpaired = [], []
+    for d in old:
+        if by_path[d.path]:
+            pairs.append((d, by_path[d.path].popleft()))
+        else:
+            unpaired.append(d)
+    by_place: defaultdict[tuple[str, tuple[str, ...]], deque[Definition]] = defaultdict(deque)
+    for d in sorted((d for left in by_path.values() for d in left), key=lambda d: d.start):
+        by_place[(d.kind, d.path[:-1])].append(d)
+    for d in unpaired:
+        if by_place[(d.kind, d.path[:-1])]:
+            pairs.append((d, by_place[(d.kind, d.path[:-1])].popleft()))
+    may_empty = instruction_allows_removal(instruction)  # "remove the prints" may leave `{}`
+    return [d for d, now in pairs
+            if d.body == FULL and (now.body == NONE or (now.body == EMPTY and not may_empty))]
 
 
 def _has_error_within(tree: SyntaxTree, start: int, end: int) -> bool:

@@ -8,7 +8,8 @@ the span's trailing blank lines, and is judged in this order:
 - cut: an answer that stopped at the token limit is refused (unless it changed nothing);
 - integrity (integrity.py): an echo of the surroundings is stripped; lost definitions,
   duplicated code and an answer that is only a copy are refused;
-- syntax: an answer that does not parse where the file did is refused.
+- syntax (syntax.py): an answer that does not parse where the file did is refused; a Python file
+  that compiled must still compile (Python's compiler, not tree-sitter, has the last word).
 
 Every front end gets one `Decision` (applied, stripped or refused, the reason, the refused text)
 and so refuses what any other refuses. Only the CLI's flags override: `--force` applies what the
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from ..prompt import NoCodeBlock, SourceText, common_indent, extract_code
 from .integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
-from .scopes import SyntaxTree, grammar_for, guess_language
+from .scopes import grammar_for, guess_language
 
 CUT, INTEGRITY, SYNTAX = "cut", "integrity", "syntax"  # why a Decision refused
 CUT_REASON = "the answer stopped at the token limit"
@@ -107,20 +108,12 @@ class SpanEdit:
             return Decision(REFUSED, self.original, verdict.reason, refused_text=verdict.text, refusal=INTEGRITY)
         new = verdict.text
         if not allow_syntax_errors and new != self.original:
-            line = self.syntax_error_line(new)
-            if line is not None:
-                return Decision(REFUSED, self.original, f"the rewrite does not parse (syntax error at line {line})",
+            problem = self.integrity.syntax.problem(self.start, self.end, new)
+            if problem is not None:
+                return Decision(REFUSED, self.original, f"the rewrite does not parse ({problem.describe()})",
                                 refused_text=new, refusal=SYNTAX)
         status = STRIPPED if verdict.status == STRIPPED else APPLIED
         return Decision(status, new, verdict.reason, forced=verdict.refused)
-
-    def syntax_error_line(self, new: str) -> int | None:
-        """The file's first parse error with `new` in the span, where the file parsed before; else None."""
-        tree = self.integrity.tree
-        if tree is None or tree.has_errors():
-            return None
-        candidate = SyntaxTree(self.file_text[: self.start] + new + self.file_text[self.end:], tree.language)
-        return candidate.first_error_line() if candidate.has_errors() else None
 
 
 def grammar_of(language: str, text: str) -> str | None:

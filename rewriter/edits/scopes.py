@@ -473,12 +473,18 @@ def _line_cuts(text: str, span: Span, blank_only: bool) -> list[int]:
 
 # ---- the definitions of a file -----------------------------------------------------------
 
+# A definition's body: FULL holds code; EMPTY is `{}` (or only comments); NONE is a header
+# alone (`def f():` with nothing under it, Go's `func f()`): no body node, or an empty one.
+FULL, EMPTY, NONE = "full", "empty", "none"
+
+
 @dataclass(frozen=True)
 class Definition:
     kind: str  # "function" or "class" (methods are functions)
     path: tuple[str, ...]  # the enclosing definitions' names, then its own: ("Shape", "area")
     start: int  # character offset of the node itself (after decorators and doc comments)
     header: str  # the line it starts on, stripped: `def area(self) -> float:`
+    body: str = FULL  # FULL, EMPTY or NONE
 
     @property
     def name(self) -> str:
@@ -509,9 +515,19 @@ def definitions(tree: SyntaxTree, start: int = 0, end: int | None = None) -> lis
                 line_start = tree.text.rfind("\n", 0, start) + 1
                 line_end = tree.text.find("\n", start)
                 header = tree.text[line_start: line_end if line_end >= 0 else len(tree.text)].strip()
-                found.append(Definition(kind, path, start, header))
+                found.append(Definition(kind, path, start, header, _body_of(node)))
         stack.extend((child, path) for child in reversed(node.children))
     return found
+
+
+def _body_of(node) -> str:
+    body = node.child_by_field_name("body")
+    if body is None or body.start_byte == body.end_byte:
+        return NONE
+    if body.child_count == 0:
+        return FULL  # an expression body: `() => 1`
+    code = [child for child in body.named_children if child.type not in COMMENTS]
+    return FULL if code else EMPTY
 
 
 def guess_language(text: str) -> str:

@@ -1,0 +1,151 @@
+"""A rewrite that leaves a definition without its body, or a Python file that no longer compiles,
+is never applied (issue 24).
+
+tree-sitter-python parses `def f():` with nothing under it, and Go's grammar a `func` without a
+body, so the syntax guard of a Python file that compiled is Python's own compiler, and a header
+that lost its body is a lost definition in every language.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from rewriter.bench.integrity_bench import audit
+from rewriter.decoding.decode import Stats
+from rewriter.decoding.rewrite import Progress, RewriteResult
+from rewriter.edits.batch import Options, apply_command
+from rewriter.edits.integrity import check_edit
+from rewriter.edits.pipeline import INTEGRITY, SYNTAX, SpanEdit
+from rewriter.edits.scopes import SyntaxTree, definitions, syntax_error_line
+from rewriter.edits.syntax import compiles
+from tests.helpers.samples import INTRANGES
+
+DOCSTRING_INSTRUCTION = "Add a one-line docstring to each function."
+ENCODE = INTRANGES[INTRANGES.index("def _encode_range"): INTRANGES.index("\n\n\ndef _decode_range") + 1]
+# The docstring of intranges_from_list (lines 12-17 of the file).
+COPIED_DOCSTRING = INTRANGES[INTRANGES.index('    """Represent'): INTRANGES.index("\n\n    sorted_list") + 1]
+# What the embedded model answered for `_encode_range` (float32 and int8-fbgemm alike): its header,
+# then another function's docstring and no body.
+MODEL_ANSWER = ENCODE.splitlines(keepends=True)[0] + COPIED_DOCSTRING
+
+
+def encode_edit(answer_instruction: str = DOCSTRING_INSTRUCTION) -> SpanEdit:
+    start = INTRANGES.index(ENCODE)
+    return SpanEdit(INTRANGES, start, start + len(ENCODE), answer_instruction, "python")
+
+
+def test_tree_sitter_accepts_the_emptied_file_and_python_does_not():
+    emptied = INTRANGES.replace(ENCODE, ENCODE.splitlines(keepends=True)[0])
+    assert syntax_error_line(emptied, "python") is None  # why the old guard let it through
+    assert compiles(INTRANGES) and not compiles(emptied)
+
+
+def test_the_model_answer_is_refused_for_the_lost_body_and_would_not_compile():
+    edit = encode_edit()
+    decision = edit.finish(MODEL_ANSWER, "stop")
+    assert decision.refused and decision.refusal == INTEGRITY and decision.text == ENCODE
+    assert decision.reason == ("it would lose the body of function _encode_range "
+                               "(after it removed the answer's copy of lines 12-17 of the file)")
+    assert decision.refused_text == ENCODE.splitlines(keepends=True)[0]
+    # Forced past the integrity check, Python's compiler still refuses the header alone.
+    forced = edit.finish(MODEL_ANSWER, "stop", force=True)
+    assert forced.refused and forced.refusal == SYNTAX
+    assert "expected an indented block after function definition on line 32" in forced.reason
+    assert forced.refused_text == ENCODE.splitlines(keepends=True)[0]
+
+
+def test_the_cli_writes_the_docstrings_it_may_and_never_a_file_that_does_not_compile(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "intranges.py"
+    path.write_text(INTRANGES)
+
+    class Engine:  # the model's answers: the emptied body for _encode_range, a docstring elsewhere
+        def stream(self, text, instruction, language="", context=None, max_new_tokens=None):
+            stats = Stats(output_tokens=10, total_s=0.01, finish_reason="stop")
+            yield Progress("```\n", stats)
+            answer = MODEL_ANSWER if text.startswith("def _encode_range") else text
+            if text.startswith("def _decode_range"):
+                answer = text.replace(":\n", ':\n    """Unpack a range."""\n', 1)
+            yield RewriteResult(text=answer, answer="", stats=stats)
+
+    options = Options(instruction=DOCSTRING_INSTRUCTION, write=True, each="function")
+    code = apply_command([str(path)], options, lambda: Engine(), json_output=True,
+                         say=lambda message: print(message, file=sys.stderr))
+    report = json.loads(capsys.readouterr().out)
+    spans = {span["name"]: span for span in report["files"][0]["spans"]}
+    assert code == 1  # a refused span is not success
+    assert spans["_encode_range"]["status"] == "refused"
+    assert "it would lose the body of function _encode_range" in spans["_encode_range"]["reason"]
+    assert "-    return (start << 32) | end" in spans["_encode_range"]["refused_diff"]
+    assert spans["_decode_range"]["status"] == "changed"
+    written = path.read_text()
+    assert compiles(written) and ENCODE in written and '"""Unpack a range."""' in written
+
+
+@pytest.mark.parametrize("language, before, after, instruction, lost", [
+    # Go accepts a func without a body (a declaration): the rewrite left the header alone.
+    ("go", "package m\n\nfunc Add(a, b int) int {\n\treturn a + b\n}\n", "package m\n\nfunc Add(a, b int) int\n",
+     "Add a comment", True),
+    # An emptied block: damage, unless the instruction asks to remove something.
+    ("go", "package m\n\nfunc Log() {\n\tprintln(1)\n}\n", "package m\n\nfunc Log() {}\n", "Add a comment", True),
+    ("go", "package m\n\nfunc Log() {\n\tprintln(1)\n}\n", "package m\n\nfunc Log() {}\n", "Remove the prints", False),
+    ("java", "class A {\n  int f() { return 1; }\n}\n", "class A {\n  int f();\n}\n", "Tidy", True),
+    ("java", "abstract class A {\n  int f() { return 1; }\n}\n", "abstract class A {\n  abstract int f();\n}\n",
+     "Make f abstract", False),
+    ("javascript", "const f = (x) => {\n  return x + 1;\n};\n", "const f = (x) => x + 1;\n", "Simplify", False),
+    ("rust", "fn f() -> u8 {\n    1\n}\n", "fn f() -> u8 {\n}\n", "Add docs", True),
+    # Python: a body of `pass` or a docstring is a body; a renamed function is still paired.
+    ("python", "def f():\n    return 1\n", "def f():\n    pass\n", "Stub it", False),
+    ("python", "def f():\n    return 1\n\n\ndef g():\n    return 2\n", "def count():\n\n\ndef g():\n    return 2\n",
+     "Rename f to count", True),
+])
+def test_a_header_without_its_body_is_a_lost_definition_in_every_language(language, before, after, instruction,
+                                                                           lost):
+    verdict = check_edit(before, 0, len(before), after, instruction, language)
+    assert verdict.refused is lost, verdict
+    if lost:
+        assert "it would lose the body of " in verdict.reason
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ("def area(width, width):\n    return width * width\n", "duplicate argument 'width'"),
+    ("def area(width, height):\n    nonlocal width\n    return width * height\n", "parameter and nonlocal"),
+    ("def area(width, height):\n    return width * height\nreturn 0\n", "'return' outside function"),
+])
+def test_python_files_are_judged_by_python_s_compiler(answer, reason):
+    text = "def area(width, height):\n    return width * height\n"
+    assert syntax_error_line(text[:0] + answer, "python") is None  # tree-sitter sees nothing wrong
+    decision = SpanEdit(text, 0, len(text), "Tidy", "python").finish(answer, "stop")
+    assert decision.refused and decision.refusal == SYNTAX and reason in decision.reason
+
+
+def test_warnings_are_no_errors_and_python_2_files_keep_tree_sitter_s_rule():
+    text = "def pattern():\n    return 1\n"
+    warned = SpanEdit(text, 0, len(text), "Tidy", "python").finish('def pattern():\n    return "\\d+"\n', "stop")
+    assert not warned.refused  # an invalid escape is a SyntaxWarning, not an error
+    python2 = 'def greet(name):\n    print "hello", name\n'
+    assert not compiles(python2) and syntax_error_line(python2, "python") is None
+    edit = SpanEdit(python2, 0, len(python2), "Tidy", "python")
+    assert not edit.finish('def greet(name):\n    print "hi", name\n', "stop").refused
+    broken = edit.finish('def greet(name:\n    print "hi", name\n', "stop")
+    assert broken.refused and broken.refusal == SYNTAX
+
+
+def test_the_integrity_bench_audit_counts_a_lost_body_and_a_file_that_no_longer_compiles():
+    emptied = INTRANGES.replace(ENCODE, ENCODE.splitlines(keepends=True)[0])
+    found = audit(INTRANGES, emptied, "python", DOCSTRING_INSTRUCTION)
+    assert "lost the body of _encode_range" in found
+    assert any(f.startswith("does not compile: ") for f in found)
+    assert audit(INTRANGES, INTRANGES.replace("    return (start", '    """Pack."""\n    return (start'),
+                 "python", DOCSTRING_INSTRUCTION) == []
+    # Go: a header alone parses, and the audit still counts the body that went.
+    go = "package m\n\nfunc Add(a, b int) int {\n\treturn a + b\n}\n"
+    assert audit(go, "package m\n\nfunc Add(a, b int) int\n", "go", "Add a comment") == ["lost the body of Add"]
+
+
+def test_definitions_know_their_bodies():
+    bodies = {d.name: d.body for d in definitions(SyntaxTree(
+        "def f():\n\n\ndef g():\n    pass\n\n\nclass C:\n    '''Doc.'''\n", "python"))}
+    assert bodies == {"f": "none", "g": "full", "C": "full"}
