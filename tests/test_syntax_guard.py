@@ -96,8 +96,12 @@ def test_the_cli_writes_the_docstrings_it_may_and_never_a_file_that_does_not_com
      "Make f abstract", False),
     ("javascript", "const f = (x) => {\n  return x + 1;\n};\n", "const f = (x) => x + 1;\n", "Simplify", False),
     ("rust", "fn f() -> u8 {\n    1\n}\n", "fn f() -> u8 {\n}\n", "Add docs", True),
-    # Python: a body of `pass` or a docstring is a body; a renamed function is still paired.
-    ("python", "def f():\n    return 1\n", "def f():\n    pass\n", "Stub it", False),
+    # Python: a body of `pass`, `...` or a docstring alone does nothing; a docstring may replace `pass`.
+    ("python", "def f():\n    return 1\n", 'def f():\n    """Return one."""\n', "Add a docstring", True),
+    ("python", "def f():\n    return 1\n", "def f():\n    pass\n", "Remove the implementation", False),
+    ("python", "class Oops(Exception):\n    pass\n", 'class Oops(Exception):\n    """Raised on oops."""\n',
+     "Add a docstring", False),
+    # A renamed function is paired with its new name.
     ("python", "def f():\n    return 1\n\n\ndef g():\n    return 2\n", "def count():\n\n\ndef g():\n    return 2\n",
      "Rename f to count", True),
 ])
@@ -146,6 +150,13 @@ def test_the_integrity_bench_audit_counts_a_lost_body_and_a_file_that_no_longer_
 
 
 def test_definitions_know_their_bodies():
-    bodies = {d.name: d.body for d in definitions(SyntaxTree(
-        "def f():\n\n\ndef g():\n    pass\n\n\nclass C:\n    '''Doc.'''\n", "python"))}
-    assert bodies == {"f": "none", "g": "full", "C": "full"}
+    text = ('def f():\n\n\ndef g():\n    pass\n\n\nclass C:\n    """Doc."""\n\n\n'
+            'def h():\n    """Doc."""\n    return 1\n')
+    bodies = {d.name: d.body for d in definitions(SyntaxTree(text, "python"))}
+    assert bodies == {"f": "none", "g": "empty", "C": "empty", "h": "full"}
+
+
+def test_a_class_that_lost_its_methods_is_named_by_its_methods_alone():
+    text = "class Rect:\n    def area(self):\n        return 1\n"
+    verdict = check_edit(text, 0, len(text), 'class Rect:\n    """A rectangle."""\n', "Add docstrings", "python")
+    assert verdict.refused and verdict.reason == "it would lose method Rect.area"

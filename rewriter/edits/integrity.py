@@ -14,9 +14,9 @@ or applying it:
   to rename ("rename", "change the name to"; then one may go where exactly one new definition of
   the same kind appears in the same place);
 - lost bodies: a definition that keeps its header but loses its whole body is lost too (parsers
-  built for editors accept `def f():` with nothing under it, Go's `func f()`); one left with an
-  empty `{}` only where the instruction asks to remove, one with no body only where it asks
-  for something abstract;
+  built for editors accept `def f():` with nothing under it, Go's `func f()`); a body emptied to
+  `{}` or to a docstring alone may go only where the instruction asks to remove, a body as a
+  whole only where it asks for something abstract;
 - duplicated code: a definition line or an import that occurred exactly once in the file must not
   occur twice after the rewrite, nor may other code lines of 20 characters or more, in runs of
   two or more or at either end of the answer (one such line inside new code is often needed).
@@ -118,6 +118,8 @@ class FileIntegrity:
             if lost:
                 problems.append("it would lose " + _names(lost))
             emptied = [] if broken else lost_bodies(old_definitions, new_definitions, instruction)
+            # A class that lost its methods lost its body with them: name the methods only.
+            emptied = [d for d in emptied if not any(gone.path[: len(d.path)] == d.path for gone in lost)]
             if emptied:
                 problems.append("it would lose the body of " + _names(emptied))
         duplicated = self.duplicated_lines(start, end, text, {d.header for d in new_definitions})

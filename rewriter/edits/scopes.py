@@ -473,8 +473,9 @@ def _line_cuts(text: str, span: Span, blank_only: bool) -> list[int]:
 
 # ---- the definitions of a file -----------------------------------------------------------
 
-# A definition's body: FULL holds code; EMPTY is `{}` (or only comments); NONE is a header
-# alone (`def f():` with nothing under it, Go's `func f()`): no body node, or an empty one.
+# A definition's body: FULL holds code; EMPTY is `{}` (or only comments, `pass`, `...` or a docstring);
+# NONE is a header alone (`def f():` with nothing under it, Go's `func f()`): no body node, or an
+# empty one.
 FULL, EMPTY, NONE = "full", "empty", "none"
 
 
@@ -526,8 +527,25 @@ def _body_of(node) -> str:
         return NONE
     if body.child_count == 0:
         return FULL  # an expression body: `() => 1`
-    code = [child for child in body.named_children if child.type not in COMMENTS]
+    code = [child for child in body.named_children if child.type not in COMMENTS and not _is_placeholder(child)]
+    if code and _is_docstring(code[0]):
+        code = code[1:]  # a body that is only its docstring does nothing
     return FULL if code else EMPTY
+
+
+def _expression(statement):
+    if statement.type == "expression_statement" and statement.named_child_count == 1:
+        return statement.named_children[0]
+    return statement
+
+
+def _is_docstring(statement) -> bool:
+    return _expression(statement).type in {"string", "concatenated_string"}
+
+
+def _is_placeholder(statement) -> bool:
+    """`pass` or `...`: a body that stands for none (a docstring may replace it)."""
+    return statement.type == "pass_statement" or _expression(statement).type == "ellipsis"
 
 
 def guess_language(text: str) -> str:
