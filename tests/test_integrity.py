@@ -408,10 +408,10 @@ def test_service_strips_an_echo_and_applies_a_good_answer():
     start, end = span_of(SHAPES, "def clamp", "return value")
     lines = (SHAPES.count("\n", 0, start), SHAPES.count("\n", 0, end))
     hinted = SHAPES[start:end].replace("def clamp(value, low, high):", "def clamp(value: int, low: int, high: int) -> int:")
-    result = service_result(lambda code: SHAPES[:start] + hinted, text=SHAPES, range=lines)
+    result = service_result(lambda code: SHAPES[:start] + hinted, text=SHAPES, range=lines, instruction="Add type hints")
     assert result["integrity"] == "stripped" and "lines 1-" in result["stripped"]
     assert result["selection"] == hinted and result["text"] == SHAPES[:start] + hinted
-    result = service_result(lambda code: hinted, text=SHAPES, range=lines)
+    result = service_result(lambda code: hinted, text=SHAPES, range=lines, instruction="Add type hints")
     assert result["integrity"] == "applied" and "refused" not in result and result["changed"]
 
 

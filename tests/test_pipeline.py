@@ -81,8 +81,8 @@ def test_each_refusal_with_its_reason_and_the_refused_text():
     echo = edit.finish("def unit():\n    return Circle(1)\n", "stop")
     assert echo.refusal == INTEGRITY and echo.reason.startswith("the answer is a copy of lines 12-13 of the file")
 
-    stripped = edit.finish("def area(self):\n    return math.tau * self.radius ** 2 / 2\n\n\ndef unit():\n"
-                           "    return Circle(1)\n", "stop")
+    stripped = area_edit("Use math.tau").finish("def area(self):\n    return math.tau * self.radius ** 2 / 2\n\n\n"
+                                                "def unit():\n    return Circle(1)\n", "stop")
     assert stripped.status == STRIPPED and "lines 12-13 of the file" in stripped.reason
     assert stripped.text == "    def area(self):\n        return math.tau * self.radius ** 2 / 2\n\n\n"
 

@@ -160,3 +160,60 @@ def test_a_class_that_lost_its_methods_is_named_by_its_methods_alone():
     text = "class Rect:\n    def area(self):\n        return 1\n"
     verdict = check_edit(text, 0, len(text), 'class Rect:\n    """A rectangle."""\n', "Add docstrings", "python")
     assert verdict.refused and verdict.reason == "it would lose method Rect.area"
+
+
+# ---- an instruction for documentation alone leaves the code as it is ----------------------
+
+# NoFunEval 058: asked for a docstring, the model also changed the test's data into the string
+# of the test above it (the integrity bench's last damage).
+FOUND = '''    def test_found_data_structure(test):
+        find(
+            string = "ksdkjnsdf;ajndflkj; x = {\\"a\\": 1}\\n ksjndfkjsd",
+            name = "x",
+            found = ok,
+            not_found = fail("should be found"),
+        )
+'''
+MISSING = '''    def test_missing_data_structure(test):
+        find(
+            string = "ksdkjnsdf;ajndflkj",
+            name = "x",
+            found = fail("shouldn't be found"),
+            not_found = ok,
+        )
+'''
+
+
+@pytest.mark.parametrize("instruction, documentation_only", [
+    ("Add a one-line docstring to this function.", True),
+    ("Add docstrings", True),
+    ("Document this class", True),
+    ("Add comments explaining the loop", True),
+    ("Add docstrings and type hints", False),
+    ("Write a docstring, then fix the bug", False),
+    ("Add type hints", False),
+    ("Simplify this function", False),
+])
+def test_documentation_only_instructions(instruction, documentation_only):
+    from rewriter.edits.integrity import instruction_asks_documentation_only
+
+    assert instruction_asks_documentation_only(instruction) is documentation_only
+
+
+def test_a_docstring_request_that_also_changes_code_is_refused():
+    text = "class Test:\n" + MISSING + "\n" + FOUND
+    start = text.index(FOUND)
+    changed = FOUND.replace(":\n", ':\n        """Find the data structure."""\n', 1).replace(
+        '"ksdkjnsdf;ajndflkj; x = {\\"a\\": 1}\\n ksjndfkjsd"', '"ksdkjnsdf;ajndflkj"')
+    verdict = check_edit(text, start, len(text), changed, "Add a one-line docstring to this function.", "python")
+    assert verdict.refused
+    assert verdict.reason == ("the instruction asks for documentation only, and it would change code "
+                              "(first at 'string = \"ksdkjnsdf;ajndflkj\",')")
+    # Docstrings, comments, `pass` given way to a docstring and a new layout are no code change.
+    documented = FOUND.replace(":\n", ':\n        """Find the data structure."""\n', 1).replace(
+        "        find(\n", "        # the whole string\n        find(\n")
+    assert not check_edit(text, start, len(text), documented, "Add docstrings", "python").refused
+    stub = "def later():\n    pass\n"
+    assert not check_edit(stub, 0, len(stub), 'def later():\n    """Done later."""\n', "Add docstrings", "python").refused
+    # Asked for more than documentation, the same change is applied.
+    assert not check_edit(text, start, len(text), changed, "Add a docstring and use the short string", "python").refused

@@ -17,6 +17,8 @@ or applying it:
   built for editors accept `def f():` with nothing under it, Go's `func f()`); a body emptied to
   `{}` or to a docstring alone may go only where the instruction asks to remove, a body as a
   whole only where it asks for something abstract;
+- documentation only: where the instruction asks for documentation and nothing else ("Add
+  docstrings"), the span's code must stay token for token (comments, docstrings and layout aside);
 - duplicated code: a definition line or an import that occurred exactly once in the file must not
   occur twice after the rewrite, nor may other code lines of 20 characters or more, in runs of
   two or more or at either end of the answer (one such line inside new code is often needed).
@@ -29,7 +31,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
 
 from ..prompt import common_indent
-from .scopes import EMPTY, FULL, NONE, Definition, SyntaxTree, definitions
+from .scopes import COMMENTS, EMPTY, FULL, NONE, Definition, SyntaxTree, definitions, is_docstring, is_placeholder
 from .syntax import FileSyntax
 
 APPLIED, STRIPPED, REFUSED = "applied", "stripped", "refused"
@@ -39,6 +41,11 @@ REMOVAL_WORDS = re.compile(r"\b(remov|delet|drop|merg|combin|inlin|eliminat|cons
 RENAME_WORDS = re.compile(r"\brenam|\bnames?\b.*\bto\b", re.IGNORECASE)
 # Instructions under which a definition may keep only its header (`abstract void f();`).
 BODYLESS_WORDS = re.compile(r"\b(abstract|prototype)", re.IGNORECASE)
+# Instructions that ask for documentation and nothing else ("Add docstrings", "Write comments").
+DOCUMENTATION_ONLY = re.compile(r"\s*(please\s+)?((add|write|insert|generate|update|improve)\b.*"
+                                r"\b(docstrings?|comments?|documentation)\b|document\b)", re.IGNORECASE)
+ASKS_MORE = re.compile(r"\b(and|also|then|plus|but|fix|change|rename|refactor|simplify|replace|remove|delete|"
+                       r"type|types|hints?|annotations?|convert|make|use)\b|[,;]", re.IGNORECASE)
 
 MIN_ECHO_LINES = 2  # a single repeated line is more likely coincidence than an echo
 LONG_LINE = 20  # shorter lines (`return x`, `}`, `else:`) repeat in code by nature
@@ -64,6 +71,10 @@ def instruction_allows_removal(instruction: str) -> bool:
 
 def instruction_asks_rename(instruction: str) -> bool:
     return bool(RENAME_WORDS.search(instruction))
+
+
+def instruction_asks_documentation_only(instruction: str) -> bool:
+    return bool(DOCUMENTATION_ONLY.match(instruction)) and not ASKS_MORE.search(instruction)
 
 
 class FileIntegrity:
@@ -122,6 +133,11 @@ class FileIntegrity:
             emptied = [d for d in emptied if not any(gone.path[: len(d.path)] == d.path for gone in lost)]
             if emptied:
                 problems.append("it would lose the body of " + _names(emptied))
+            if not (broken or lost or emptied) and instruction_asks_documentation_only(instruction):
+                changed = _changed_code_line(self.tree, start, end, candidate, start + len(text))
+                if changed is not None:
+                    problems.append("the instruction asks for documentation only, and it would change code "
+                                    f"(first at {changed!r})")
         duplicated = self.duplicated_lines(start, end, text, {d.header for d in new_definitions})
         if duplicated:
             shown = ", ".join(repr(line) for line in duplicated[:3])
@@ -281,6 +297,36 @@ def lost_bodies(old: list[Definition], new: list[Definition], instruction: str) 
     may_empty = instruction_allows_removal(instruction)  # "remove the prints" may leave `{}`
     return [d for d, now in pairs
             if d.body == FULL and (now.body == NONE or (now.body == EMPTY and not may_empty))]
+
+
+def _changed_code_line(old: SyntaxTree, start: int, end: int, new: SyntaxTree, new_end: int) -> str | None:
+    """The first line of the new text whose code (comments, docstrings, `pass` and layout aside)
+    differs from the old text's; None when the code is the same token for token."""
+    old_tokens, new_tokens = _code_tokens(old, start, end), _code_tokens(new, start, new_end)
+    for at, (token, line) in enumerate(new_tokens):
+        if at >= len(old_tokens) or old_tokens[at][0] != token:
+            return line
+    return old_tokens[len(new_tokens)][1] if len(old_tokens) > len(new_tokens) else None
+
+
+def _code_tokens(tree: SyntaxTree, start: int, end: int) -> list[tuple[bytes, str]]:
+    """The leaves of the tree in [start, end) that are code, each with its line (stripped)."""
+    low, high = tree.byte(start), tree.byte(end)
+    tokens = []
+    stack = [tree.root]
+    while stack:
+        node = stack.pop()
+        if node.end_byte <= low or node.start_byte >= high:
+            continue
+        if node.type in COMMENTS or is_docstring(node) or is_placeholder(node):
+            continue  # a docstring may take the place of `pass`
+        if node.child_count == 0:
+            line_start = tree.data.rfind(b"\n", 0, node.start_byte) + 1
+            line_end = tree.data.find(b"\n", node.start_byte)
+            line = tree.data[line_start: line_end if line_end >= 0 else len(tree.data)]
+            tokens.append((tree.data[node.start_byte: node.end_byte], line.decode("utf-8", "replace").strip()))
+        stack.extend(reversed(node.children))
+    return tokens
 
 
 def _has_error_within(tree: SyntaxTree, start: int, end: int) -> bool:

@@ -527,7 +527,7 @@ def _body_of(node) -> str:
         return NONE
     if body.child_count == 0:
         return FULL  # an expression body: `() => 1`
-    code = [child for child in body.named_children if child.type not in COMMENTS and not _is_placeholder(child)]
+    code = [child for child in body.named_children if child.type not in COMMENTS and not is_placeholder(child)]
     if code and _is_docstring(code[0]):
         code = code[1:]  # a body that is only its docstring does nothing
     return FULL if code else EMPTY
@@ -543,7 +543,22 @@ def _is_docstring(statement) -> bool:
     return _expression(statement).type in {"string", "concatenated_string"}
 
 
-def _is_placeholder(statement) -> bool:
+def is_docstring(node) -> bool:
+    """A Python docstring: a string first in a module's, class's or function's body."""
+    if not _is_docstring(node):
+        return False
+    statement = node.parent if node.parent is not None and node.parent.type == "expression_statement" else node
+    body = statement.parent
+    if body is None or body.type not in {"module", "block"}:
+        return False
+    if body.type == "block" and (body.parent is None
+                                 or body.parent.type not in {"function_definition", "class_definition"}):
+        return False
+    first = next((child for child in body.named_children if child.type not in COMMENTS), None)
+    return first is not None and first.id == statement.id
+
+
+def is_placeholder(statement) -> bool:
     """`pass` or `...`: a body that stands for none (a docstring may replace it)."""
     return statement.type == "pass_statement" or _expression(statement).type == "ellipsis"
 
