@@ -145,7 +145,8 @@ def _reason_kind(reason: str) -> str:
         return "answer is a copy of other code"
     kinds = [name for pattern, name in ((r"would lose (?!the body)", "loses a definition"),
                                         (r"would lose the body", "loses a body"),
-                                        (r"would duplicate", "duplicates code"), (r"does not parse", "does not parse"))
+                                        (r"would duplicate", "duplicates code"), (r"does not parse", "does not parse"),
+                                        (r"documentation only", "changes code when asked for documentation"))
              if re.search(pattern, reason)]
     return " + ".join(kinds) or reason
 
