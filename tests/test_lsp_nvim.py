@@ -41,7 +41,8 @@ pytestmark = [
 DOCSTRINGS = [
     ["class Circle:\n", 'class Circle:\n    """A circle."""\n\n'],
     ["def area(self):\n", 'def area(self):\n        """The area."""\n'],
-    ["        return 2 * math.pi * self.r\n", "        diameter = 2 * self.r\n        return math.pi * diameter\n"],
+    # A documentation request changes no code (the integrity check refuses that): a comment here.
+    ["        return 2 * math.pi * self.r\n", "        # two pi r\n        return 2 * math.pi * self.r\n"],
 ]
 
 
