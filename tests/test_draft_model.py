@@ -316,6 +316,8 @@ def test_the_sampling_bench_decodes_every_mode_with_the_same_drafters_as_a_reque
     from rewriter.decoding.rewrite import Rewriter
 
     rewriter = Rewriter(tiny_loaded)
+    # Every draft verified: a window sized by pass costs timed under load can be 0 (no draft verified).
+    rewriter.decoder.lookahead = FullWindow()
     case = Case("tiny", "python", "def add(a, b):\n    return a + b\n", "Add a docstring")
     for params, modes in ((SamplingParams(), {"plain", "prediction", "draft_model", "both", "mjsd"}),
                           (SamplingParams(temperature=0.8, seed=3),
