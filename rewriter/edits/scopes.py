@@ -528,7 +528,7 @@ def _body_of(node) -> str:
     if body.child_count == 0:
         return FULL  # an expression body: `() => 1`
     code = [child for child in body.named_children if child.type not in COMMENTS and not is_placeholder(child)]
-    if code and _is_docstring(code[0]):
+    if code and _is_string_statement(code[0]):
         code = code[1:]  # a body that is only its docstring does nothing
     return FULL if code else EMPTY
 
@@ -539,13 +539,13 @@ def _expression(statement):
     return statement
 
 
-def _is_docstring(statement) -> bool:
+def _is_string_statement(statement) -> bool:
     return _expression(statement).type in {"string", "concatenated_string"}
 
 
 def is_docstring(node) -> bool:
     """A Python docstring: a string first in a module's, class's or function's body."""
-    if not _is_docstring(node):
+    if not _is_string_statement(node):
         return False
     statement = node.parent if node.parent is not None and node.parent.type == "expression_statement" else node
     body = statement.parent
