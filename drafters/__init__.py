@@ -1,7 +1,7 @@
 """Drafters propose tokens for the model to verify; see base.Drafter for the interface."""
 from .base import Draft, Drafter
-from .combined import CombinedDrafter
+from .combined import CombinedDrafter, rewrite_drafter
 from .prediction import PredictionDrafter
 from .prompt_lookup import PromptLookupDrafter
 
-__all__ = ["Draft", "Drafter", "CombinedDrafter", "PredictionDrafter", "PromptLookupDrafter"]
+__all__ = ["Draft", "Drafter", "CombinedDrafter", "PredictionDrafter", "PromptLookupDrafter", "rewrite_drafter"]

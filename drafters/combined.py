@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .base import Draft, Drafter
+from .prediction import PredictionDrafter
+from .prompt_lookup import PromptLookupDrafter
 
 
 class CombinedDrafter:
@@ -26,3 +28,9 @@ class CombinedDrafter:
         self._owner.clear()
         if owner is not None:
             owner.feedback(draft, accepted)
+
+
+def rewrite_drafter(prediction: Sequence[int]) -> CombinedDrafter:
+    """What a rewrite drafts with, in our loop and in vLLM's: the predicted output (the code),
+    realigned after each edit, and prompt lookup where the prediction has nothing."""
+    return CombinedDrafter(PredictionDrafter(prediction), PromptLookupDrafter())

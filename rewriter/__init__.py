@@ -1,4 +1,14 @@
 """Editor-oriented code rewriting with predicted outputs: exact speculative decoding on a local model."""
+import os
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    """Where converted models, timed choices and vLLM's environment are kept ($REWRITER_CACHE)."""
+    root = os.environ.get("REWRITER_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rewriter"
 
 
 def package_version() -> str:

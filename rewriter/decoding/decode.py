@@ -171,11 +171,7 @@ class Decoder:
 
             room = max_new_tokens - len(output) - 1  # the step's own next token takes one
             draft = drafter.propose(prompt + output, len(prompt), room) if drafter and room > 0 else None
-            if draft is not None:
-                window = self.lookahead.window(draft.acceptance, min(room, len(draft.tokens)))
-                draft.tokens = draft.tokens[:window]
-                if not draft.tokens:
-                    draft = None
+            draft = self.lookahead.fit(draft, room)
             drafted = draft.tokens if draft else []
             step_start = time.perf_counter()
             logits = self._forward([output[-1]] + drafted, cache)

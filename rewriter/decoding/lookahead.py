@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from drafters.base import Draft
+
 # Window sizes tried: passes of 1, 2, 4, ... tokens, where matrix kernels change cost steps.
 PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 # A GPU verifies a few hundred tokens in about the time of one, so it may look further ahead.
@@ -88,3 +90,11 @@ class Lookahead:
             if length == limit:
                 break
         return best_length
+
+    def fit(self, draft: Draft | None, room: int) -> Draft | None:
+        """`draft` cut to the window worth verifying next (at most `room` tokens), or None for a
+        plain one-token step."""
+        if draft is None:
+            return None
+        draft.tokens = draft.tokens[:self.window(draft.acceptance, min(room, len(draft.tokens)))]
+        return draft if draft.tokens else None

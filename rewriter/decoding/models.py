@@ -22,6 +22,7 @@ import torch
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from .. import cache_root
 from ..results import DTYPES, ModelError
 from .quantize import INT8_KINDS, QuantizationUnavailable
 
@@ -66,13 +67,6 @@ class LoadedModel:
     @property
     def context_length(self) -> int:
         return int(getattr(self.model.config, "max_position_embeddings", 32768))
-
-
-def cache_root() -> Path:
-    root = os.environ.get("REWRITER_CACHE")
-    if root:
-        return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rewriter"
 
 
 def pick_device(requested: str | None = None) -> torch.device:

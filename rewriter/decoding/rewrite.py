@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
+from drafters import CombinedDrafter, Drafter, rewrite_drafter
 
 from ..prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, echo_scan, extract_code
 from ..results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
@@ -90,7 +90,7 @@ class Rewriter:
         return ids + ([eos] if eos is not None else [])
 
     def drafter(self, prediction: list[int]) -> CombinedDrafter:
-        return CombinedDrafter(PredictionDrafter(prediction), PromptLookupDrafter())
+        return rewrite_drafter(prediction)
 
     def plan(self, code: str, instruction: str, language: str = "", context: str | None = None,
              max_new_tokens: int | None = None) -> tuple[list[int], list[int], int]:

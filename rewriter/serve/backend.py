@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from drafters import CombinedDrafter, Drafter, PredictionDrafter, PromptLookupDrafter
+from drafters import Drafter, PromptLookupDrafter, rewrite_drafter
 
 from ..decoding.decode import Decoder, Stats, StopCheck
 from ..decoding.models import LoadedModel
@@ -171,7 +171,7 @@ class Backend:
             drafts = list(prepared.prediction)
             if self.tokenizer.eos_token_id is not None:  # as Rewriter.encode_prediction: end with the turn
                 drafts.append(self.tokenizer.eos_token_id)
-            drafter: Drafter = CombinedDrafter(PredictionDrafter(drafts), PromptLookupDrafter())
+            drafter: Drafter = rewrite_drafter(drafts)
         else:
             drafter = PromptLookupDrafter()
         stop = stop_strings(self.tokenizer, request.stop) if request.stop else None
