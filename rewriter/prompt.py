@@ -256,6 +256,23 @@ def extract_code(answer: str) -> str:
     return rest[: closing.start()] if closing else rest
 
 
+_OPENING_FENCE = re.compile(r"^(`{3,})[^\n`]*\n", re.MULTILINE)
+
+
+def last_code_block(text: str) -> str | None:
+    """The last complete fenced block of a prompt, from its opening fence to its closing one:
+    build_prompt puts the code to edit last, so this is the answer predicted if nothing changes."""
+    block = None
+    position = 0
+    while opening := _OPENING_FENCE.search(text, position):
+        closing = re.compile(rf"^{opening.group(1)}[ \t]*$", re.MULTILINE).search(text, opening.end())
+        if closing is None:
+            break
+        block = text[opening.start():closing.start() + len(opening.group(1))]
+        position = closing.end()
+    return block
+
+
 def closing_fence_end(answer: str) -> int | None:
     """Index just past the closing fence line once it is complete (its newline written), else None."""
     opening = re.search(r"^(`{3,})[^\n`]*\n", answer, flags=re.MULTILINE)

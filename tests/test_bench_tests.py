@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from rewriter.bench.bench import Case, integrity_refusal, judge_answer, load_cases, summarize_tests
+from rewriter.bench.bench import integrity_refusal, judge_answer, summarize_tests
+from rewriter.bench.cases import Case, load_cases
 from rewriter.decoding.cpu_choice import CANDIDATES
 from rewriter.decoding.quantize import INT8_KINDS
 from tests.helpers.cli import assert_clean_failure, run_cli

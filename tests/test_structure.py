@@ -158,7 +158,8 @@ def test_result_types_keep_their_old_homes():
 # ---- layers ---------------------------------------------------------------------------------
 
 CORE = ("rewriter.decoding", "torch", "transformers")  # the decoding core and what it loads
-FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.edits")
+FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.edits",
+                        "rewriter.bench.cases", "rewriter.bench.endpoint_bench")  # `bench --endpoint`
 # The HTTP service serves a model it loads itself: its backend (and the app that makes one) are the
 # front-end modules that hold the core. Nothing torch-free may import them at module level (the
 # check below follows imports through them); its request parsing is torch-free.
@@ -241,6 +242,7 @@ def test_front_ends_and_edits_never_import_the_decoding_core_at_module_level():
     imports = module_level_imports()
     checked = [name for name in imports if _in(name, FRONT_ENDS_AND_EDITS) and name not in MODEL_OWNERS]
     assert "lsp.server" in checked and "rewriter.edits.batch" in checked and "rewriter.serve.client" in checked
+    assert "rewriter.bench.endpoint_bench" in checked
     chains = {name: " -> ".join(chain) for name in checked if (chain := core_reached(imports, name))}
     assert chains == {}
 

@@ -13,7 +13,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,31 +20,8 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from ..decoding.rewrite import Rewriter
 from ..prompt import NoCodeBlock, SourceText, extract_code
+from .cases import Case, run_cases
 from .testrun import DEFAULT_TIMEOUT_S, run_tests
-
-
-@dataclass
-class Case:
-    id: str
-    language: str
-    before: str
-    instruction: str
-    tests: str | None = None  # Python run after the edited code; it passes when the program exits 0
-
-
-def load_cases(path: str | Path) -> list[Case]:
-    cases = []
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                cases.append(Case(str(row["id"]), row.get("language", ""), row["before"], row["instruction"],
-                                  row.get("tests")))
-            except (json.JSONDecodeError, KeyError, TypeError) as error:
-                raise ValueError(f"{path}:{number}: not a benchmark case ({error})") from error
-    return cases
 
 
 class FenceCriteria(StoppingCriteria):
@@ -284,29 +260,8 @@ def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None,
                      f"auto picks {pass_costs['auto_choice']} on this machine")
         return text
 
-    return _run_cases(cases, lambda case: run_case(rewriter, case, max_new_tokens, float32_reference),
+    return run_cases(cases, lambda case: run_case(rewriter, case, max_new_tokens, float32_reference),
                       format_row, summarize_with_costs, format_with_costs, json_path, out)
-
-
-def _run_cases(cases: list[Case], measure, format_one, summarize_rows, format_all, json_path: str | None,
-               out) -> dict:
-    """Measure case after case, printing each row, then the summary; the JSON report is rewritten
-    after every case, so a long run that is stopped keeps what it measured."""
-    rows = []
-    for case in cases:
-        rows.append(measure(case))
-        print(format_one(rows[-1]), file=out, flush=True)
-        if json_path:
-            _write_report(json_path, rows, summarize_rows(rows))
-    summary = summarize_rows(rows)
-    print(format_all(summary), file=out, flush=True)
-    if json_path:
-        _write_report(json_path, rows, summary)
-    return {"summary": summary, "cases": rows}
-
-
-def _write_report(path: str, rows: list[dict], summary: dict) -> None:
-    Path(path).write_text(json.dumps({"summary": summary, "cases": rows}, indent=2) + "\n", encoding="utf-8")
 
 
 # Edit quality ----------------------------------------------------------------------------------
@@ -441,7 +396,7 @@ def run_tests_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int |
         cells = [fmt.format(row[key]) for _, key, fmt in TESTS_TABLE_COLUMNS]
         return " | ".join([cells[0].rsplit("/", 1)[-1], *cells[1:]])
 
-    return _run_cases(cases, lambda case: run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s),
+    return run_cases(cases, lambda case: run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s),
                       format_one, summarize_tests, format_tests_summary, json_path, out)
 
 

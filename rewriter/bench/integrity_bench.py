@@ -23,7 +23,7 @@ from ..edits.integrity import FileIntegrity, lost_bodies, lost_definitions, sign
 from ..edits.pipeline import CUT, SpanEdit
 from ..edits.scopes import SyntaxTree, definitions, grammar_for, select_nodes
 from ..edits.syntax import compile_regression
-from .bench import Case
+from .cases import Case
 
 INSTRUCTIONS = (
     "Add a one-line docstring to this function.",
