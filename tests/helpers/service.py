@@ -38,6 +38,22 @@ def save_tiny_qwen(directory: Path, tokenizer, seed: int = 0) -> Path:
     return directory
 
 
+def wait_healthy(process: subprocess.Popen, url: str, log: Path, timeout: float, stop) -> None:
+    """Until `url`/health answers 200; the log's end in the error when the server exits or times out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}:\n{log.read_text()[-5000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    stop()
+    raise RuntimeError(f"the server did not start in {timeout}s:\n{log.read_text()[-5000:]}")
+
+
 class Server:
     """`rewriter serve` in a subprocess; its combined output goes to `log`."""
 
@@ -55,18 +71,8 @@ class Server:
         )
 
     def wait_ready(self, timeout: float = 180.0) -> Server:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited with {self.process.returncode}:\n{self.log.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"the server did not start in {timeout}s:\n{self.log.read_text()}")
+        wait_healthy(self.process, self.url, self.log, timeout, self.stop)
+        return self
 
     def health(self) -> dict:
         return httpx.get(f"{self.url}/health", timeout=10).json()

@@ -8,9 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
-from tests.helpers.service import ROOT, free_port
+from tests.helpers.service import ROOT, free_port, wait_healthy
 
 
 def vllm_venv() -> Path | None:
@@ -44,18 +42,8 @@ class VllmServer:
             cwd=ROOT, env=env, stdout=self.output, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 600.0) -> VllmServer:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {self.process.returncode}:\n{self.log.read_text()[-5000:]}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        self.stop()
-        raise RuntimeError(f"vLLM did not start in {timeout}s:\n{self.log.read_text()[-5000:]}")
+        wait_healthy(self.process, self.url, self.log, timeout, self.stop)
+        return self
 
     def stop(self) -> None:
         """Stop the server and the engine and worker processes it started."""
