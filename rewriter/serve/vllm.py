@@ -54,15 +54,25 @@ def setup_commands(venv: Path, device: str, pip_args: Sequence[str] = ()) -> lis
     return commands
 
 
+def import_failure(venv: Path) -> str | None:
+    """Why vLLM or the proposer does not import in `venv` (the end of the error), or None when both do."""
+    if not venv_python(venv).exists():
+        return f"no Python at {venv_python(venv)}"
+    check = subprocess.run([str(venv_python(venv)), "-c", f"import vllm, {PROPOSER.rsplit('.', 1)[0]}"],
+                           capture_output=True, text=True, timeout=600)
+    if check.returncode == 0:
+        return None
+    return check.stderr[-2000:] or f"exit status {check.returncode}"
+
+
 def setup(venv: Path, device: str, pip_args: Sequence[str] = (), say: Callable[[str], None] = print) -> None:
     for command in setup_commands(venv, device, pip_args):
         say("$ " + " ".join(command))
         if subprocess.run(command).returncode != 0:
             raise VllmSetupError(f"this step failed: {' '.join(command)}")
-    check = subprocess.run([str(venv_python(venv)), "-c", f"import vllm, {PROPOSER.rsplit('.', 1)[0]}"],
-                           capture_output=True, text=True)
-    if check.returncode != 0:
-        raise VllmSetupError(f"vLLM or the proposer does not import in {venv}:\n{check.stderr[-2000:]}")
+    failure = import_failure(venv)
+    if failure is not None:
+        raise VllmSetupError(f"vLLM or the proposer does not import in {venv}:\n{failure}")
     say(f"vLLM is ready in {venv}; start it with: rewriter vllm serve --venv {venv}")
 
 

@@ -14,15 +14,10 @@ from tests.helpers.service import ROOT, free_port, wait_healthy
 def vllm_venv() -> Path | None:
     """The vLLM environment `rewriter vllm setup` made ($REWRITER_VLLM_VENV, else the default),
     when vLLM and the proposer import there."""
-    from rewriter.serve.vllm import default_venv, venv_python
+    from rewriter.serve.vllm import default_venv, import_failure
 
     venv = Path(os.environ.get("REWRITER_VLLM_VENV") or default_venv())
-    python = venv_python(venv)
-    if not python.exists():
-        return None
-    check = subprocess.run([str(python), "-c", "import vllm, drafters.vllm_proposer"], capture_output=True,
-                           timeout=300)
-    return venv if check.returncode == 0 else None
+    return venv if import_failure(venv) is None else None
 
 
 class VllmServer:
