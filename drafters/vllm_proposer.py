@@ -25,7 +25,7 @@ from itertools import chain
 from typing import Any
 
 from rewriter.decoding.lookahead import Lookahead
-from rewriter.prompt import last_code_block
+from rewriter.prompt import last_code_block, prediction_ids
 
 from .base import Draft, Drafter
 from .combined import rewrite_drafter
@@ -130,11 +130,7 @@ class RewriteProposer:
     def prediction(self, prompt: list[int]) -> list[int] | None:
         """The answer predicted for this prompt: its last fenced code block, ending the turn."""
         block = last_code_block(self.tokenizer.decode(prompt, skip_special_tokens=True))
-        if block is None:
-            return None
-        ids = self.tokenizer.encode(block, add_special_tokens=False)
-        eos = self.tokenizer.eos_token_id
-        return ids + ([eos] if eos is not None else [])
+        return prediction_ids(self.tokenizer, block) if block is not None else None
 
     def _learn_pass_cost(self, now: float, rows: dict[int, _Request]) -> None:
         """With one request running, the time from one call to the next is one verification pass

@@ -273,6 +273,13 @@ def last_code_block(text: str) -> str | None:
     return block
 
 
+def prediction_ids(tokenizer, text: str) -> list[int]:
+    """The tokens of the answer predicted if nothing changes: `text`, then the end of the turn."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    eos = tokenizer.eos_token_id
+    return ids + ([eos] if eos is not None else [])
+
+
 def closing_fence_end(answer: str) -> int | None:
     """Index just past the closing fence line once it is complete (its newline written), else None."""
     opening = re.search(r"^(`{3,})[^\n`]*\n", answer, flags=re.MULTILINE)

@@ -5,7 +5,15 @@ from collections.abc import Callable, Iterator
 
 from drafters import CombinedDrafter, Drafter, rewrite_drafter
 
-from ..prompt import RewritePrompt, SourceText, build_prompt, closing_fence_end, echo_scan, extract_code
+from ..prompt import (
+    RewritePrompt,
+    SourceText,
+    build_prompt,
+    closing_fence_end,
+    echo_scan,
+    extract_code,
+    prediction_ids,
+)
 from ..results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .decode import Decoder, Stats, StopCheck
 from .models import LoadedModel
@@ -84,10 +92,8 @@ class Rewriter:
         return self.encode_messages(prompt.messages) + prefill
 
     def encode_prediction(self, prompt: RewritePrompt) -> list[int]:
-        # The rest of the answer the model would write if it changed nothing, ending with its end-of-turn.
-        ids = self.tokenizer.encode(prompt.prediction[len(prompt.prefill):], add_special_tokens=False)
-        eos = self.tokenizer.eos_token_id
-        return ids + ([eos] if eos is not None else [])
+        # The rest of the answer the model would write if it changed nothing (the prefill is the prompt's).
+        return prediction_ids(self.tokenizer, prompt.prediction[len(prompt.prefill):])
 
     def drafter(self, prediction: list[int]) -> CombinedDrafter:
         return rewrite_drafter(prediction)
