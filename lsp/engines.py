@@ -6,6 +6,7 @@ context=None, max_new_tokens=None)` yielding `Progress` increments of the raw an
 """
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from .options import EngineOptions
 if TYPE_CHECKING:  # loaded lazily: the language server with a remote engine needs no torch
     from rewriter.decoding.rewrite import Rewriter
 
-SCRIPT_ENV = "REWRITER_LSP_TEST_SCRIPT"  # test aid: a scripted engine (see lsp/scripted.py)
+# "module:callable" returning an engine of your own (tests use it for a scripted engine)
+FACTORY_ENV = "REWRITER_ENGINE_FACTORY"
 
 
 class EngineError(RuntimeError):
@@ -43,8 +45,8 @@ class EmbeddedEngine:
         with self._load_lock:
             if self._rewriter is not None:
                 return
-            from rewriter.decoding.models import ModelError, hide_progress_bars, load_model
             from rewriter.decoding.rewrite import Rewriter
+            from rewriter.weights.models import ModelError, hide_progress_bars, load_model
 
             hide_progress_bars(route_warnings=True)  # `say` reports the load through progress
             try:
@@ -60,14 +62,25 @@ class EmbeddedEngine:
 
 
 def make_engine(options: EngineOptions):
-    script = os.environ.get(SCRIPT_ENV)
-    if script:
-        from .scripted import ScriptedEngine
-
-        return ScriptedEngine.from_file(script)
+    factory = os.environ.get(FACTORY_ENV)
+    if factory:
+        return _engine_from_factory(factory)
     if options.kind == "embedded":
         return EmbeddedEngine(options.model, options.device, options.dtype)
     return make_remote_engine(options)
+
+
+def _engine_from_factory(spec: str):
+    module_name, _, attribute = spec.partition(":")
+    try:
+        target: object = importlib.import_module(module_name)
+        for name in attribute.split("."):
+            target = getattr(target, name)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise EngineError(f"{FACTORY_ENV}={spec!r}: {error}") from error
+    if not callable(target):
+        raise EngineError(f"{FACTORY_ENV}={spec!r} is not callable")
+    return target()
 
 
 def make_remote_engine(options: EngineOptions):

@@ -22,15 +22,15 @@ def _progress(args: argparse.Namespace):
     """Where model-loading lines go: stderr, or nowhere under -q (with transformers' bars hidden)."""
     if not getattr(args, "quiet", False):
         return _say
-    from .decoding.models import hide_progress_bars
+    from .weights.models import hide_progress_bars
 
     hide_progress_bars()
     return lambda message: None
 
 
 def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
-    from .decoding.models import load_model
     from .decoding.rewrite import Rewriter
+    from .weights.models import load_model
 
     started = time.perf_counter()
     say = _progress(args)
@@ -104,7 +104,7 @@ def _configure(rewriter, args: argparse.Namespace, params):
 
     draft = None
     if args.draft_model:
-        from .decoding.models import load_model
+        from .weights.models import load_model
 
         draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=_progress(args))
     if args.mjsd is not None:
@@ -194,8 +194,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _sampling_bench(args, rewriter, cases, params)
     reference = None
     if rewriter.loaded.dtype != "float32" and not args.no_float32_reference:
-        from .decoding.models import load_model
         from .decoding.rewrite import Rewriter
+        from .weights.models import load_model
 
         reference = Rewriter(load_model(args.model, device=args.device, dtype="float32", progress=_say))
     pass_costs = None
@@ -211,7 +211,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _candidate_pass_costs(float32_rewriter, dtype: str) -> dict | None:
     """Each CPU path's pass costs, timed on a float32 model, and what `auto` picks from them."""
-    from .decoding.cpu_choice import choose, describe, measure_candidates
+    from .weights.cpu_choice import choose, describe, measure_candidates
 
     if float32_rewriter.loaded.dtype != "float32":
         return None  # no float32 model in this run (--no-float32-reference) to time the others on
@@ -236,7 +236,7 @@ def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
 
 def _sampling_bench(args: argparse.Namespace, rewriter, cases, params) -> int:
     from .bench.bench import run_sampling_bench
-    from .decoding.models import load_model
+    from .weights.models import load_model
 
     draft = None
     if args.draft_model:
@@ -262,7 +262,7 @@ def cmd_lsp(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .serve.app import serve
-    from .serve.requests import Limits
+    from .serve.schema import Limits
 
     limits = Limits(max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
                     max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens,
@@ -288,7 +288,7 @@ def cmd_vllm(args: argparse.Namespace) -> int:
         return 2
     model, served_name = args.model, args.served_model_name or args.model
     if model in (None, "embedded"):
-        from .decoding.models import EMBEDDED_NAME, resolve_checkpoint
+        from .weights.models import EMBEDDED_NAME, resolve_checkpoint
 
         model, served_name = str(resolve_checkpoint(None, _say)), args.served_model_name or EMBEDDED_NAME
     options = vllm.ServerOptions(model=model, served_name=served_name, host=args.host, port=args.port,

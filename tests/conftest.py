@@ -9,7 +9,7 @@ from tests.helpers.models import QWEN_VOCAB, tiny_model
 @pytest.fixture(scope="session")
 def embedded_checkpoint():
     """The embedded model, converted once into the cache (about a minute the first time)."""
-    from rewriter.decoding.models import resolve_checkpoint
+    from rewriter.weights.models import resolve_checkpoint
 
     return resolve_checkpoint(None)
 
@@ -23,7 +23,7 @@ def qwen_tokenizer(embedded_checkpoint):
 
 @pytest.fixture(scope="session")
 def embedded(embedded_checkpoint):
-    from rewriter.decoding.models import load_model
+    from rewriter.weights.models import load_model
 
     return load_model(str(embedded_checkpoint))
 
@@ -56,6 +56,6 @@ def tiny_dir(tmp_path_factory, qwen_tokenizer):
 
 @pytest.fixture(scope="module")
 def tiny_loaded(tiny_dir):
-    from rewriter.decoding.models import load_model
+    from rewriter.weights.models import load_model
 
     return load_model(str(tiny_dir), dtype="int8")  # pinned: auto picks by timing, the server must match

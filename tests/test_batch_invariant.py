@@ -10,8 +10,8 @@ import torch
 from transformers import DynamicCache
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from rewriter.decoding.batch_invariant import FixedShapeLinear, Float64RMSNorm, is_batch_invariant, make_batch_invariant
 from rewriter.decoding.decode import Decoder
+from rewriter.weights.batch_invariant import FixedShapeLinear, Float64RMSNorm, is_batch_invariant, make_batch_invariant
 from tests.helpers.exactness import KINDS, edited
 from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 

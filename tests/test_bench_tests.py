@@ -5,8 +5,8 @@ import pytest
 
 from rewriter.bench.bench import integrity_refusal, judge_answer, summarize_tests
 from rewriter.bench.cases import Case, load_cases
-from rewriter.decoding.cpu_choice import CANDIDATES
-from rewriter.decoding.quantize import INT8_KINDS
+from rewriter.weights.cpu_choice import CANDIDATES
+from rewriter.weights.quantize import INT8_KINDS
 from tests.helpers.cli import assert_clean_failure, run_cli
 
 BEFORE = "def mean(values):\n    return sum(values) / len(values)\n"

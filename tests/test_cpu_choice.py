@@ -6,8 +6,9 @@ import time
 import pytest
 import torch
 
-from rewriter.decoding import cpu_choice, models, quantize
-from rewriter.decoding.cpu_choice import (
+from rewriter.decoding.decode import Decoder
+from rewriter.weights import cpu_choice, models, quantize
+from rewriter.weights.cpu_choice import (
     CANDIDATES,
     Choice,
     EditProfile,
@@ -18,9 +19,8 @@ from rewriter.decoding.cpu_choice import (
     measure_candidates,
     pass_cost_curve,
 )
-from rewriter.decoding.decode import Decoder
-from rewriter.decoding.models import load_model
-from rewriter.decoding.quantize import INT8_KINDS, int8_kind, is_int8
+from rewriter.weights.models import load_model
+from rewriter.weights.quantize import INT8_KINDS, int8_kind, is_int8
 from tests.helpers.models import tiny_model
 
 # Full passes of the 0.5B model, seconds at 1 / 16 / 64 tokens.

@@ -5,10 +5,10 @@ import pytest
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.decoding.decode import Decoder
-from rewriter.decoding.models import load_model
 from rewriter.decoding.rewrite import AnswerEnd, Rewriter
 from rewriter.prompt import answer_opening, build_prompt, echo_scan, echo_targets, extract_code
 from rewriter.results import Progress, RewriteResult
+from rewriter.weights.models import load_model
 from tests.helpers.models import greedy_reference, tiny_model
 
 FILE = '''import os

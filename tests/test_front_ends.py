@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from rewriter import cli
 from rewriter.decoding.rewrite import Rewriter
 from rewriter.serve.app import create_app
-from rewriter.serve.requests import Limits
+from rewriter.serve.schema import Limits
 from tests.helpers.lsp import VSCODE, Editor, lines_range
 from tests.helpers.scripted_model import ScriptedRewriter
 

@@ -374,7 +374,7 @@ class FakeRewriter:
 
 def service_result(answer, **request):
     from rewriter.serve.backend import Backend
-    from rewriter.serve.requests import Limits, parse_rewrite
+    from rewriter.serve.schema import Limits, parse_rewrite
 
     backend = Backend.__new__(Backend)  # no model: the fake answers, and tokenizes
     backend.rewriter = backend.tokenizer = FakeRewriter(answer)

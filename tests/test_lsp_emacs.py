@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.scripted import scripted_env
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 EMACS = shutil.which("emacs")
@@ -64,7 +66,7 @@ def test_the_readme_eglot_setup_rewrites_the_function_at_point(tmp_path):
     script.write_text(json.dumps({"delay_s": 0.01, "chunk_chars": 6,
                                   "rules": [{"instruction": "type hints", "replace": HINTS}]}))
     out = tmp_path / "out.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "REWRITER_LSP_TEST_SCRIPT": str(script),
+    env = {**os.environ, **scripted_env(script),
            "REWRITER_EMACS_OUT": str(out), "REWRITER_EMACS_FILE": str(source),
            "REWRITER_EMACS_SETUP": str(setup), "REWRITER_EMACS_LINE": "4",
            "REWRITER_EMACS_INSTRUCTION": "Add type hints"}

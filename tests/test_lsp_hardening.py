@@ -149,7 +149,7 @@ async def test_log_lines_go_to_the_editor_not_to_stderr(tmp_path, capfd):
 async def test_the_embedded_engine_hides_transformers_progress_bars():
     done = subprocess.run([sys.executable, "-c", (
         "import logging\n"
-        "from rewriter.decoding.models import hide_progress_bars\n"
+        "from rewriter.weights.models import hide_progress_bars\n"
         "from transformers.utils import logging as hf_logging\n"
         "seen = []\n"
         "handler = logging.Handler()\n"

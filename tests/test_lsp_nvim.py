@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.nvim import SAMPLE
+from tests.helpers.scripted import scripted_env
 
 HERE = Path(__file__).resolve().parent
 NVIM = shutil.which("nvim")
@@ -56,7 +57,7 @@ def run_nvim(tmp_path: Path, script_name: str, options: dict, **settings: str) -
     out = tmp_path / "report.json"
     env = {
         **os.environ,
-        "REWRITER_LSP_TEST_SCRIPT": str(script),
+        **scripted_env(script),
         "REWRITER_NVIM_FILE": str(source),
         "REWRITER_NVIM_OUT": str(out),
         "REWRITER_NVIM_SERVER": json.dumps([sys.executable, "-m", "lsp"]),

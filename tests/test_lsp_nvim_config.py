@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.nvim import SAMPLE
+from tests.helpers.scripted import scripted_env
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -51,7 +52,7 @@ def test_the_config_file_on_the_runtimepath_rewrites_a_range(tmp_path):
     out = tmp_path / "report.json"
     env = {
         **os.environ,
-        "REWRITER_LSP_TEST_SCRIPT": str(script),
+        **scripted_env(script),
         "REWRITER_NVIM_FILE": str(source),
         "REWRITER_NVIM_OUT": str(out),
         "REWRITER_NVIM_SERVER": json.dumps([sys.executable, "-m", "lsp"]),

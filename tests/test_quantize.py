@@ -7,11 +7,12 @@ import torch
 from transformers import DynamicCache
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from rewriter.decoding import quantize
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.lookahead import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
-from rewriter.decoding.models import ModelError, load_model, resolve_dtype
-from rewriter.decoding.quantize import (
+from rewriter.decoding.verify import BlockVerifier, LogitsShaper
+from rewriter.weights import quantize
+from rewriter.weights.models import ModelError, load_model, resolve_dtype
+from rewriter.weights.quantize import (
     INT8_KINDS,
     FbgemmInt8Linear,
     Int8Linear,
@@ -21,7 +22,6 @@ from rewriter.decoding.quantize import (
     is_int8,
     quantize_int8,
 )
-from rewriter.decoding.verify import BlockVerifier, LogitsShaper
 from tests.helpers.exactness import KINDS, edited
 from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 from tests.helpers.sampling import (

@@ -11,8 +11,8 @@ from transformers import StoppingCriteriaList
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.bench.bench import FenceCriteria
-from rewriter.decoding.quantize import INT8_KINDS
 from rewriter.prompt import SourceText
+from rewriter.weights.quantize import INT8_KINDS
 
 pytestmark = pytest.mark.real_model
 
@@ -63,8 +63,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def float32_rewriter(embedded_checkpoint):
-    from rewriter.decoding.models import load_model
     from rewriter.decoding.rewrite import Rewriter
+    from rewriter.weights.models import load_model
 
     return Rewriter(load_model(str(embedded_checkpoint), dtype="float32"))
 
@@ -127,8 +127,8 @@ def test_cli_apply_writes_what_the_model_answers(tmp_path, embedded_rewriter):
 
 @pytest.fixture(scope="module", params=INT8_KINDS)
 def int8_rewriter(request, embedded_checkpoint):
-    from rewriter.decoding.models import load_model
     from rewriter.decoding.rewrite import Rewriter
+    from rewriter.weights.models import load_model
 
     return Rewriter(load_model(str(embedded_checkpoint), dtype=request.param))
 

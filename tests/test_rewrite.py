@@ -1,7 +1,7 @@
 import pytest
 
-from rewriter.decoding.models import load_model
 from rewriter.decoding.rewrite import RewriteError, Rewriter, fence_stop
+from rewriter.weights.models import load_model
 
 
 @pytest.fixture(scope="module")

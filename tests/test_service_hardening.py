@@ -16,8 +16,8 @@ from starlette.testclient import TestClient
 from rewriter.results import Stats
 from rewriter.serve.app import create_app, read_api_key
 from rewriter.serve.backend import Backend, rejected_prediction_tokens
-from rewriter.serve.engine import MAX_RETRY_AFTER_S, Engine, QueueFull
-from rewriter.serve.requests import Limits
+from rewriter.serve.schema import Limits
+from rewriter.serve.worker import MAX_RETRY_AFTER_S, QueueFull, Worker
 from tests.helpers.service import Server
 
 LOOPBACK = "http://127.0.0.1:8000"
@@ -158,7 +158,7 @@ def test_health_counts_rejected_drafts_apart_from_the_rejected_tokens_openai_rep
 
 def run_engine(body) -> None:
     async def main():
-        engine = Engine(max_queue=2)
+        engine = Worker(max_queue=2)
         try:
             await body(engine)
         finally:
@@ -179,7 +179,7 @@ def timed_work(seconds: float, release=None):
 def test_retry_after_follows_the_recent_pace_and_the_queued_tokens():
     import threading
 
-    async def body(engine: Engine):
+    async def body(engine: Worker):
         job = engine.submit(timed_work(0.3), tokens=300)  # 1 ms a token
         while await job.next() != "done":
             pass

@@ -146,8 +146,9 @@ def test_apply_with_an_endpoint_and_the_language_server_need_no_torch(tmp_path):
 
 def test_result_types_keep_their_old_homes():
     from rewriter import results
-    from rewriter.decoding import decode, models, rewrite
+    from rewriter.decoding import decode, rewrite
     from rewriter.serve import client
+    from rewriter.weights import models
 
     assert decode.Stats is results.Stats and client.Stats is results.Stats
     assert (rewrite.RewriteResult, rewrite.Progress, rewrite.RewriteError) == (
@@ -232,7 +233,7 @@ def test_the_layer_check_sees_a_chain_through_other_modules():
     imports = module_level_imports()
     assert core_reached(imports, "rewriter.serve.backend")[-1].startswith(("rewriter.decoding", "torch"))
     assert "rewriter.edits.scopes" in imports["rewriter.edits.integrity"]
-    assert "rewriter.decoding.models" not in imports["rewriter.cli"]  # imported inside a function
+    assert "rewriter.weights.models" not in imports["rewriter.cli"]  # imported inside a function
     assert "rewriter.decoding.rewrite" not in imports["lsp.engines"]  # only under TYPE_CHECKING
     fake = {**imports, "lsp.fake": {"rewriter.edits.integrity"}, "rewriter.edits.integrity": {"rewriter.decoding.x"}}
     assert core_reached(fake, "lsp.fake") == ["lsp.fake", "rewriter.edits.integrity", "rewriter.decoding.x"]

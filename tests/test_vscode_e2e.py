@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.nvim import SAMPLE
+from tests.helpers.scripted import scripted_env
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "lsp" / "editors" / "vscode"
@@ -65,8 +66,7 @@ def test_rewrite_selection_progress_cancel_and_apply_anyway_in_code_server(tmp_p
     }
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "REWRITER_LSP_TEST_SCRIPT": str(script),
+        **scripted_env(script),
         "E2E_CODE_SERVER": str(CODE_SERVER),
         "E2E_CHROMIUM": CHROMIUM,
         "E2E_VSIX": str(vsix),

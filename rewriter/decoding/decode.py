@@ -19,8 +19,8 @@ from transformers import DynamicCache
 from drafters.base import Drafter
 
 from ..results import Stats
+from ..weights.quantize import int8_kind, is_int8
 from .lookahead import CPU_INT8_BF16_PRIOR, Lookahead
-from .quantize import int8_kind, is_int8
 from .verify import GreedyVerifier, Verifier
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def _share(cache: DynamicCache) -> DynamicCache:
 def cpu_prior(model: torch.nn.Module) -> dict[int, float] | None:
     """The pass costs `--dtype auto` measured for this model, or the fixed shape of its int8 kind
     where Lookahead has none of its own (None: Lookahead's default for the device)."""
-    from .cpu_choice import pass_cost_curve
+    from ..weights.cpu_choice import pass_cost_curve
 
     measured = getattr(model, "measured_pass_costs", None)
     if measured:

@@ -15,8 +15,8 @@ from ..prompt import (
     prediction_ids,
 )
 from ..results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
+from ..weights.models import LoadedModel
 from .decode import Decoder, Stats, StopCheck
-from .models import LoadedModel
 from .sampling import SamplingParams, make_verifier
 from .verify import Verifier
 

@@ -1,10 +1,10 @@
 """The HTTP service: OpenAI-compatible chat completions with `prediction`, and /v1/rewrites.
 
 A request is parsed and checked (requests.py, OpenAI's error shape for every refusal), prepared
-by the backend (backend.py) and queued on the engine's worker (engine.py), which owns the model.
+by the backend (backend.py) and queued on the worker (worker.py), which owns the model.
 Results come back whole or as server-sent events; a client that goes away cancels its request,
-which frees the engine within one step. The handlers are plain functions of the request; what
-they share (backend, engine, key, limits) is the app's `Service`.
+which frees the worker within one step. The handlers are plain functions of the request; what
+they share (backend, worker, key, limits) is the app's `Service`.
 """
 from __future__ import annotations
 
@@ -28,12 +28,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..decoding.decode import Stats
-from ..decoding.models import LoadedModel
 from ..decoding.rewrite import Rewriter
 from ..decoding.sampling import make_verifier
+from ..weights.models import LoadedModel
 from .backend import Backend
-from .engine import END, Engine, Failed, QueueFull
-from .requests import ApiError, ChatRequest, ClientGone, Limits, error_for, parse_chat, parse_rewrite, read_json
+from .schema import ApiError, ChatRequest, ClientGone, Limits, error_for, parse_chat, parse_rewrite, read_json
+from .worker import END, Failed, QueueFull, Worker
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Service:
     """What the handlers share: one per app."""
 
     backend: Backend
-    engine: Engine
+    worker: Worker
     limits: Limits
     served: list[str]  # the model names requests may ask for
     api_key: str | None
@@ -122,10 +122,10 @@ def check_auth(request: Request) -> None:
 
 def submit(service: Service, work, request_id: str, tokens: int):
     try:
-        return service.engine.submit(work, tokens=tokens)
+        return service.worker.submit(work, tokens=tokens)
     except QueueFull as full:
-        log.warning("%s refused: %d requests waiting", request_id, service.engine.waiting)
-        raise ApiError(503, f"The server is busy ({service.engine.waiting} requests waiting); retry in "
+        log.warning("%s refused: %d requests waiting", request_id, service.worker.waiting)
+        raise ApiError(503, f"The server is busy ({service.worker.waiting} requests waiting); retry in "
                        f"{full.retry_after}s.", code="server_busy", type="server_error",
                        headers={"Retry-After": str(full.retry_after)}) from full
 
@@ -351,11 +351,11 @@ async def model(request: Request) -> Response:
 
 async def health(request: Request) -> Response:
     service = service_of(request)
-    engine = service.engine
-    counters = engine.counters
+    worker = service.worker
+    counters = worker.counters
     return JSONResponse({
         "status": "ok", "model": service.name, "device": str(service.backend.loaded.device),
-        "running": engine.running is not None, "waiting": engine.waiting,
+        "running": worker.running is not None, "waiting": worker.waiting,
         "completed": counters.completed, "cancelled": counters.cancelled, "failed": counters.failed,
         "last_cancel_latency_s": counters.last_cancel_latency_s,
         "last_cancelled_step_s": counters.last_cancelled_step_s,
@@ -408,7 +408,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
                rewriter: Rewriter | None = None) -> Starlette:
     """The app serving `loaded`; `rewriter` answers /v1/rewrites instead of the model's own (tests)."""
     limits = limits or Limits()
-    service = Service(backend=Backend(loaded, limits, rewriter), engine=Engine(max_queue=limits.max_queue),
+    service = Service(backend=Backend(loaded, limits, rewriter), worker=Worker(max_queue=limits.max_queue),
                       limits=limits, served=sorted(model_ids or {loaded.name}),
                       api_key=(api_key or "").strip() or None,
                       hosts={*LOOPBACK_HOSTS, *(host_name(h) for h in allowed_hosts)})
@@ -416,7 +416,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        service.engine.close()
+        service.worker.close()
 
     handlers = {HTTPException: http_error, Exception: server_error}
     app = Starlette(routes=ROUTES, exception_handlers=handlers, lifespan=lifespan)  # type: ignore[arg-type]
@@ -440,7 +440,7 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
     """Load the model and serve until interrupted. Off loopback, an API key is required."""
     import uvicorn
 
-    from ..decoding.models import load_model
+    from ..weights.models import load_model
     from .http_protocol import with_header_timeout
 
     limits = limits or Limits()

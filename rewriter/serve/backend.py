@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from drafters import Drafter, PromptLookupDrafter, rewrite_drafter
 
 from ..decoding.decode import Decoder, Stats, StopCheck
-from ..decoding.models import LoadedModel
 from ..decoding.rewrite import Progress, RewriteError, Rewriter
 from ..edits.hunks import Hunk, HunkStream
 from ..edits.integrity import STRIPPED
 from ..edits.pipeline import SpanEdit, grammar_of
 from ..prompt import language_for
-from .requests import ApiError, ChatRequest, Limits, RewriteRequest
+from ..weights.models import LoadedModel
+from .schema import ApiError, ChatRequest, Limits, RewriteRequest
 
 STATS_EVERY_S = 0.5
 

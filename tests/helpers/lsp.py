@@ -10,6 +10,8 @@ from pathlib import Path
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, client_capabilities
 
+from tests.helpers.scripted import scripted_env
+
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 
@@ -64,7 +66,7 @@ class Editor:
         if script is not None:
             path = tmp_path / "script.json"
             path.write_text(json.dumps(script))
-            server_env["REWRITER_LSP_TEST_SCRIPT"] = str(path)
+            server_env.update(scripted_env(path))
         config = ClientServerConfig(server_command=[sys.executable, *command],
                                     server_env=server_env)
         client = await config.start()

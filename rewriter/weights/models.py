@@ -326,7 +326,7 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
         say(f"could not keep the {kind} weights in {path.parent} ({error})")
 
 
-if __name__ == "__main__":  # python -m rewriter.decoding.models: prepare the embedded model
+if __name__ == "__main__":  # python -m rewriter.weights.models: prepare the embedded model
     loaded = load_model(progress=lambda message: print(message, file=sys.stderr))
     print(loaded.name, loaded.device, sum(p.numel() for p in loaded.model.parameters()))
 

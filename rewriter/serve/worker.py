@@ -1,8 +1,8 @@
-"""The engine: one worker thread owns the model and serves queued requests one at a time.
+"""The worker: one thread owns the model and serves queued requests one at a time.
 
 A request is a generator function run on the worker; its events are handed to the event
 loop as they come. A cancelled request (a client that went away) stops its generator at the
-next event, which closes Decoder.generate and frees the engine within one decoding step.
+next event, which closes Decoder.generate and frees the worker within one decoding step.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ END = _End()
 
 
 @dataclass
-class EngineCounters:
+class WorkerCounters:
     completed: int = 0
     cancelled: int = 0
     failed: int = 0
@@ -60,7 +60,7 @@ class EngineCounters:
 
 
 @dataclass
-class Job:
+class QueuedRequest:
     work: Work
     loop: asyncio.AbstractEventLoop
     tokens: int = 1  # the output tokens it is expected to take: what Retry-After adds up
@@ -86,25 +86,25 @@ class Job:
         return await self.events.get()
 
 
-class Engine:
+class Worker:
     """Runs submitted work one request at a time on a worker thread, with a bounded queue."""
 
     def __init__(self, max_queue: int = 32):
         self.max_queue = max_queue
-        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._queue: queue.Queue[QueuedRequest | None] = queue.Queue()
         self._waiting = 0
         self._waiting_tokens = 0
         self._lock = threading.Lock()
-        self.running: Job | None = None
-        self.counters = EngineCounters()
-        self._thread = threading.Thread(target=self._serve, name="rewriter-engine", daemon=True)
+        self.running: QueuedRequest | None = None
+        self.counters = WorkerCounters()
+        self._thread = threading.Thread(target=self._serve, name="rewriter-worker", daemon=True)
         self._thread.start()
 
     @property
     def waiting(self) -> int:
         return self._waiting
 
-    def submit(self, work: Work, loop: asyncio.AbstractEventLoop | None = None, tokens: int = 1) -> Job:
+    def submit(self, work: Work, loop: asyncio.AbstractEventLoop | None = None, tokens: int = 1) -> QueuedRequest:
         """Queue `work`; `tokens` (its expected output) lets a refusal say how long the queue takes."""
         loop = loop or asyncio.get_running_loop()
         with self._lock:
@@ -112,7 +112,7 @@ class Engine:
                 raise QueueFull(self._retry_after())
             self._waiting += 1
             self._waiting_tokens += max(1, tokens)
-        job = Job(work=work, loop=loop, tokens=max(1, tokens))
+        job = QueuedRequest(work=work, loop=loop, tokens=max(1, tokens))
         self._queue.put(job)
         return job
 
@@ -151,7 +151,7 @@ class Engine:
                 self.running = None
                 job._push(END)
 
-    def _run(self, job: Job) -> None:
+    def _run(self, job: QueuedRequest) -> None:
         job.started_at = time.perf_counter()
         generator = job.work()
         last = job.started_at
@@ -177,7 +177,7 @@ class Engine:
             self.counters.cancelled += 1
             self.counters.last_cancel_latency_s = time.perf_counter() - (job.cancelled_at or last)
             self.counters.last_cancelled_step_s = longest_gap
-            log.info("request cancelled; engine free %.3fs after the cancel",
+            log.info("request cancelled; worker free %.3fs after the cancel",
                      self.counters.last_cancel_latency_s)
         else:
             self.counters.completed += 1

@@ -1,7 +1,8 @@
-"""A scripted engine for tests (a test aid, not a user feature).
+"""A scripted engine for the language-server tests: answers from a JSON script, not a model.
 
-Set REWRITER_LSP_TEST_SCRIPT to a JSON file and the server answers every rewrite from it instead
-of a model, deterministically and at a chosen pace:
+`scripted_env(path)` is the environment that makes a language server (or an editor that starts
+one) load it through REWRITER_ENGINE_FACTORY; the server then answers every rewrite from the
+script, deterministically and at a chosen pace:
 
     {"delay_s": 0.02, "chunk_chars": 8, "concurrent": false, "load_s": 0,
      "rules": [{"instruction": "Add docstrings", "replace": [["old text", "new text"]]},
@@ -18,6 +19,7 @@ stats are characters: accepted while the answer still equals the prediction, rej
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -86,3 +88,18 @@ class ScriptedEngine:
             yield Progress(chunk, stats)
         stats.finish_reason = "length" if cut else "stop"
         yield RewriteResult(text=source.restore(extract_code(answer)), answer=answer, stats=stats)
+
+
+SCRIPT_ENV = "REWRITER_LSP_TEST_SCRIPT"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def from_env() -> ScriptedEngine:
+    """The engine factory a language server calls (REWRITER_ENGINE_FACTORY names it)."""
+    return ScriptedEngine.from_file(os.environ[SCRIPT_ENV])
+
+
+def scripted_env(script: Path | str) -> dict[str, str]:
+    """Environment variables that make a language server answer from `script`."""
+    return {"REWRITER_ENGINE_FACTORY": "tests.helpers.scripted:from_env", SCRIPT_ENV: str(script),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .lookahead import PASS_SIZES, Lookahead, expected_tokens
+from ..decoding.lookahead import PASS_SIZES, Lookahead, expected_tokens
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
