@@ -1,16 +1,16 @@
-"""Where rewrites come from: the in-process model (loaded once, lazily) or a remote endpoint.
-
-Every engine offers the project's engine interface, `stream(text, instruction, language="",
-context=None, max_new_tokens=None)` yielding `Progress` increments of the raw answer and then a
-`RewriteResult`. `concurrent` says whether two rewrites may run at once.
-"""
+"""Where the language server's rewrites come from: the in-process model (loaded once, lazily),
+a remote endpoint, or an engine factory of your own (REWRITER_ENGINE_FACTORY). Each is an
+Engine (rewriter/engine.py)."""
 from __future__ import annotations
 
 import importlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
+
+from rewriter.engine import EditRequest, Engine
+from rewriter.results import Progress, RewriteResult
 
 from .options import EngineOptions
 
@@ -38,10 +38,10 @@ class EmbeddedEngine:
         self._load_lock = threading.Lock()
 
     @property
-    def loaded(self) -> bool:
+    def ready(self) -> bool:
         return self._rewriter is not None
 
-    def ensure_loaded(self, say: Callable[[str], None]) -> None:
+    def load(self, say: Callable[[str], None]) -> None:
         with self._load_lock:
             if self._rewriter is not None:
                 return
@@ -55,13 +55,17 @@ class EmbeddedEngine:
             except ModelError as error:
                 raise EngineError(str(error)) from error
 
-    def stream(self, text, instruction, language="", context=None, max_new_tokens=None):
+    def stream(self, request: EditRequest) -> Generator[Progress | RewriteResult, None, None]:
         if self._rewriter is None:
-            self.ensure_loaded(lambda message: None)
-        return self._rewriter.stream(text, instruction, language, context, max_new_tokens)
+            self.load(lambda message: None)
+        assert self._rewriter is not None
+        return self._rewriter.stream(request)
+
+    def close(self) -> None:
+        """The model stays loaded as long as the server runs."""
 
 
-def make_engine(options: EngineOptions):
+def make_engine(options: EngineOptions) -> Engine:
     factory = os.environ.get(FACTORY_ENV)
     if factory:
         return _engine_from_factory(factory)
@@ -70,7 +74,7 @@ def make_engine(options: EngineOptions):
     return make_remote_engine(options)
 
 
-def _engine_from_factory(spec: str):
+def _engine_from_factory(spec: str) -> Engine:
     module_name, _, attribute = spec.partition(":")
     try:
         target: object = importlib.import_module(module_name)
@@ -83,12 +87,9 @@ def _engine_from_factory(spec: str):
     return target()
 
 
-def make_remote_engine(options: EngineOptions):
+def make_remote_engine(options: EngineOptions) -> Engine:
     """Our service (kind "service") or any OpenAI-compatible endpoint (kind "openai"), over HTTP."""
     from rewriter.serve.client import RemoteRewriter
-
-    class RemoteEngine(RemoteRewriter):
-        concurrent = True  # the server queues or batches; we need not
 
     key = None
     if options.api_key_env:
@@ -100,7 +101,7 @@ def make_remote_engine(options: EngineOptions):
         raise EngineError(f"engine.kind {options.kind!r} needs engine.url")
     protocol = "rewriter" if options.kind == "service" else "openai"
     try:
-        return RemoteEngine(options.url, api_key=key, model=options.model, protocol=protocol,
+        return RemoteRewriter(options.url, api_key=key, model=options.model, protocol=protocol,
                             timeout=options.timeout_s)
     except ValueError as error:
         raise EngineError(f"engine.url: {error}") from error

@@ -1,6 +1,6 @@
 """The language server: rewrite code actions and commands, one handler per LSP method.
 
-Handlers stay cheap; a rewrite runs as a RewriteJob (lsp/job.py) whose engine decodes in a
+Handlers stay cheap; a rewrite runs as a EditorRewrite (lsp/editor_rewrite.py) whose engine decodes in a
 worker thread, so the server keeps answering while it runs.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pygls.lsp.server import LanguageServer
 from rewriter import package_version
 from rewriter.prompt import language_for
 
+from .editor_rewrite import EditorRewrite, Outcome
 from .engines import EngineError, make_engine
-from .job import Outcome, RewriteJob
 from .options import DIAGNOSTIC_PRESET, Options, parse_options
 from .regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
 
@@ -40,8 +40,8 @@ class RewriterServer(LanguageServer):
         self.engine = None
         self.engine_lock = asyncio.Lock()
         self.decode_lock = asyncio.Lock()  # in-process decoding runs one rewrite at a time
-        self.jobs: dict[int, RewriteJob] = {}
-        self.jobs_by_token: dict[str, RewriteJob] = {}
+        self.jobs: dict[int, EditorRewrite] = {}
+        self.jobs_by_token: dict[str, EditorRewrite] = {}
         self.runs: dict[int, asyncio.Task] = {}  # job id -> its run, kept after the end for rewriter.wait
         self.load_listeners: set = set()  # progress reporters of the rewrites waiting for the model
 
@@ -87,11 +87,11 @@ class RewriterServer(LanguageServer):
                 if self.engine is None:
                     self.engine = await asyncio.to_thread(make_engine, self.options.engine)
                 engine = self.engine
-                if hasattr(engine, "ensure_loaded") and not engine.loaded:
+                if not engine.ready:
                     loop = asyncio.get_running_loop()
                     say = lambda message: loop.call_soon_threadsafe(self._tell_loading, f"model: {message}")  # noqa: E731
                     self._tell_loading("loading the model (once)")
-                    await asyncio.to_thread(engine.ensure_loaded, say)
+                    await asyncio.to_thread(engine.load, say)
                 return engine
         finally:
             self.load_listeners.discard(report)
@@ -121,7 +121,7 @@ class RewriterServer(LanguageServer):
             message = "a rewrite is already running in this document; cancel it first (rewriter.cancel)"
             self.show(message, types.MessageType.Warning)
             return {"status": "busy", "message": message, "edits": 0, "stats": {}}
-        job = RewriteJob(self, uri, region, instruction.strip(), self.streams(), announce_end=not wait)
+        job = EditorRewrite(self, uri, region, instruction.strip(), self.streams(), announce_end=not wait)
         self.jobs[job.id] = job
         self.runs[job.id] = asyncio.ensure_future(self._run(job))
         for old in list(self.runs)[:-KEEP_OUTCOMES]:
@@ -132,7 +132,7 @@ class RewriterServer(LanguageServer):
         return {"status": "started", "message": f"rewriting ({instruction.strip()})", "edits": 0, "stats": {},
                 "job": job.id}
 
-    async def _run(self, job: RewriteJob) -> dict:
+    async def _run(self, job: EditorRewrite) -> dict:
         try:
             outcome = await job.run()
         except EngineError as error:

@@ -12,6 +12,21 @@ class RewriteError(ValueError):
     """A request that cannot be served as given; the message says why."""
 
 
+class ContextTooLarge(RewriteError):
+    """The code (with its context) does not fit the model's context; a smaller part may."""
+
+
+class ServiceError(RuntimeError):
+    """A remote endpoint refused or failed a request; `status` is the HTTP status (0: no answer)."""
+
+    def __init__(self, message: str, status: int = 0, code: str | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.retry_after = retry_after
+
+
 class ModelError(RuntimeError):
     """A model could not be found, verified or loaded; the message says why."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from rewriter.decoding.decode import Stats
-from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
+from rewriter.decoding.rewrite import ContextTooLarge, Progress, RewriteResult
 from rewriter.edits import batch
 from rewriter.edits.batch import BatchError, Options, apply_command, collect, plan
 from rewriter.prompt import NoCodeBlock
@@ -37,9 +37,10 @@ class ScriptedEngine:
         self.requests: list[tuple[str, str | None]] = []
         self.closed = False
 
-    def stream(self, text, instruction, language="", context=None, max_new_tokens=None):
+    def stream(self, request):
+        text, context = request.code, request.context
         if self.limit is not None and len(text) + len(context or "") > self.limit:
-            raise RewriteError("the code is too large for the model's context")
+            raise ContextTooLarge("the code is too large for the model's context")
         self.requests.append((text, context))
         if self.fail and (error := self.fail(text)):
             raise error

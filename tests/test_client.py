@@ -8,8 +8,11 @@ import pytest
 
 from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 from rewriter.edits.hunks import Hunk, apply_hunks
+from rewriter.edits.session import Delta, EditSession, Finished
+from rewriter.engine import EditRequest
 from rewriter.prompt import NoCodeBlock, build_prompt
-from rewriter.serve.client import AnswerHunks, RemoteRewriter, ServiceError, _parse_sse
+from rewriter.results import Stats
+from rewriter.serve.client import RemoteRewriter, ServiceError, _parse_sse
 
 ORIGINAL = "def f(a):\r\n    x = a + 1\r\n    y = x * 2\r\n    z = y - 3\r\n    w = z / 4\r\n    return w\r\n"
 ANSWER = ("Here you go:\n```python\ndef f(a: int) -> float:\n    x = a + 1\n    y = x * 2\n    z = y - 3\n"
@@ -21,22 +24,50 @@ def pieces(text: str, size: int = 3) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
 
 
-def test_answer_hunks_settle_while_streaming_and_rebuild_the_result():
-    hunks = AnswerHunks(ORIGINAL)
-    answer, settled_early = "", []
-    for piece in pieces(ANSWER):
-        answer += piece
-        settled_early += hunks.feed(answer)
+class Answering:
+    """An engine that streams `answer` in pieces, then the result `text`."""
+
+    concurrent = ready = True
+
+    def __init__(self, answer: str, text: str):
+        self.answer, self.text = answer, text
+
+    def load(self, say) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def stream(self, request):
+        stats = Stats(finish_reason="stop")
+        for piece in pieces(self.answer):
+            yield Progress(piece, stats)
+        yield RewriteResult(text=self.text, answer=self.answer, stats=stats)
+
+
+def whole_file_session(engine, text: str, instruction: str, language: str = "python", **options) -> list:
+    return list(EditSession(engine, text, 0, len(text), instruction, language, **options).run())
+
+
+def session_hunks(events: list) -> tuple[list[Hunk], list[Hunk]]:
+    """The hunks settled while the answer streamed, and those the end added."""
+    streamed = [hunk for event in events if isinstance(event, Delta) for hunk in event.hunks]
+    finished = events[-1]
+    assert isinstance(finished, Finished) and not finished.restart
+    return streamed, finished.hunks
+
+
+def test_session_hunks_settle_while_streaming_and_rebuild_the_result():
+    settled_early, at_the_end = session_hunks(whole_file_session(Answering(ANSWER, EDITED), ORIGINAL, "add type hints"))
     assert settled_early == [Hunk(0, 1, ("def f(a: int) -> float:\r\n",))]  # CRLF kept, as the result has it
-    assert hunks.finish(EDITED) == []
+    assert at_the_end == []
     assert apply_hunks(ORIGINAL, settled_early) == EDITED
 
 
-def test_answer_hunks_before_the_fence_and_for_a_changed_ending():
-    hunks = AnswerHunks("a\nb\n")
-    assert hunks.feed("Sure") == [] and hunks.feed("```py") == []
-    found = hunks.feed("```py\na\nc\n")
-    found += hunks.finish("a\nc\n")
+def test_session_hunks_before_the_fence_and_for_a_changed_ending():
+    events = whole_file_session(Answering("Sure\n```py\na\nc\n```\n", "a\nc\n"), "a\nb\n", "change b", "")
+    assert events[0].hunks == [] and events[1].hunks == []  # "Sur", "e\n`": no fence line yet
+    found = [hunk for hunks in session_hunks(events) for hunk in hunks]
     assert apply_hunks("a\nb\n", found) == "a\nc\n"
 
 
@@ -85,7 +116,7 @@ def openai_endpoint(seen: list[dict], answer: str = ANSWER, failures: list[httpx
 def test_openai_endpoint_text_stream_becomes_progress_hunks_and_result():
     seen: list[dict] = []
     engine = RemoteRewriter("https://llm.example/v1", model="gpt-4o", http=openai_endpoint(seen))
-    events = list(engine.edits(ORIGINAL, "add type hints", "python", max_new_tokens=200))
+    events = whole_file_session(engine, ORIGINAL, "add type hints", max_new_tokens=200)
     assert engine.protocol == "openai"  # GET /v1/rewrites was not ours
     request = seen[0]
     prompt = build_prompt(ORIGINAL.replace("\r\n", "\n"), "add type hints", "python")
@@ -93,19 +124,19 @@ def test_openai_endpoint_text_stream_becomes_progress_hunks_and_result():
     assert request["prediction"] == {"type": "content", "content": prompt.prediction}
     assert request["model"] == "gpt-4o" and request["stream"] and request["temperature"] == 0
     assert request["max_completion_tokens"] == 200
-    progress = [e for e in events if isinstance(e, Progress)]
-    hunks = [e for e in events if isinstance(e, Hunk)]
-    result = events[-1]
+    progress = [e for e in events if isinstance(e, Delta)]
+    streamed, at_the_end = session_hunks(events)
+    result = events[-1].result
     assert "".join(p.text for p in progress) == ANSWER
     assert isinstance(result, RewriteResult) and result.text == EDITED and result.answer == ANSWER
-    assert apply_hunks(ORIGINAL, hunks) == EDITED
-    assert events.index(hunks[0]) < len(events) - 2  # it settled before the answer ended
+    assert apply_hunks(ORIGINAL, streamed + at_the_end) == EDITED
+    assert streamed  # it settled before the answer ended
     stats = result.stats
     assert (stats.prompt_tokens, stats.output_tokens, stats.cached_prompt_tokens) == (90, 40, 12)
     assert (stats.accepted_prediction_tokens, stats.rejected_prediction_tokens) == (33, 4)
     assert stats.finish_reason == "stop"
-    # The engine interface: stream() is edits() without the hunks.
-    assert [type(e) for e in engine.stream(ORIGINAL, "add type hints", "python")][-1] is RewriteResult
+    # The engine interface: answer increments, then the result.
+    assert [type(e) for e in engine.stream(EditRequest(ORIGINAL, "add type hints", "python"))][-1] is RewriteResult
 
 
 def test_an_answer_that_goes_on_copying_the_file_is_cut_and_its_stream_closed():
@@ -143,14 +174,16 @@ def test_an_answer_that_goes_on_copying_the_file_is_cut_and_its_stream_closed():
         return response
 
     engine = RemoteRewriter("https://llm.example/v1", http=httpx.Client(transport=httpx.MockTransport(handle)))
-    events = list(engine.edits(span, "add type hints", "python", context=context))
-    result = events[-1]
+    start = context.index(span)
+    events = list(EditSession(engine, context, start, start + len(span), "add type hints", "python").run())
+    result = events[-1].result
+    assert seen[0]["messages"] == build_prompt(span, "add type hints", "python", context).messages
     assert isinstance(result, RewriteResult) and result.text == "def f(a: int) -> int:\n    return a + 1\n"
-    assert "def g" not in "".join(e.text for e in events if isinstance(e, Progress))  # never shown
+    assert "def g" not in "".join(e.text for e in events if isinstance(e, Delta))  # never shown
     assert result.stats.echo_dropped_chars > 0 and result.stats.finish_reason == "stop"
     # The stream was given up at the copy, so the endpoint stops decoding.
     assert 0 < watched[0].read_when_closed < len(watched[0].events) - 5
-    assert [type(e) for e in events].count(Hunk) >= 1
+    assert sum(len(hunks) for hunks in session_hunks(events)) >= 1
 
 
 def test_busy_endpoint_is_retried_after_its_delay_and_errors_are_mapped():
@@ -197,12 +230,12 @@ def test_our_service_events_become_progress_hunks_and_result():
 
     engine = RemoteRewriter("http://127.0.0.1:8000", http=httpx.Client(transport=httpx.MockTransport(handle)))
     assert engine.base_url == "http://127.0.0.1:8000/v1"
-    out = list(engine.edits(ORIGINAL, "add type hints", "python", context="whole file"))
+    out = list(engine.stream(EditRequest(ORIGINAL, "add type hints", "python", context="whole file")))
     assert engine.protocol == "rewriter"
     assert seen == [{"text": ORIGINAL, "instruction": "add type hints", "language": "python",
                      "context": "whole file"}]
-    assert [type(e) for e in out] == [Progress, Hunk, Progress, RewriteResult]
-    assert out[2].stats.accepted_prediction_tokens == 25  # progress carries the latest stats
+    assert [type(e) for e in out] == [Progress, Progress, RewriteResult]  # the session derives the hunks
+    assert out[1].stats.accepted_prediction_tokens == 25  # progress carries the latest stats
     assert out[-1].text == EDITED and out[-1].stats.output_tokens == 30
 
 
@@ -210,4 +243,4 @@ def test_bad_urls_and_empty_instructions_are_refused_early():
     with pytest.raises(ValueError):
         RemoteRewriter("localhost:8000")
     with pytest.raises(RewriteError):
-        list(RemoteRewriter("http://h/v1", protocol="openai").stream("x\n", " "))
+        list(RemoteRewriter("http://h/v1", protocol="openai").stream(EditRequest("x\n", " ")))

@@ -232,6 +232,7 @@ def test_decoding_options_build_what_a_request_asks_for():
 
     from rewriter.decoding.sampling import ConfiguredEngine, decoding_options
     from rewriter.decoding.verify import BlockVerifier
+    from rewriter.engine import EditRequest
 
     class Vocab:
         eos_token_id = 0
@@ -262,9 +263,10 @@ def test_decoding_options_build_what_a_request_asks_for():
         decoding_options(rewriter, SamplingParams(), SimpleNamespace(model=draft.model, tokenizer=Vocab({"x": 0})))
 
     calls = []
-    engine = ConfiguredEngine(SimpleNamespace(stream=lambda *args, **kwargs: calls.append(kwargs)), {"sampling": 1})
-    engine.stream("code", "do it", max_new_tokens=5)
-    assert calls == [{"sampling": 1, "max_new_tokens": 5}]
+    engine = ConfiguredEngine(SimpleNamespace(stream=lambda request, **kwargs: calls.append((request, kwargs))),
+                              {"sampling": 1})
+    engine.stream(EditRequest("code", "do it", max_new_tokens=5))
+    assert calls == [(EditRequest("code", "do it", max_new_tokens=5, sampling=1), {})]
 
 
 @pytest.mark.real_model

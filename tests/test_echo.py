@@ -6,6 +6,7 @@ import pytest
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.rewrite import AnswerEnd, Rewriter
+from rewriter.engine import EditRequest
 from rewriter.prompt import answer_opening, build_prompt, echo_scan, echo_targets, extract_code
 from rewriter.results import Progress, RewriteResult
 from rewriter.weights.models import load_model
@@ -145,7 +146,7 @@ def test_a_prefilled_answer_is_plain_greedy_of_the_prompt_with_the_prefill(tiny_
     prefill_ids = qwen_tokenizer.encode(prompt.prefill, add_special_tokens=False)
     assert prompt_ids[-len(prefill_ids):] == prefill_ids
     assert qwen_tokenizer.decode(prediction) == prompt.prediction[len(prompt.prefill):] + "<|im_end|>"
-    events = list(tiny_rewriter.stream(SECOND, instruction, "python", FILE, max_new_tokens=40))
+    events = list(tiny_rewriter.stream(EditRequest(SECOND, instruction, "python", FILE, max_new_tokens=40)))
     result = events[-1]
     assert isinstance(result, RewriteResult)
     assert "".join(e.text for e in events if isinstance(e, Progress)) == result.answer
@@ -183,7 +184,7 @@ def scripted_rewrite(qwen_tokenizer, generated: str):
 
     loaded = SimpleNamespace(tokenizer=qwen_tokenizer, context_length=4096)
     rewriter = Rewriter(loaded, decoder=ScriptedDecoder(qwen_tokenizer, generated))
-    events = list(rewriter.stream(SECOND, "Add a docstring.", "python", FILE))
+    events = list(rewriter.stream(EditRequest(SECOND, "Add a docstring.", "python", FILE)))
     return [e.text for e in events if isinstance(e, Progress)], events[-1]
 
 

@@ -74,7 +74,8 @@ class Engine:
         self.answer = answer
         self.requests = []
 
-    def stream(self, text, instruction, language="", context=None, max_new_tokens=None):
+    def stream(self, request):
+        text, context, instruction = request.code, request.context, request.instruction
         self.requests.append((text, context, instruction))
         stats = Stats(output_tokens=10, total_s=0.01, finish_reason="stop")
         yield Progress("```\n", stats)
@@ -366,7 +367,8 @@ class FakeRewriter:
     def encode(self, text, add_special_tokens=False):
         return [ord(c) for c in text]
 
-    def stream(self, code, instruction, language, context, budget):
+    def stream(self, request):
+        code = request.code
         stats = Stats(output_tokens=5, total_s=0.01, finish_reason="stop")
         yield Progress("```\n", stats)
         yield RewriteResult(text=self.answer(code), answer="", stats=stats)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsp.job import changed_lines
+from lsp.editor_rewrite import changed_lines
 from lsp.options import DEFAULT_PRESETS, parse_options
 from lsp.regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
 

@@ -372,6 +372,7 @@ def test_off_loopback_needs_an_api_key(tiny_dir):
 
 def test_remote_engine_maps_errors(server):
     from rewriter.decoding.rewrite import Progress, RewriteError
+    from rewriter.engine import EditRequest
     from rewriter.prompt import NoCodeBlock
     from rewriter.serve.client import RemoteRewriter
 
@@ -381,14 +382,14 @@ def test_remote_engine_maps_errors(server):
             events = []
             # The random model writes no code block: the same error as the local engine's.
             with pytest.raises(NoCodeBlock):
-                for event in engine.stream("x = 1\n", "add a comment", "python", max_new_tokens=6):
+                for event in engine.stream(EditRequest("x = 1\n", "add a comment", "python", max_new_tokens=6)):
                     events.append(event)
             assert events and all(isinstance(e, Progress) for e in events)
             with pytest.raises(RewriteError):
-                list(engine.stream("x = 1\n", "   "))
+                list(engine.stream(EditRequest("x = 1\n", "   ")))
     with RemoteRewriter(server.url) as engine:
         with pytest.raises(RewriteError, match="max_tokens"):
-            list(engine.stream("x = 1\n", "add a comment", max_new_tokens=10**6))
+            list(engine.stream(EditRequest("x = 1\n", "add a comment", max_new_tokens=10**6)))
 
 
 def test_rewrites_errors(server):

@@ -56,8 +56,8 @@ def test_the_graph_sees_imports_inside_functions():
     graph = import_graph()
     assert "rewriter.edits.batch" in graph["rewriter.cli"]  # cmd_apply imports it lazily
     assert "rewriter.results" in graph["rewriter.edits.batch"]  # `from ..results import`
-    assert "rewriter.edits.hunks" in graph["rewriter.serve.client"]
-    assert "lsp.job" in graph["lsp.server"]
+    assert "rewriter.edits.session" in graph["rewriter.serve.backend"]
+    assert "lsp.editor_rewrite" in graph["lsp.server"]
 
 
 def test_no_module_imports_itself_through_others():

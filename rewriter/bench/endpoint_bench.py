@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from ..engine import EditRequest
 from ..prompt import NoCodeBlock
 from ..results import Progress, RewriteError
 from ..serve.client import RemoteRewriter, ServiceError
@@ -97,7 +98,7 @@ def decode(engine: RemoteRewriter, case: Case, max_new_tokens: int) -> dict:
     answer, stats, error = "", None, None
     start = time.perf_counter()
     try:
-        for event in engine.stream(case.before, case.instruction, case.language, None, max_new_tokens):
+        for event in engine.stream(EditRequest(case.before, case.instruction, case.language, None, max_new_tokens)):
             if isinstance(event, Progress):
                 answer += event.text
             stats = event.stats  # one Stats object, filled in as the stream goes

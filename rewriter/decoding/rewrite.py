@@ -1,10 +1,11 @@
 """One rewrite request end to end: prompt, prediction, speculative decoding, edited text."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 
 from drafters import CombinedDrafter, Drafter, rewrite_drafter
 
+from ..engine import EditRequest, SamplingParams
 from ..prompt import (
     RewritePrompt,
     SourceText,
@@ -14,10 +15,10 @@ from ..prompt import (
     extract_code,
     prediction_ids,
 )
-from ..results import Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
+from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from ..weights.models import LoadedModel
 from .decode import Decoder, Stats, StopCheck
-from .sampling import SamplingParams, make_verifier
+from .sampling import make_verifier
 from .verify import Verifier
 
 
@@ -73,7 +74,13 @@ class AnswerEnd:
 
 
 class Rewriter:
-    """Rewrites code with one loaded model; holds the decoder so costs learned carry across requests."""
+    """Rewrites code with one loaded model; holds the decoder so costs learned carry across requests.
+
+    An Engine (rewriter/engine.py); one request at a time, as the Decoder is not thread-safe.
+    """
+
+    concurrent = False
+    ready = True
 
     def __init__(self, loaded: LoadedModel, decoder: Decoder | None = None, prefix_cache: bool = False):
         self.loaded = loaded
@@ -114,25 +121,25 @@ class Rewriter:
         # An edit may grow the code; leave room for twice the prediction, and some more.
         wanted = max_new_tokens or 2 * len(prediction) + 256
         if room < len(prediction) + 16:
-            raise RewriteError(
+            raise ContextTooLarge(
                 f"the code is too large for the model's context: the prompt takes {len(prompt_ids)} "
                 f"tokens and the answer needs about {len(prediction)} more, but the model takes "
                 f"{self.loaded.context_length} in all; rewrite a smaller part"
             )
         return prompt, prompt_ids, prediction, min(wanted, room)
 
-    def stream(self, text: str, instruction: str, language: str = "", context: str | None = None,
-               max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
-               drafter: Callable[[list[int]], Drafter] | None = None,
-               verifier: Verifier | None = None) -> Iterator[Progress | RewriteResult]:
+    def stream(self, request: EditRequest, *, drafter: Callable[[list[int]], Drafter] | None = None,
+               verifier: Verifier | None = None) -> Generator[Progress | RewriteResult, None, None]:
         """Yield the answer's text as it is accepted, then the RewriteResult.
 
-        `sampling` (default greedy) picks the verifier; `drafter` maps the prediction's ids to
-        the request's drafter (default: prediction plus prompt lookup); `verifier` overrides
-        the one `sampling` picks (MJSD's, which changes the output).
+        The request's sampling (default greedy) picks the verifier; `drafter` maps the
+        prediction's ids to the request's drafter (default: prediction plus prompt lookup);
+        `verifier` overrides the one sampling picks (MJSD's, which changes the output).
         """
-        source = SourceText.from_text(text)
-        prompt, prompt_ids, prediction, budget = self._plan(source.code, instruction, language, context, max_new_tokens)
+        source = SourceText.from_text(request.code)
+        prompt, prompt_ids, prediction, budget = self._plan(source.code, request.instruction, request.language,
+                                                            request.context, request.max_new_tokens)
+        sampling = request.sampling
         verifier = verifier or (make_verifier(sampling) if sampling is not None else None)
         drafts = (drafter or self.drafter)(prediction)
         stop = AnswerEnd(self.tokenizer, prompt.prefill, prompt.echo_targets)
@@ -156,9 +163,18 @@ class Rewriter:
             yield Progress(answer[shown:], stats)
         yield RewriteResult(text=source.restore(extract_code(answer)), answer=answer, stats=stats)
 
-    def rewrite(self, text: str, instruction: str, language: str = "", context: str | None = None,
-                max_new_tokens: int | None = None, **decoding) -> RewriteResult:
-        for event in self.stream(text, instruction, language, context, max_new_tokens, **decoding):
+    def rewrite(self, code: str, instruction: str, language: str = "", context: str | None = None,
+                max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
+                **decoding) -> RewriteResult:
+        """The whole result of one request (scripts and benchmarks; front ends stream)."""
+        request = EditRequest(code, instruction, language, context, max_new_tokens, sampling)
+        for event in self.stream(request, **decoding):
             if isinstance(event, RewriteResult):
                 return event
         raise AssertionError("stream ended without a result")
+
+    def load(self, say: Callable[[str], None]) -> None:
+        """Loaded already (the Engine interface)."""
+
+    def close(self) -> None:
+        """Nothing to free: the model stays loaded for whoever holds it."""

@@ -1,36 +1,13 @@
-"""Sampling settings shared by the CLI, the service and the decoder, validated in one place."""
+"""Sampling: the verifier a request's settings pick, draft-model drafters, and the CLI's configured engine."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from ..engine import EditRequest, SamplingParams
 
 if TYPE_CHECKING:  # the verifiers bring in torch; settings are checked without it
     from .verify import LogitsShaper, Verifier
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 0.0  # 0 means greedy decoding
-    top_p: float = 1.0
-    top_k: int = 0  # 0 means no top-k cut
-    seed: int | None = None
-    verification: str = "block"  # "token" or "block" (sampling only)
-
-    def __post_init__(self):
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
-        if self.seed is not None and not -2**63 <= self.seed < 2**64:
-            raise ValueError(f"seed must fit in 64 bits (-2**63 to 2**64 - 1), got {self.seed}")
-        if self.verification not in ("token", "block"):
-            raise ValueError(f"verification must be 'token' or 'block', got {self.verification!r}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
 
 
 def make_verifier(params: SamplingParams) -> Verifier:
@@ -96,17 +73,24 @@ def model_drafter(rewriter, draft_model, params: SamplingParams, beam: bool = Fa
 
 
 class ConfiguredEngine:
-    """An engine whose every request decodes with the same options (the CLI's flags)."""
+    """The in-process engine with the CLI's decoding flags: requests that name no sampling
+    sample as the flags say, with their drafter and verifier (decoding_options)."""
 
-    def __init__(self, engine, options: dict):
-        self.engine = engine
-        self.options = options
+    concurrent = False
+    ready = True
 
-    def stream(self, *args, **kwargs):
-        return self.engine.stream(*args, **{**self.options, **kwargs})
+    def __init__(self, rewriter, options: dict):
+        self.rewriter = rewriter
+        self.sampling = options.get("sampling")
+        self.decoding = {name: options[name] for name in ("drafter", "verifier") if options.get(name) is not None}
 
-    def rewrite(self, *args, **kwargs):
-        return self.engine.rewrite(*args, **{**self.options, **kwargs})
+    def stream(self, request: EditRequest):
+        if request.sampling is None and self.sampling is not None:
+            request = replace(request, sampling=self.sampling)
+        return self.rewriter.stream(request, **self.decoding)
 
-    def __getattr__(self, name):
-        return getattr(self.engine, name)
+    def load(self, say) -> None:
+        self.rewriter.load(say)
+
+    def close(self) -> None:
+        self.rewriter.close()

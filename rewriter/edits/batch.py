@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import TextIO
 
 from ..prompt import NoCodeBlock, language_for
-from ..results import RewriteResult, Stats
+from ..results import ContextTooLarge, RewriteError, ServiceError, Stats
 from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .integrity import FileIntegrity
-from .pipeline import CUT, INTEGRITY, SpanEdit
+from .pipeline import CUT, INTEGRITY
 from .scopes import (
     ScopeError,
     Span,
@@ -37,6 +37,7 @@ from .scopes import (
     split_span,
     tree_language,
 )
+from .session import EditSession, Finished
 
 MAX_FILE_BYTES = 1 << 20  # larger files are generated or data, not code to rewrite by model
 EXCLUDED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv",
@@ -277,11 +278,6 @@ def plan(job: FileJob, options: Options) -> FileJob:
 
 # ---- rewriting -----------------------------------------------------------------------------
 
-def _too_large(error: Exception) -> bool:
-    message = str(error).lower()
-    return "too large" in message or "context length" in message or "context window" in message
-
-
 class Runner:
     """Runs the spans of one file after another on an engine, reporting progress."""
 
@@ -322,7 +318,7 @@ class Runner:
             except Interrupted:
                 raise
             except Exception as error:  # noqa: BLE001 - one request's failure is not the run's
-                if not _too_large(error):
+                if not isinstance(error, ContextTooLarge):
                     unit = Unit(span, "failed", _describe(error), part_of=part_of)
                     self.report.unit_done(job, unit)
                     return [unit]
@@ -342,39 +338,33 @@ class Runner:
 
     def _request(self, job: FileJob, text: str, integrity: FileIntegrity, span: Span,
                  window: int | None) -> Unit:
-        edit = SpanEdit(text, span.start, span.end, self.options.instruction, integrity=integrity)
-        events = self.engine.stream(edit.code, self.options.instruction, job.language,
-                                    context=edit.context(window), max_new_tokens=self.options.max_new_tokens)
-        result = None
+        session = EditSession(self.engine, text, span.start, span.end, self.options.instruction, job.language,
+                              integrity=integrity, max_new_tokens=self.options.max_new_tokens)
+        finished = None
         stats = None
         try:
-            for event in events:
+            for event in session.run(window, force=self.options.force,
+                                     allow_syntax_errors=self.options.allow_syntax_errors):
                 if self.cancel.is_set():
                     raise Interrupted()
-                if isinstance(event, RewriteResult):
-                    result = event
+                if isinstance(event, Finished):
+                    finished = event
                 else:
                     stats = event.stats
                     self.report.progress(job, event.stats)
         except NoCodeBlock as error:
             return Unit(span, "failed", _describe(error), stats=stats)
-        finally:
-            close = getattr(events, "close", None)
-            if close:
-                close()  # stops decoding at once when we leave early
-        if result is None:
-            raise RuntimeError("the engine's stream ended without a result")
-        decision = edit.finish(result.text, result.stats.finish_reason, force=self.options.force,
-                               allow_syntax_errors=self.options.allow_syntax_errors)
+        assert finished is not None  # the session ends with a Finished or raises
+        decision, stats = finished.decision, finished.result.stats
         if decision.refusal == CUT:  # never applied, not even with --force
-            return Unit(span, "failed", f"{decision.reason}; not applied", stats=result.stats)
+            return Unit(span, "failed", f"{decision.reason}; not applied", stats=stats)
         if decision.refused:
             override = "--force" if decision.refusal == INTEGRITY else "--allow-syntax-errors"
             return Unit(span, "refused", f"{decision.reason}; not applied ({override} applies it anyway)",
-                        refused_text=decision.refused_text, stats=result.stats)
+                        refused_text=decision.refused_text, stats=stats)
         reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
-        return Unit(span, "changed" if decision.text != edit.original else "unchanged", reason,
-                    text=decision.text, stats=result.stats)
+        return Unit(span, "changed" if decision.text != session.original else "unchanged", reason,
+                    text=decision.text, stats=stats)
 
     def _assemble(self, job: FileJob, text: str, integrity: FileIntegrity) -> None:
         new = text
@@ -401,9 +391,9 @@ class Runner:
 def _describe(error: Exception) -> str:
     if isinstance(error, NoCodeBlock):
         return str(error) if "nothing changed" in str(error) else f"{error}; nothing changed"
-    name = type(error).__name__
-    known = ("RewriteError", "ServiceError", "FileError", "ValueError")
-    return str(error) if name in known else f"{name}: {error}"
+    if isinstance(error, (RewriteError, ServiceError, FileError, ValueError)):
+        return str(error)  # says what went wrong in the user's words
+    return f"{type(error).__name__}: {error}"
 
 
 # ---- the whole run -------------------------------------------------------------------------

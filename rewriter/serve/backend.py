@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from drafters import Drafter, PromptLookupDrafter, rewrite_drafter
 
 from ..decoding.decode import Decoder, Stats, StopCheck
-from ..decoding.rewrite import Progress, RewriteError, Rewriter
-from ..edits.hunks import Hunk, HunkStream
+from ..decoding.rewrite import RewriteError, Rewriter
+from ..edits.hunks import Hunk
 from ..edits.integrity import STRIPPED
-from ..edits.pipeline import SpanEdit, grammar_of
-from ..prompt import language_for
+from ..edits.pipeline import grammar_of
+from ..edits.session import Delta, EditSession
+from ..prompt import language_for, prediction_ids
 from ..weights.models import LoadedModel
 from .schema import ApiError, ChatRequest, Limits, RewriteRequest
 
@@ -107,12 +108,13 @@ class PreparedRewrite:
     """A /v1/rewrites request planned: its span on the way through the model."""
 
     request: RewriteRequest
-    edit: SpanEdit  # the span in its file: what the model is sent, what of the answer may be applied
-    language: str  # for the prompt
-    context: str | None
+    session: EditSession  # the span in its file, the model's request, what of the answer may be applied
     first_line: int  # the span's first line in the request's text
     prediction: list[int]
-    budget: int
+
+    @property
+    def budget(self) -> int:
+        return self.session.max_new_tokens or 0
 
 
 def rejected_prediction_tokens(prediction: list[int], completion: list[int], final: bool = True) -> int:
@@ -167,11 +169,8 @@ class Backend:
 
     def chat(self, prepared: PreparedChat, verifier) -> Iterator[ChatDelta]:
         request = prepared.request
-        if prepared.prediction is not None:
-            drafts = list(prepared.prediction)
-            if self.tokenizer.eos_token_id is not None:  # as Rewriter.encode_prediction: end with the turn
-                drafts.append(self.tokenizer.eos_token_id)
-            drafter: Drafter = rewrite_drafter(drafts)
+        if request.prediction is not None:  # drafted as the rewriter drafts its own prediction
+            drafter: Drafter = rewrite_drafter(prediction_ids(self.tokenizer, request.prediction))
         else:
             drafter = PromptLookupDrafter()
         stop = stop_strings(self.tokenizer, request.stop) if request.stop else None
@@ -199,13 +198,15 @@ class Backend:
     def prepare_rewrite(self, request: RewriteRequest) -> PreparedRewrite:
         file_text, start, end = span_in_file(request)
         language = request.language or language_for(request.file_name or "")
-        # The checks need a grammar: named, from the file name, else guessed from the code.
-        edit = SpanEdit(file_text, start, end, request.instruction, grammar_of(language, file_text))
         context = request.context if request.context is not None else request.text if request.range else None
         self._check_max_tokens(request.max_tokens)
+        # The checks need a grammar: named, from the file name, else guessed from the code.
+        session = EditSession(self.rewriter, file_text, start, end, request.instruction, language,
+                              grammar=grammar_of(language, file_text), context=context)
+        model_request = session.request()
         try:  # stream() plans again on the worker (tokenizing is cheap)
-            prompt, prediction, budget = self.rewriter.plan(edit.code, request.instruction, language, context,
-                                                            request.max_tokens)
+            prompt, prediction, budget = self.rewriter.plan(model_request.code, request.instruction, language,
+                                                            context, request.max_tokens)
         except RewriteError as error:
             raise ApiError(400, str(error), param="text", code="invalid_rewrite") from error
         if len(prompt) > self.max_prompt_tokens:
@@ -214,13 +215,12 @@ class Backend:
                            code="invalid_rewrite")
         if prediction and prediction[-1] == self.tokenizer.eos_token_id:
             prediction = prediction[:-1]
-        return PreparedRewrite(request, edit, language, context, request.range[0] if request.range else 0,
-                               prediction, min(budget, self.limits.max_output_tokens))
+        session.max_new_tokens = min(budget, self.limits.max_output_tokens)
+        return PreparedRewrite(request, session, request.range[0] if request.range else 0, prediction)
 
     def rewrite(self, prepared: PreparedRewrite) -> Iterator[tuple[str, dict]]:
         """(event, data) pairs for /v1/rewrites: delta, hunk, stats, then result."""
-        request, edit = prepared.request, prepared.edit
-        hunks = HunkStream(edit.original)
+        request, session = prepared.request, prepared.session
         answer = ""
         stats_sent = time.perf_counter()
 
@@ -235,26 +235,23 @@ class Backend:
             return {**stats.as_dict(), "rejected_prediction_drafts": stats.rejected_prediction_tokens,
                     "rejected_prediction_tokens": rejected_prediction_tokens(prepared.prediction, completion, final)}
 
-        for event in self.rewriter.stream(edit.code, request.instruction, prepared.language, prepared.context,
-                                          prepared.budget):
-            if isinstance(event, Progress):
+        for event in session.run():
+            if isinstance(event, Delta):
                 answer += event.text
                 yield "delta", {"text": event.text}
-                written = edit.partial_text(answer)
-                if written is not None:
-                    yield from shifted(hunks.feed(written))
+                yield from shifted(event.hunks)
                 if time.perf_counter() - stats_sent >= STATS_EVERY_S:
                     stats_sent = time.perf_counter()
                     yield "stats", stats_data(event.stats, final=False)
                 continue
-            result = event
+            result, decision = event.result, event.decision
             answer = result.answer
-            yield from shifted(hunks.feed(edit.final_text(result.text), final=True))
+            if not event.restart:
+                yield from shifted(event.hunks)
             stats = stats_data(result.stats, final=True)
             self._count(result.stats, stats["rejected_prediction_tokens"])
             yield "stats", stats
-            decision = edit.finish(result.text, result.stats.finish_reason)
-            data = {"text": decision.text, "answer": result.answer, "changed": decision.text != edit.original,
+            data = {"text": decision.text, "answer": result.answer, "changed": decision.text != session.original,
                     "stats": stats, "integrity": decision.status}
             if decision.status == STRIPPED:
                 data["stripped"] = decision.reason

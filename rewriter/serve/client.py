@@ -1,10 +1,8 @@
 """A remote engine: rewrite through our service or any OpenAI-compatible endpoint.
 
-`RemoteRewriter.stream(text, instruction, language, context, max_new_tokens)` has the same
-signature and events as the in-process `Rewriter.stream` (Progress increments of the model's
-answer, then a RewriteResult), so the CLI and the language server take either engine.
-`RemoteRewriter.edits(...)` also yields settled diff hunks: our service sends them; for a plain
-OpenAI endpoint, which only streams text, `AnswerHunks` derives them here.
+`RemoteRewriter` is an Engine (rewriter/engine.py) like the in-process Rewriter: `stream(request)`
+yields Progress increments of the model's answer, then a RewriteResult, so every front end takes
+either. The edit session (edits/session.py) derives diff hunks from the answer, as for any engine.
 """
 from __future__ import annotations
 
@@ -12,62 +10,19 @@ import json
 import os
 import time
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from urllib.parse import urlsplit
 
 import httpx
 
-from ..edits.hunks import Hunk, HunkStream
+from ..engine import EditRequest
 from ..prompt import NoCodeBlock, SourceText, build_prompt, echo_scan, extract_code
-from ..results import Progress, RewriteError, RewriteResult, Stats
+from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult, ServiceError, Stats
 
 MAX_RETRY_WAIT_S = 30.0
-
-
-class ServiceError(RuntimeError):
-    """The endpoint refused or failed a request; `status` is the HTTP status (0: no answer)."""
-
-    def __init__(self, message: str, status: int = 0, code: str | None = None,
-                 retry_after: float | None = None):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.retry_after = retry_after
-
-
-class AnswerHunks:
-    """Turn a growing model answer (a fenced code block) into settled hunks against the original.
-
-    Hunks are in the original's line numbering; the new lines carry the original's line endings,
-    as the final RewriteResult.text does, so applying every hunk in order gives that text.
-    """
-
-    def __init__(self, original: str):
-        self.source = SourceText.from_text(original)
-        self.stream = HunkStream(original)
-
-    def feed(self, answer: str) -> list[Hunk]:
-        """Hunks settled by the answer so far (the whole answer, not an increment)."""
-        try:
-            code = extract_code(answer)
-        except NoCodeBlock:
-            return []  # the opening fence line is not complete yet
-        if self.source.newline != "\n":
-            code = code.replace("\n", self.source.newline)
-        return self.stream.feed(code)
-
-    def finish(self, final_text: str) -> list[Hunk]:
-        """The remaining hunks, given the result's final text."""
-        return self.stream.feed(final_text, final=True)
-
-
-@dataclass
-class _Request:
-    text: str
-    instruction: str
-    language: str
-    context: str | None
-    max_new_tokens: int | None
+# A request too large for the model, in the words of OpenAI and vLLM, and of our service (whose
+# code for it is the older invalid_rewrite): the one place a remote error is known by its text.
+TOO_LARGE_WORDS = ("maximum context length", "too large for the model's context", "Rewrite a smaller part")
 
 
 def stats_from(data: dict | None) -> Stats:
@@ -122,37 +77,33 @@ class RemoteRewriter:
 
     # The engine interface -------------------------------------------------------------------
 
-    def stream(self, text: str, instruction: str, language: str = "", context: str | None = None,
-               max_new_tokens: int | None = None):
-        """Yield Progress (answer text increments) and finally a RewriteResult, like Rewriter.stream."""
-        for event in self.edits(text, instruction, language, context, max_new_tokens):
-            if not isinstance(event, Hunk):
-                yield event
+    concurrent = True  # the server queues or batches requests; we need not
+    ready = True
 
-    def rewrite(self, text: str, instruction: str, language: str = "", context: str | None = None,
-                max_new_tokens: int | None = None):
+    def load(self, say) -> None:
+        """Nothing to load here: the server holds the model."""
 
-        for event in self.stream(text, instruction, language, context, max_new_tokens):
+    def stream(self, request: EditRequest) -> Generator[Progress | RewriteResult, None, None]:
+        """Progress (answer text increments) and finally a RewriteResult, like Rewriter.stream."""
+        if not request.instruction or not request.instruction.strip():
+            raise RewriteError("the instruction is empty")
+        if self.protocol == "rewriter":
+            yield from self._stream_rewriter(request)
+        else:
+            yield from self._stream_openai(request)
+
+    def rewrite(self, code: str, instruction: str, language: str = "", context: str | None = None,
+                max_new_tokens: int | None = None) -> RewriteResult:
+        """The whole result of one request (scripts; front ends stream)."""
+        for event in self.stream(EditRequest(code, instruction, language, context, max_new_tokens)):
             if isinstance(event, RewriteResult):
                 return event
         raise ServiceError("the stream ended without a result")
 
-    def edits(self, text: str, instruction: str, language: str = "", context: str | None = None,
-              max_new_tokens: int | None = None) -> Iterator:
-        """Like stream(), with each settled Hunk (in `text`'s line numbering) as it settles."""
-
-        if not instruction or not instruction.strip():
-            raise RewriteError("the instruction is empty")
-        request = _Request(text, instruction, language, context, max_new_tokens)
-        if self.protocol == "rewriter":
-            return self._edits_rewriter(request)
-        return self._edits_openai(request)
-
     # Our service ------------------------------------------------------------------------------
 
-    def _edits_rewriter(self, request: _Request) -> Iterator:
-
-        body: dict[str, str | int] = {"text": request.text, "instruction": request.instruction,
+    def _stream_rewriter(self, request: EditRequest) -> Iterator[Progress | RewriteResult]:
+        body: dict[str, str | int] = {"text": request.code, "instruction": request.instruction,
                                       "language": request.language}
         if request.context is not None:
             body["context"] = request.context
@@ -164,8 +115,7 @@ class RemoteRewriter:
                 yield Progress(data["text"], stats)
             elif event == "stats":
                 stats = stats_from(data)
-            elif event == "hunk":
-                yield Hunk(data["start"], data["end"], tuple(data["lines"]))
+            # "hunk" events are for clients that apply them as they come: the session derives its own
             elif event == "result":
                 # A refused answer comes back as such: the caller's own integrity check refuses it
                 # again, with the reason, and can show it.
@@ -178,9 +128,8 @@ class RemoteRewriter:
 
     # Any OpenAI-compatible endpoint -----------------------------------------------------------
 
-    def _edits_openai(self, request: _Request) -> Iterator:
-
-        source = SourceText.from_text(request.text)
+    def _stream_openai(self, request: EditRequest) -> Iterator[Progress | RewriteResult]:
+        source = SourceText.from_text(request.code)
         prompt = build_prompt(source.code, request.instruction, request.language, request.context)
         body = {
             "messages": prompt.messages,
@@ -193,7 +142,6 @@ class RemoteRewriter:
             body["model"] = self.model
         if request.max_new_tokens:
             body["max_completion_tokens"] = request.max_new_tokens
-        hunks = AnswerHunks(request.text)
         stats = stats_from(None)
         answer, shown, cut = "", 0, None
         started = time.perf_counter()
@@ -221,7 +169,6 @@ class RemoteRewriter:
                     if scan.settled > shown:
                         yield Progress(answer[shown:scan.settled], stats)
                         shown = scan.settled
-                        yield from hunks.feed(answer[:shown])
                 if cut is not None:
                     break
                 if data.get("usage"):
@@ -235,7 +182,6 @@ class RemoteRewriter:
             yield Progress(answer[shown:], stats)
         stats.total_s = time.perf_counter() - started
         text = source.restore(extract_code(answer))  # NoCodeBlock, as the local engine raises
-        yield from hunks.finish(text)
         yield RewriteResult(text=text, answer=answer, stats=stats)
 
     # Transport --------------------------------------------------------------------------------
@@ -307,6 +253,8 @@ def _error_from(data: dict, status: int, retry_after: float | None = None) -> Ex
     code = error.get("code")
     if code == "no_code_block":
         return NoCodeBlock(message)
+    if code == "context_length_exceeded" or any(words in message for words in TOO_LARGE_WORDS):
+        return ContextTooLarge(message)
     if code == "invalid_rewrite" or (status == 400 and error.get("type") == "invalid_request_error"):
         return RewriteError(message)
     return ServiceError(f"HTTP {status}: {message}" if status != 200 else message, status, code, retry_after)

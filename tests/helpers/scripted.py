@@ -35,7 +35,7 @@ class ScriptedEngine:
         self.chunk_chars = max(1, chunk_chars)
         self.concurrent = concurrent
         self.load_s = load_s
-        self.loaded = load_s <= 0
+        self.ready = load_s <= 0
 
     @classmethod
     def from_file(cls, path: str) -> ScriptedEngine:
@@ -43,17 +43,22 @@ class ScriptedEngine:
         return cls(script.get("rules", []), script.get("delay_s", 0.0), script.get("chunk_chars", 8),
                    script.get("concurrent", False), script.get("load_s", 0.0))
 
-    def ensure_loaded(self, say) -> None:
+    def load(self, say) -> None:
         """Like EmbeddedEngine's: a slow first load, with progress."""
-        if self.loaded:
+        if self.ready:
             return
         steps = 10
         for step in range(steps):
             time.sleep(self.load_s / steps)
             say(f"loading weights {10 * (step + 1)}%")
-        self.loaded = True
+        self.ready = True
 
-    def stream(self, text, instruction, language="", context=None, max_new_tokens=None):
+    def close(self) -> None:
+        pass
+
+    def stream(self, request):
+        text, instruction, language, context, max_new_tokens = (
+            request.code, request.instruction, request.language, request.context, request.max_new_tokens)
         if not instruction or not instruction.strip():
             raise RewriteError("the instruction is empty")
         source = SourceText.from_text(text)

@@ -22,7 +22,9 @@ class ScriptedRewriter:
     def plan(self, code, instruction, language="", context=None, max_new_tokens=None):
         return self.rewriter.plan(code, instruction, language, context, max_new_tokens)
 
-    def stream(self, text, instruction, language="", context=None, max_new_tokens=None, **decoding):
+    def stream(self, request, **decoding):
+        text, instruction, language, context, max_new_tokens = (
+            request.code, request.instruction, request.language, request.context, request.max_new_tokens)
         source = SourceText.from_text(text)
         _, _, budget = self.plan(source.code, instruction, language, context, max_new_tokens)
         self.requests.append({"code": source.code, "language": language, "context": context, "budget": budget})

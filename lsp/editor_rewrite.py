@@ -1,10 +1,10 @@
 """One rewrite of one region of one open document, streamed into the editor.
 
-The engine runs in a worker thread; its answer grows here, on the server's event loop. The code
-is extracted from the partial answer and fed to a HunkStream; each settled hunk (in the
-region's original line numbering) is moved to the document's current numbering and sent as a
-versioned `workspace/applyEdit`. Before the next edit we wait until the client's didChange
-shows our edit, so every edit names the version it applies to.
+The region's edit session (rewriter/edits/session.py) runs in a worker thread; its events come
+here, on the server's event loop. Each settled hunk (in the region's original line numbering)
+is moved to the document's current numbering and sent as a versioned `workspace/applyEdit`.
+Before the next edit we wait until the client's didChange shows our edit, so every edit names
+the version it applies to.
 
 Never clobber: a change in the document that is not ours and touches the region stops the
 rewrite; nothing more is applied and the user is told. A rejected edit is reported, not retried.
@@ -23,12 +23,13 @@ from lsprotocol import types
 from pygls.progress import Progress as ProgressReporter
 from pygls.workspace import Workspace
 
-from rewriter.edits.hunks import Hunk, HunkStream
-from rewriter.edits.integrity import APPLIED, STRIPPED
-from rewriter.edits.pipeline import SpanEdit, grammar_of
+from rewriter.edits.hunks import Hunk
+from rewriter.edits.integrity import STRIPPED
+from rewriter.edits.pipeline import grammar_of
+from rewriter.edits.session import Delta, EditSession, Finished
+from rewriter.engine import Engine
 from rewriter.prompt import NoCodeBlock, SourceText
-from rewriter.results import Progress, RewriteError, RewriteResult
-from rewriter.serve.client import ServiceError
+from rewriter.results import RewriteError, ServiceError
 
 from .options import Options
 from .regions import Region
@@ -41,14 +42,15 @@ REPORT_INTERVAL_S = 0.25
 _ids = itertools.count(1)
 
 
-class JobHost(Protocol):
-    """What a job needs from the language server (lsp/server.py), named here so job does not import it."""
+class RewriteHost(Protocol):
+    """What a rewrite needs from the language server (lsp/server.py), named here so this module
+    does not import it."""
 
     options: Options
     decode_lock: asyncio.Lock
     jobs_by_token: dict
 
-    async def get_engine(self, report): ...
+    async def get_engine(self, report) -> Engine: ...
 
     def language_of(self, document) -> str: ...
 
@@ -85,15 +87,6 @@ class _Failure:
     message: str
 
 
-@dataclass
-class _Answer:
-    """What the worker hands the loop: a piece of the answer, or (final) the engine's result text."""
-
-    text: str
-    stats: object
-    final: bool = False
-
-
 _DONE = object()
 
 
@@ -122,8 +115,10 @@ class Outcome:
         return {"status": self.status, "message": self.message, "edits": self.edits, "stats": self.stats, **refused}
 
 
-class RewriteJob:
-    def __init__(self, server: JobHost, uri: str, region: Region, instruction: str, stream: bool,
+class EditorRewrite:
+    """A rewrite the editor asked for: its region's session, streamed into the open document."""
+
+    def __init__(self, server: RewriteHost, uri: str, region: Region, instruction: str, stream: bool,
                  announce_end: bool = False):
         self.id = next(_ids)
         self.announce_end = announce_end  # nobody waits for the outcome: say every ending
@@ -192,23 +187,19 @@ class RewriteJob:
         server = self.server
         document = server.workspace.get_text_document(self.uri)
         lines = document.lines
-        original = "".join(lines[self.region.start:self.region.end])
-        source = SourceText.from_text(original)
-        whole = self.region.start == 0 and self.region.end >= len(lines)
-        context = None
-        if not whole and len(document.source) <= server.options.context_chars:
-            context = document.source
+        source = SourceText.from_text("".join(lines[self.region.start:self.region.end]))
         self.newline = source.newline
-        language = server.language_of(document)
         # The region's way through the model, in the document as it was at the start (LF line
-        # endings): dedented in; out, indented back and judged as every front end judges it.
+        # endings); the whole document goes along as context when it is small enough.
         document_text = document.source.replace("\r\n", "\n")
         offset = len("".join(lines[:self.region.start]).replace("\r\n", "\n"))
-        self.edit = SpanEdit(document_text, offset, offset + len(source.code), self.instruction,
-                             grammar_of(language, document_text))
+        whole = self.region.start == 0 and self.region.end >= len(lines)
+        self.context = document.source if not whole and len(document.source) <= server.options.context_chars else None
+        language = server.language_of(document)
+        self.span = (document_text, offset, offset + len(source.code), language)
         await self._begin_progress()
         try:
-            outcome = await self._run(source, language, context)
+            outcome = await self._run(source)
         except Exception as error:  # never let a rewrite take the server down
             log.exception("rewrite %s failed", self.id)
             outcome = Outcome("error", f"rewrite failed: {error}")
@@ -228,13 +219,13 @@ class RewriteJob:
                 type=types.MessageType.Info, message=f"rewriter: {outcome.message}"))
         return outcome
 
-    async def _run(self, source: SourceText, language: str, context: str | None) -> Outcome:
+    async def _run(self, source: SourceText) -> Outcome:
         server = self.server
         # Loading the model, or waiting for another rewrite to finish, must not delay a cancel.
         ready, engine = await self._unless_stopped(server.get_engine(self._report), cancel=False)
         if not ready:
             return self._stopped()
-        lock = server.decode_lock if not getattr(engine, "concurrent", False) else None
+        lock = server.decode_lock if not engine.concurrent else None
         if lock is not None:
             if lock.locked():
                 self._report("waiting for another rewrite to finish")
@@ -244,8 +235,11 @@ class RewriteJob:
         try:
             if self.cancelled.is_set():
                 return self._stopped()
-            worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True,
-                                      args=(engine, self.edit.code, language, context))
+            document_text, start, end, language = self.span
+            session = EditSession(engine, document_text, start, end, self.instruction, language,
+                                  grammar=grammar_of(language, document_text),
+                                  max_new_tokens=server.options.max_new_tokens, context=self.context)
+            worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True, args=(session,))
             worker.start()
             try:
                 return await self._consume(source)
@@ -270,32 +264,25 @@ class RewriteJob:
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return False, None
 
-    def _work(self, engine, text: str, language: str, context: str | None) -> None:
+    def _work(self, session: EditSession) -> None:
         put = lambda item: self.loop.call_soon_threadsafe(self.queue.put_nowait, item)  # noqa: E731
-        events = None
+        # No context (window 0) unless the document goes along whole (self.context).
+        events = session.run(context_window=0, stopped=self.cancelled.is_set)
         try:
-            events = engine.stream(text, self.instruction, language, context, self.server.options.max_new_tokens)
             for event in events:
-                if self.cancelled.is_set():
-                    break
-                if isinstance(event, Progress):
-                    put(_Answer(event.text, event.stats))
-                elif isinstance(event, RewriteResult):
-                    put(_Answer(event.text, event.stats, final=True))
+                put(event)
         except (RewriteError, NoCodeBlock, ServiceError) as error:  # a request the engine cannot serve
             put(_Failure(str(error)))
         except Exception as error:
             log.exception("rewrite %s: the engine failed", self.id)
             put(_Failure(f"the engine failed: {error}"))
         finally:
-            if events is not None and hasattr(events, "close"):
-                events.close()  # stops decoding at once
+            events.close()  # stops decoding at once
             put(_DONE)
 
     async def _consume(self, source: SourceText) -> Outcome:
-        hunks = HunkStream(source.code)
         held: list[Hunk] = []  # hunks not yet sent (all of them when the client takes one edit only)
-        answer: list[str] = []
+        answered = 0  # characters of the answer so far
         last_report = 0.0
         expected_chars = len(source.code) + 16
         while True:
@@ -306,44 +293,43 @@ class RewriteJob:
                 return self._stopped()
             if isinstance(event, _Failure):
                 return Outcome("error", event.message)
-            if not event.final:
-                answer.append(event.text)
+            if isinstance(event, Delta):
+                answered += len(event.text)
                 now = time.monotonic()
                 if now - last_report >= REPORT_INTERVAL_S:
                     last_report = now
-                    done = sum(map(len, answer))
-                    self._report(stats_message(event.stats), min(99, 100 * done // expected_chars))
-                code = self.edit.partial_text("".join(answer))
-                if code is not None:
-                    held.extend(hunks.feed(code))
+                    self._report(stats_message(event.stats), min(99, 100 * answered // expected_chars))
+                held.extend(event.hunks)
                 if self.stream_edits and held:
                     await self._apply(held)
                     held = []
                 continue
-            stats = event.stats
-            self.result_stats = stats.as_dict() if hasattr(stats, "as_dict") else {}
-            verdict = await asyncio.to_thread(self.edit.finish, event.text.replace("\r\n", "\n"),
-                                              getattr(stats, "finish_reason", ""))
-            if verdict.status == APPLIED:
-                held.extend(hunks.feed(verdict.text, final=True))
-            else:
-                # The streamed edits showed an answer that is not what may be applied: put the
-                # region back as it was, then apply the stripped answer in one edit (or nothing).
-                if self.edits:
-                    await self._restore(source.code)
-                held = [] if verdict.refused else HunkStream(source.code).feed(verdict.text, final=True)
-            if held:
-                await self._apply(held)
-            if verdict.refused and not self.conflict:
-                # A cut answer is not offered: nothing applies half an answer.
-                return Outcome("refused", f"not applied: {verdict.reason}", stats=self.result_stats,
-                               refused_text=verdict.refused_text if verdict.may_force else None)
-            if self.conflict:
-                return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
-            status = "done" if self.edits else "unchanged"
-            summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == STRIPPED else "")
-            return Outcome(status, ("rewrote" if self.edits else "no changes") + f": {summary}",
-                           stats=self.result_stats)
+            assert isinstance(event, Finished)
+            return await self._finish(event, source, held)
+
+    async def _finish(self, finished: Finished, source: SourceText, held: list[Hunk]) -> Outcome:
+        stats, verdict = finished.result.stats, finished.decision
+        self.result_stats = stats.as_dict()
+        if finished.restart:
+            # The streamed edits showed an answer that is not what may be applied: put the
+            # region back as it was, then apply the stripped answer in one edit (or nothing).
+            if self.edits:
+                await self._restore(source.code)
+            held = list(finished.hunks)
+        else:
+            held.extend(finished.hunks)
+        if held:
+            await self._apply(held)
+        if verdict.refused and not self.conflict:
+            # A cut answer is not offered: nothing applies half an answer.
+            return Outcome("refused", f"not applied: {verdict.reason}", stats=self.result_stats,
+                           refused_text=verdict.refused_text if verdict.may_force else None)
+        if self.conflict:
+            return Outcome("conflict", f"stopped: {self.conflict}; nothing more was applied there")
+        status = "done" if self.edits else "unchanged"
+        summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == STRIPPED else "")
+        return Outcome(status, ("rewrote" if self.edits else "no changes") + f": {summary}",
+                       stats=self.result_stats)
 
     async def _offer(self, outcome: Outcome, refused_text: str) -> None:
         """Ask whether to apply a refused edit anyway; apply it if the region is still as it was."""
