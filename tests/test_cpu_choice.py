@@ -27,7 +27,7 @@ from tests.helpers.models import tiny_model
 # An AVX2-only CPU (issue 15): _int_mm takes a slow fallback, int8-bf16 is cheap when narrow.
 AVX2 = {"float32": {1: 0.153, 16: 0.440, 64: 0.916}, "int8": {1: 1.10, 16: 1.30, 64: 3.40},
         "int8-bf16": {1: 0.063, 16: 0.284, 64: 0.991}}
-# A CPU with VNNI (README): int8 is fastest at every width.
+# A CPU with VNNI (docs/benchmarks.md): int8 is fastest at every width.
 VNNI = {"float32": {1: 0.093, 16: 0.207, 64: 0.406}, "int8": {1: 0.039, 16: 0.076, 64: 0.171},
         "int8-bf16": {1: 0.050, 16: 0.200, 64: 0.700}}
 
@@ -75,7 +75,7 @@ def test_the_choice_weighs_narrow_passes_against_wide_ones():
 
 
 def test_a_timed_prompt_prices_the_prefill_and_the_widest_passes():
-    # Measured on an AVX2 imitation (README): float32 products grow more efficient with the rows,
+    # Measured on an AVX2 imitation (docs/benchmarks.md): float32 products grow more efficient with the rows,
     # int8-bf16's do not. There ours ran the NoFunEval cases faster in float32 (7-10 s a case
     # against 10-12 s); from the 1/16/64 costs alone, extrapolated, int8-bf16 looked cheaper.
     timed = {"float32": {1: 0.187, 16: 0.392, 64: 0.771, 512: 3.008},

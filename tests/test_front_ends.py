@@ -114,7 +114,7 @@ def test_the_service_applies_a_good_answer_and_strips_an_echo(tiny_loaded, tiny_
         assert result["text"] == FILE.replace(MAIN, hinted) and result["selection"] == hinted
 
 
-# The language server: a scripted engine (lsp/scripted.py) gives the answers; "tokens" are characters.
+# The language server: a scripted engine (tests/helpers/scripted.py) gives the answers; "tokens" are characters.
 URI = "file:///project/shapes.py"
 LSP_CASES = {  # name -> (instruction, the script's replacements, whether to send the lines of `main` only)
     "unparsable": ("Polish", [["def main():", "def main(:"]], False),

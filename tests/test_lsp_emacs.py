@@ -1,5 +1,5 @@
-"""A real Emacs end to end: `emacs --batch` loads the README's eglot snippet and rewrites the
-function at point through the language server (the scripted engine, lsp/scripted.py).
+"""A real Emacs end to end: `emacs --batch` loads the eglot snippet of docs/editors.md and rewrites
+the function at point through the language server (the scripted engine, tests/helpers/scripted.py).
 
 Emacs in batch mode reports applied edits back late (seconds), so this also checks that a slow
 report of our own edit is not taken for the user's typing, and that a command answering at once
@@ -48,11 +48,11 @@ HINTS = [["def area(r):", "def area(r: float) -> float:"]]
 
 
 def readme_snippet(python: str) -> str:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "editors.md").read_text()
     section = readme[readme.index("### Emacs (eglot)"):]
     snippet = section[section.index("```elisp\n") + len("```elisp\n"):]
     snippet = snippet[:snippet.index("```")]
-    # The README starts `rewriter lsp`; the test starts this checkout's server the same way.
+    # The docs start `rewriter lsp`; the test starts this checkout's server the same way.
     assert '("rewriter" "lsp" ' in snippet
     return snippet.replace('("rewriter" "lsp" ', f'("{python}" "-m" "lsp" ')
 

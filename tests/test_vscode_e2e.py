@@ -5,7 +5,7 @@ status bar's Cancel stops a rewrite, and a refused edit is applied with "Apply a
 
 Needs what lsp/editors/vscode/e2e/install.sh installs (code-server, puppeteer-core), the
 extension's own node_modules (npm ci) and Chromium (Debian: chromium). The engine is the scripted
-test engine (lsp/scripted.py).
+test engine (tests/helpers/scripted.py).
 """
 from __future__ import annotations
 

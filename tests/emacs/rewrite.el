@@ -1,4 +1,4 @@
-;;; rewrite.el --- emacs --batch runs the README's eglot set-up against the server  -*- lexical-binding: t -*-
+;;; rewrite.el --- emacs --batch runs the eglot set-up of docs/editors.md against the server  -*- lexical-binding: t -*-
 ;; Everything comes in through environment variables (see tests/test_lsp_emacs.py); the outcome
 ;; goes to a JSON file.
 (require 'package)
@@ -20,7 +20,7 @@
                (messages . ,(vconcat (reverse rewriter-test-messages)))))))
   (kill-emacs 0))
 
-;; The README's snippet, as a user puts it in init.el (the server command comes from the test).
+;; The snippet of docs/editors.md, as a user puts it in init.el (the server command comes from the test).
 (load (getenv "REWRITER_EMACS_SETUP"))
 
 (find-file (getenv "REWRITER_EMACS_FILE"))

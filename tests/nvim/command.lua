@@ -1,4 +1,4 @@
--- Headless Neovim with the README's setup (lsp/editors/nvim.lua): `:Rewrite` on a line range,
+-- Headless Neovim with the setup of docs/editors.md (lsp/editors/nvim.lua): `:Rewrite` on a line range,
 -- the instruction typed at the vim.ui.input prompt; writes a JSON report like rewrite.lua.
 local env = vim.fn.environ()
 local report = { prompts = {} }
