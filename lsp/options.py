@@ -120,13 +120,8 @@ def parse_options(raw) -> tuple[Options, list[str]]:
 
 def _parse_engine(raw: dict, warnings: list[str]) -> EngineOptions:
     engine = EngineOptions()
-    found, kind = _get(raw, "kind")
-    if found:
-        if kind in ENGINE_KINDS:
-            engine.kind = kind
-        else:
-            warnings.append(f"engine.kind: expected one of {', '.join(ENGINE_KINDS)}, got {kind!r}; using 'embedded'")
-            return engine  # the other fields belong to an engine we are not using
+    if not _set_choice(engine, raw, "kind", ENGINE_KINDS, warnings):
+        return engine  # the other fields belong to an engine we are not using
     for name in ("model", "device", "url", "api_key_env"):
         found, value = _get(raw, name)
         if found and value is not None:
@@ -134,14 +129,9 @@ def _parse_engine(raw: dict, warnings: list[str]) -> EngineOptions:
                 setattr(engine, name, value.strip())
             else:
                 warnings.append(f"engine.{_camel(name)}: expected a non-empty string, got {value!r}; ignored")
-    found, value = _get(raw, "dtype")
-    if found:
-        from rewriter.results import DTYPES
+    from rewriter.results import DTYPES
 
-        if value in DTYPES:
-            engine.dtype = value
-        else:
-            warnings.append(f"engine.dtype: expected one of {', '.join(DTYPES)}, got {value!r}; using 'auto'")
+    _set_choice(engine, raw, "dtype", DTYPES, warnings)
     found, value = _get(raw, "timeout_s")
     if found:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
@@ -152,3 +142,16 @@ def _parse_engine(raw: dict, warnings: list[str]) -> EngineOptions:
         warnings.append(f"engine.kind {engine.kind!r} needs engine.url; using the embedded model instead")
         return EngineOptions()
     return engine
+
+
+def _set_choice(engine: EngineOptions, raw: dict, name: str, choices, warnings: list[str]) -> bool:
+    """Set engine.<name> from raw when it is one of `choices`; another value keeps the default,
+    with a warning, and answers False."""
+    found, value = _get(raw, name)
+    if found and value not in choices:
+        warnings.append(f"engine.{_camel(name)}: expected one of {', '.join(choices)}, got {value!r}; "
+                        f"using {getattr(engine, name)!r}")
+        return False
+    if found:
+        setattr(engine, name, value)
+    return True

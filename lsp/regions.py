@@ -5,21 +5,15 @@ keep positions free of the client's character encoding.
 """
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
-from functools import cache
 
-log = logging.getLogger(__name__)
+from rewriter.edits.node_kinds import grammar_for
+from rewriter.edits.scopes import Span, SyntaxTree, definition_at
 
 # `# rewrite: make this async`, `// rewrite: ...`, `-- rewrite: ...`, `/* rewrite: ... */`
 COMMENT_INSTRUCTION = re.compile(r"^\s*(?:#+|//+|--|;+|/\*+|\*)\s*rewrite:\s*(?P<instruction>.*?)\s*(?:\*/)?\s*$")
 COMMENT_START = re.compile(r"^\s*(?:#|//|--|;|/\*|\*)")
-
-# tree-sitter node types that are a function or class worth rewriting as a whole
-DEFINITION_WORDS = ("function", "method", "class", "struct", "impl", "trait", "interface", "enum", "module")
-DEFINITION_SUFFIXES = ("definition", "declaration", "item", "specifier", "_spec")
-PARSER_NAMES = {"jsx": "javascript"}
 
 
 @dataclass(frozen=True)
@@ -41,47 +35,18 @@ def selection_lines(start_line: int, start_char: int, end_line: int, end_char: i
     return Region(start, max(start + 1, min(last + 1, line_count)))
 
 
-@cache
-def _parser(language: str):
-    try:
-        from tree_sitter_language_pack import get_parser
-
-        return get_parser(PARSER_NAMES.get(language, language))  # type: ignore[arg-type]  # unknown: raises
-    except Exception as error:  # an unknown language or a grammar that will not load
-        log.info("no tree-sitter parser for %r: %s", language, error)
-        return None
-
-
-def _is_definition(node_type: str) -> bool:
-    if node_type == "decorated_definition":  # the cursor on a decorator
-        return True
-    return any(w in node_type for w in DEFINITION_WORDS) and node_type.endswith(DEFINITION_SUFFIXES)
-
-
 def enclosing_definition(text: str, language: str, line: int) -> Region | None:
-    """The innermost function or class containing `line` (with its decorators), if the language parses."""
-    parser = _parser(language) if language else None
-    if parser is None:
+    """The innermost function or class around `line`: the lines `rewriter apply --each function`
+    (or class) would rewrite for it, decorators and doc comments included."""
+    span = _definition_span(text, language, line)
+    return None if span is None else Region(span.start_line - 1, span.end_line)
+
+
+def _definition_span(text: str, language: str, line: int) -> Span | None:
+    grammar = grammar_for(language)
+    if grammar is None or not 0 <= line < len(text.splitlines()):
         return None
-    lines = text.splitlines(keepends=True)
-    if not lines or line >= len(lines):
-        return None
-    tree = parser.parse(text.encode("utf-8"))
-    # Aim at the line's first non-blank character so that indentation does not land in the parent.
-    column = len(lines[line].encode("utf-8")) - len(lines[line].lstrip().encode("utf-8"))
-    node = tree.root_node.descendant_for_point_range((line, column), (line, column))
-    found = None
-    while node is not None:
-        if _is_definition(node.type):
-            found = node
-            break
-        node = node.parent
-    if found is None:
-        return None
-    if found.parent is not None and found.parent.type == "decorated_definition":
-        found = found.parent
-    end = found.end_point[0] + (1 if found.end_point[1] > 0 else 0)
-    return Region(found.start_point[0], max(end, found.start_point[0] + 1))
+    return definition_at(SyntaxTree(text, grammar), line + 1)
 
 
 def comment_instruction(lines: list[str], region: Region) -> str | None:
@@ -109,5 +74,12 @@ def region_after_comment(text: str, language: str, line: int) -> Region | None:
         below += 1
     if below >= len(lines):
         return None
-    found = enclosing_definition(text, language, below)
-    return found if found is not None and found.start == below else Region(below, below + 1)
+    top = line
+    while top > 0 and COMMENT_START.match(lines[top - 1]):
+        top -= 1
+    found = _definition_span(text, language, below)
+    # The definition right below the comment block (it may count the block as its doc comment);
+    # the block, instruction included, stays out of the region.
+    if found is not None and top <= found.start_line - 1 <= below:
+        return Region(below, found.end_line)
+    return Region(below, below + 1)

@@ -6,6 +6,7 @@ import pytest
 from lsp.editor_rewrite import changed_lines
 from lsp.options import DEFAULT_PRESETS, parse_options
 from lsp.regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
+from rewriter.edits.scopes import SyntaxTree, kind_spans, select_nodes
 
 PY = '''import os
 
@@ -73,6 +74,84 @@ def test_enclosing_definition_in_other_languages_and_none():
     go = "package main\n\nfunc add(a, b int) int {\n\treturn a + b\n}\n"
     assert enclosing_definition(go, "go", 3) == Region(2, 5)
     assert enclosing_definition("x = 1\n", "no-such-language", 0) is None
+
+
+NESTED = {"python": '''import functools
+
+
+class Outer:
+    """Holds an inner class."""
+
+    class Inner:
+        @staticmethod
+        def helper(x):
+            return x + 1
+
+    @property
+    def size(self):
+        def count():
+            return 1
+        return count()
+
+
+@functools.cache
+def top(a):
+    return a
+''', "javascript": '''import x from "y";
+
+/** Adds one. */
+export const addOne = (n) => {
+  return n + 1;
+};
+
+class Counter {
+  // Counts up.
+  increment() {
+    this.n += 1;
+  }
+}
+''', "rust": '''/// A point.
+#[derive(Debug)]
+struct Point {
+    x: i32,
+}
+
+impl Point {
+    /// Its length.
+    #[inline]
+    fn len(&self) -> i32 {
+        self.x
+    }
+}
+'''}
+
+
+@pytest.mark.parametrize("language, line, kind, name", [
+    ("python", 3, "class", "Outer"), ("python", 4, "class", "Outer"), ("python", 7, "function", "helper"),
+    ("python", 9, "function", "helper"), ("python", 11, "function", "size"), ("python", 15, "function", "size"),
+    ("python", 18, "function", "top"), ("python", 20, "function", "top"),
+    ("javascript", 2, "function", "addOne"), ("javascript", 4, "function", "addOne"),
+    ("javascript", 7, "class", "Counter"), ("javascript", 8, "function", "increment"),
+    ("rust", 0, "class", "Point"), ("rust", 1, "class", "Point"), ("rust", 7, "function", "len"),
+    ("rust", 8, "function", "len"), ("rust", 12, "class", "Point"),
+])
+def test_the_definition_at_the_cursor_is_what_each_function_or_class_rewrites(language, line, kind, name):
+    """Decorators, doc comments and attributes count as `rewriter apply --each function` counts them."""
+    text = NESTED[language]
+    spans = [span for span in select_nodes(SyntaxTree(text, language), kind)
+             if span.name == name and span.start_line <= line + 1 <= span.end_line]
+    assert len(spans) == 1
+    assert enclosing_definition(text, language, line) == Region(spans[0].start_line - 1, spans[0].end_line)
+
+
+@pytest.mark.parametrize("line, kind, name", [(6, "class", "Inner"), (13, "function", "count"),
+                                              (14, "function", "count")])
+def test_nested_definitions_at_the_cursor_are_the_innermost(line, kind, name):
+    """Nested ones, which select_nodes leaves to the outer one, come out as kind_spans finds them."""
+    text = NESTED["python"]
+    [span] = [span for span in kind_spans(SyntaxTree(text, "python"), kind) if span.name == name]
+    assert enclosing_definition(text, "python", line) == Region(span.start_line - 1, span.end_line)
+    assert enclosing_definition(text, "python", 0) is None
 
 
 def test_comment_instructions_inside_or_just_above():

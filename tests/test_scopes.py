@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from rewriter.edits.node_kinds import tree_language
 from rewriter.edits.scopes import (
     ScopeError,
     Span,
@@ -15,7 +16,6 @@ from rewriter.edits.scopes import (
     select_nodes,
     split_span,
     syntax_error_line,
-    tree_language,
 )
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from ..edits.integrity import FileIntegrity, lost_bodies, lost_definitions, significant
+from ..edits.node_kinds import grammar_for
 from ..edits.pipeline import CUT, SpanEdit
-from ..edits.scopes import SyntaxTree, definitions, grammar_for, select_nodes
+from ..edits.scopes import SyntaxTree, definitions, select_nodes
 from ..edits.syntax import compile_regression
 from .cases import Case
 

@@ -26,6 +26,7 @@ from ..results import ContextTooLarge, RewriteError, ServiceError, Stats
 from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .integrity import FileIntegrity
+from .node_kinds import tree_language
 from .pipeline import CUT, INTEGRITY
 from .scopes import (
     ScopeError,
@@ -35,7 +36,6 @@ from .scopes import (
     line_span,
     select_nodes,
     split_span,
-    tree_language,
 )
 from .session import EditSession, Finished
 

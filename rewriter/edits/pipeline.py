@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from ..prompt import NoCodeBlock, SourceText, common_indent, extract_code
 from .integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
-from .scopes import grammar_for, guess_language
+from .node_kinds import grammar_for
+from .scopes import guess_language
 
 CUT, INTEGRITY, SYNTAX = "cut", "integrity", "syntax"  # why a Decision refused
 CUT_REASON = "the answer stopped at the token limit"

@@ -3,24 +3,36 @@
 Every span covers whole lines where it can (indentation, decorators, doc comments and a
 trailing `;` included), so each rewrite sees a self-contained piece of code; spans never
 overlap (an outer match swallows its nested matches).
+Which node types are a function, method or class in each language is node_kinds' business;
+the language server's "function at the cursor" is `definition_at` here, so it and `--each` agree.
 """
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import cache
-from pathlib import PurePath
 from typing import TYPE_CHECKING
 
-from ..prompt import language_for
+from .node_kinds import (
+    ALIASES,
+    COMMENTS,
+    JS_VALUE_FUNCTIONS,
+    LEADING_SIBLINGS,
+    WRAPPERS,
+    ScopeError,
+    grammar,
+    grammar_for,
+    is_named_function_value,
+    kinds_for,
+    name_of,
+    of_kind,
+    parser,
+    query_nodes,
+    walk,
+)
 
 if TYPE_CHECKING:
     from tree_sitter import Node
-
-
-class ScopeError(ValueError):
-    """A scope that cannot be applied to a file; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -37,99 +49,6 @@ class Span:
         return f"{self.kind} {self.name} ({where})" if self.name else f"{self.kind} ({where})"
 
 
-# Our language names (rewriter.prompt) that tree-sitter knows under another name.
-TREE_SITTER_NAMES = {"jsx": "javascript"}
-
-COMMENTS = {"comment", "line_comment", "block_comment"}
-# Nodes that carry a definition plus what belongs to it (decorators, templates, export).
-WRAPPERS = {"decorated_definition", "template_declaration", "export_statement"}
-# Rust attributes (#[derive(..)]) stand before their item as siblings.
-LEADING_SIBLINGS = COMMENTS | {"attribute_item"}
-
-_JS_FUNCTIONS = {"function_declaration", "generator_function_declaration", "method_definition"}
-_JS_VALUE_FUNCTIONS = {"arrow_function", "function_expression", "function", "generator_function"}
-
-# alias -> language -> node types. Methods are refined by `_is_method`.
-ALIASES: dict[str, dict[str, set[str]]] = {
-    "function": {
-        "python": {"function_definition"},
-        "javascript": _JS_FUNCTIONS | _JS_VALUE_FUNCTIONS,
-        "typescript": _JS_FUNCTIONS | _JS_VALUE_FUNCTIONS,
-        "tsx": _JS_FUNCTIONS | _JS_VALUE_FUNCTIONS,
-        "go": {"function_declaration", "method_declaration"},
-        "rust": {"function_item"},
-        "java": {"method_declaration", "constructor_declaration"},
-        "c": {"function_definition"},
-        "cpp": {"function_definition"},
-        "csharp": {"method_declaration", "constructor_declaration", "local_function_statement"},
-        "ruby": {"method", "singleton_method"},
-    },
-    "method": {
-        "python": {"function_definition"},
-        "javascript": {"method_definition"},
-        "typescript": {"method_definition"},
-        "tsx": {"method_definition"},
-        "go": {"method_declaration"},
-        "rust": {"function_item"},
-        "java": {"method_declaration", "constructor_declaration"},
-        "cpp": {"function_definition"},
-        "csharp": {"method_declaration", "constructor_declaration"},
-        "ruby": {"method", "singleton_method"},
-    },
-    "class": {
-        "python": {"class_definition"},
-        "javascript": {"class_declaration"},
-        "typescript": {"class_declaration", "abstract_class_declaration", "interface_declaration"},
-        "tsx": {"class_declaration", "abstract_class_declaration", "interface_declaration"},
-        "go": {"type_declaration"},
-        "rust": {"struct_item", "enum_item", "union_item", "trait_item", "impl_item"},
-        "java": {"class_declaration", "interface_declaration", "enum_declaration", "record_declaration"},
-        "cpp": {"class_specifier", "struct_specifier"},
-        "csharp": {"class_declaration", "struct_declaration", "interface_declaration", "record_declaration"},
-        "ruby": {"class", "module"},
-    },
-}
-# Where a function is a method: the nearest enclosing definition is one of these.
-METHOD_CONTAINERS = {
-    "python": {"class_definition"},
-    "rust": {"impl_item", "trait_item"},
-    "cpp": {"class_specifier", "struct_specifier"},
-    "ruby": {"class", "module"},
-}
-DEFINITIONS = {
-    "function_definition", "function_item", "class_definition", "impl_item", "trait_item",
-    "class_specifier", "struct_specifier", "method", "class", "module",
-}
-
-
-def tree_language(path: str | PurePath) -> str | None:
-    """The tree-sitter grammar for a file name, or None when there is none."""
-    return grammar_for(language_for(path))
-
-
-def grammar_for(language: str) -> str | None:
-    """The tree-sitter grammar for one of our language names ("python", "jsx"), or None."""
-    if not language:
-        return None
-    name = TREE_SITTER_NAMES.get(language, language)
-    return name if _language(name) is not None else None
-
-
-@cache
-def _language(name: str):
-    try:
-        from tree_sitter_language_pack import get_language
-        return get_language(name)  # type: ignore[arg-type]  # any name: an unknown one raises
-    except Exception:  # unknown name, or a grammar the installed pack lacks
-        return None
-
-
-@cache
-def _parser(name: str):
-    from tree_sitter import Parser
-    return Parser(_language(name))
-
-
 class SyntaxTree:
     """A parsed file with offsets in characters, as Python strings count them."""
 
@@ -137,7 +56,7 @@ class SyntaxTree:
         self.text = text
         self.language = language
         self.data = text.encode("utf-8")
-        self.tree = _parser(language).parse(self.data)
+        self.tree = parser(language).parse(self.data)
         self.root = self.tree.root_node
         self._ascii = len(self.data) == len(text)
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
@@ -229,54 +148,9 @@ def parse_line_range(value: str) -> tuple[int, int]:
 
 # ---- nodes of a kind ---------------------------------------------------------------------
 
-def _name_of(tree: SyntaxTree, node) -> str:
-    current = node
-    for _ in range(4):  # the name sits in the node or a declarator a few levels down
-        named = current.child_by_field_name("name") or (
-            current.child_by_field_name("type") if current.type == "impl_item" else None)
-        if named is not None:
-            return named.text.decode("utf-8", "replace")
-        declarator = current.child_by_field_name("declarator")
-        if declarator is None:
-            break
-        if declarator.type in {"identifier", "field_identifier", "qualified_identifier",
-                               "destructor_name", "operator_name"}:
-            return declarator.text.decode("utf-8", "replace")
-        current = declarator
-    return ""
-
-
-def _nearest_definition(node):
-    parent = node.parent
-    while parent is not None and parent.type not in DEFINITIONS:
-        parent = parent.parent
-    return parent
-
-
-def _is_method(node, language: str) -> bool:
-    containers = METHOD_CONTAINERS.get(language)
-    if containers is None:
-        return True  # the alias's node types are methods already
-    if language == "cpp" and node.type == "function_definition":
-        declarator = node.child_by_field_name("declarator")
-        inner = declarator.child_by_field_name("declarator") if declarator is not None else None
-        if inner is not None and inner.type == "qualified_identifier":
-            return True  # int Widget::size() const { ... } outside the class
-    outer = _nearest_definition(node)
-    return outer is not None and outer.type in containers
-
-
-def _is_named_function_value(node) -> bool:
-    """An arrow function or function expression given a name: `const f = () => ...`."""
-    declarator = node.parent
-    if declarator is None or declarator.type != "variable_declarator":
-        return False
-    return declarator.child_by_field_name("value") == node
-
-
 def _widen(node):
     """The node plus what belongs to it: its declaration, decorators, template, export."""
-    if node.type in _JS_VALUE_FUNCTIONS:
+    if node.type in JS_VALUE_FUNCTIONS:
         declarator = node.parent
         declaration = declarator.parent if declarator is not None else None
         if declaration is not None and declaration.type in {"lexical_declaration", "variable_declaration"} \
@@ -302,15 +176,15 @@ def _leading_start(tree: SyntaxTree, node) -> int:
 
 
 def _node_span(tree: SyntaxTree, node, kind: str) -> Span:
-    if node.type in _JS_VALUE_FUNCTIONS and node.parent is not None and node.parent.type == "variable_declarator":
-        name = _name_of(tree, node.parent)
+    if node.type in JS_VALUE_FUNCTIONS and node.parent is not None and node.parent.type == "variable_declarator":
+        name = name_of(node.parent)
     else:
-        name = _name_of(tree, node)
+        name = name_of(node)
     outer = _widen(node)
     start = tree.char(_leading_start(tree, outer))
     end = tree.char(outer.end_byte)
     if not name:
-        name = _name_of(tree, outer)
+        name = name_of(outer)
     return whole_lines(tree, start, end, kind, name)
 
 
@@ -324,56 +198,72 @@ def outermost(spans: list[Span]) -> list[Span]:
     return kept
 
 
-def kinds_for(language: str) -> list[str]:
-    return sorted(alias for alias, languages in ALIASES.items() if language in languages)
-
-
 def select_nodes(tree: SyntaxTree, kind: str) -> list[Span]:
     """Spans of every node of `kind`: an alias (function, method, class), a node type or a query."""
-    language = _language(tree.language)
+    return outermost(kind_spans(tree, kind))
+
+
+def kind_spans(tree: SyntaxTree, kind: str) -> list[Span]:
+    """Like select_nodes, but nested matches are kept: a method inside a class inside a class."""
     if kind.lstrip().startswith(("(", "[")):
-        nodes = _query_nodes(tree, kind)
+        nodes = query_nodes(tree.language, tree.root, kind)
         label = "match"
     elif kind in ALIASES:
-        types = ALIASES[kind].get(tree.language)
-        if types is None:
+        if tree.language not in ALIASES[kind]:
             known = ", ".join(kinds_for(tree.language)) or "none"
             raise ScopeError(f"{tree.language} has no '{kind}' (aliases there: {known}); "
                              "give a tree-sitter node type or query instead")
-        nodes = [n for n in _walk(tree.root) if n.type in types]
-        if tree.language in {"javascript", "typescript", "tsx"}:
-            nodes = [n for n in nodes if n.type not in _JS_VALUE_FUNCTIONS or _is_named_function_value(n)]
-        if kind == "method":
-            nodes = [n for n in nodes if _is_method(n, tree.language)]
+        nodes = of_kind(walk(tree.root), kind, tree.language)
         label = kind
     else:
-        if language.id_for_node_kind(kind, True) is None:
+        if grammar(tree.language).id_for_node_kind(kind, True) is None:
             raise ScopeError(f"'{kind}' is not a {tree.language} node type "
                              f"(aliases: {', '.join(kinds_for(tree.language)) or 'none'}; or a query in parentheses)")
-        nodes = [n for n in _walk(tree.root) if n.type == kind]
+        nodes = [n for n in walk(tree.root) if n.type == kind]
         label = kind
-    return outermost([_node_span(tree, node, label) for node in nodes])
+    return [_node_span(tree, node, label) for node in nodes]
 
 
-def _query_nodes(tree: SyntaxTree, source: str) -> list:
-    from tree_sitter import Query, QueryCursor
+# ---- the definition around a line -------------------------------------------------------
 
-    try:
-        query = Query(_language(tree.language), source)
-    except Exception as error:  # QueryError, with the position of the problem
-        raise ScopeError(f"bad tree-sitter query for {tree.language}: {error}") from error
-    captures = QueryCursor(query).captures(tree.root)
-    if "scope" in captures:  # @scope names what to rewrite when a query captures more
-        return list(captures["scope"])
-    return [node for nodes in captures.values() for node in nodes]
+# Nodes that _widen passes through on its way up from a definition.
+_WIDENING = WRAPPERS | {"lexical_declaration", "variable_declaration", "variable_declarator"}
 
 
-def _walk(root):
-    stack = [root]
+def definition_at(tree: SyntaxTree, line: int, aliases: tuple[str, ...] = ("function", "class")) -> Span | None:
+    """The innermost definition of one of `aliases` whose span holds `line` (1-based): the very
+    span kind_spans gives for it (decorators, doc comments and all), labelled with its alias.
+
+    Only the nodes around the line are looked at, not the whole tree: editors ask on every move."""
+    if not any(tree.language in ALIASES[alias] for alias in aliases) or not 1 <= line <= len(tree._line_starts):
+        return None
+    line_start = tree._line_starts[line - 1]
+    indent = re.match(r"[ \t]*", tree.text[line_start:])
+    aim = tree.byte(line_start + (indent.end() if indent else 0))
+    node = tree.root.descendant_for_byte_range(aim, aim)
+    while node is not None:
+        outer = node
+        while outer is not None and outer.type in LEADING_SIBLINGS:
+            outer = outer.next_named_sibling  # doc comments and attributes belong to what follows
+        if outer is not None:
+            for alias in aliases:
+                for found in of_kind(_widened_to(outer), alias, tree.language):
+                    span = _node_span(tree, found, alias)
+                    if span.start_line <= line <= span.end_line:
+                        return span
+        node = node.parent
+    return None
+
+
+def _widened_to(outer: Node) -> list[Node]:
+    """The nodes that _widen grows into `outer`: itself, or ones in its wrappers and declarations."""
+    found, stack = [], [outer]
     while stack:
         node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
+        found.append(node)
+        if node.type in _WIDENING:
+            stack.extend(node.named_children)
+    return [node for node in found if _widen(node) == outer]
 
 
 # ---- line ranges grown to whole syntax nodes ---------------------------------------------
@@ -506,9 +396,9 @@ def definitions(tree: SyntaxTree, start: int = 0, end: int | None = None) -> lis
         if node.end_byte <= low or node.start_byte >= high:
             continue  # a subtree apart from the range holds no definition starting in it
         kind = kinds.get(node.type)
-        if kind and node.type in _JS_VALUE_FUNCTIONS and not _is_named_function_value(node):
+        if kind and node.type in JS_VALUE_FUNCTIONS and not is_named_function_value(node):
             kind = None
-        name = _name_of(tree, node.parent if node.type in _JS_VALUE_FUNCTIONS else node) if kind else ""
+        name = name_of(node.parent if node.type in JS_VALUE_FUNCTIONS else node) if kind else ""
         if kind and name:
             path = path + (name,)  # an enclosing definition names those inside it, in range or not
             if low <= node.start_byte < high:
