@@ -40,7 +40,8 @@ def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from .edits.batch import Options, apply_command
+    from .edits.batch import apply_command
+    from .edits.plans import Options
     from .edits.scopes import parse_line_range
 
     options = Options(
@@ -317,21 +318,18 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="rewriter", description="Rewrite code with a local model, fast.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
+def model_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--model", help="transformers path or hub id, or a .gguf file "
+                                         "(default: the embedded Qwen2.5-Coder-0.5B-Instruct)")
+    command.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
+    command.add_argument("--dtype", choices=DTYPES, default="auto",
+                         help="weights: auto (default; $REWRITER_DTYPE overrides it) is, on a CPU, the fastest "
+                              "of float32, int8, int8-bf16 and int8-fbgemm as timed on this machine once (int8 "
+                              "paths are exact against their own greedy, may differ from float32), and bfloat16 "
+                              "on a GPU; float32 is the reference")
 
-    def model_options(command: argparse.ArgumentParser) -> None:
-        command.add_argument("--model", help="transformers path or hub id, or a .gguf file "
-                                             "(default: the embedded Qwen2.5-Coder-0.5B-Instruct)")
-        command.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
-        command.add_argument("--dtype", choices=DTYPES, default="auto",
-                             help="weights: auto (default; $REWRITER_DTYPE overrides it) is, on a CPU, the fastest "
-                                  "of float32, int8, int8-bf16 and int8-fbgemm as timed on this machine once (int8 "
-                                  "paths are exact against their own greedy, may differ from float32), and bfloat16 "
-                                  "on a GPU; float32 is the reference")
 
+def add_apply(commands) -> None:
     apply = commands.add_parser("apply", help="rewrite files, or parts of them, and show the diff")
     apply.add_argument("paths", nargs="+", metavar="PATH",
                        help="files, directories (recursive, honouring .gitignore) and globs")
@@ -366,6 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     model_options(apply)
     apply.set_defaults(run=cmd_apply)
 
+
+def add_bench(commands) -> None:
     bench = commands.add_parser("bench", help="compare with plain greedy decoding and prompt lookup")
     bench.add_argument("cases", help="JSONL file of cases (id, language, before, instruction)")
     bench.add_argument("--limit", type=int, help="at most this many cases")
@@ -398,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     model_options(bench)
     bench.set_defaults(run=cmd_bench)
 
+
+def add_serve(commands) -> None:
     serve = commands.add_parser("serve", help="serve OpenAI-compatible chat completions and /v1/rewrites over HTTP")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default: loopback; others need an API key)")
@@ -416,11 +418,15 @@ def build_parser() -> argparse.ArgumentParser:
     model_options(serve)
     serve.set_defaults(run=cmd_serve)
 
+
+def add_lsp(commands) -> None:
     lsp = commands.add_parser("lsp", help="run the language server (stdio by default)")
     lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on a TCP socket instead of stdio")
     lsp.add_argument("--log-level", default="WARNING", help="stderr log level (DEBUG, INFO, ...)")
     lsp.set_defaults(run=cmd_lsp)
 
+
+def add_vllm(commands) -> None:
     vllm_command = commands.add_parser("vllm", help="vLLM with our drafting: set up its environment, start its server")
     vllm_steps = vllm_command.add_subparsers(dest="vllm_command", required=True)
     setup = vllm_steps.add_parser("setup", help="make a virtual environment with vLLM and this project's proposer")
@@ -445,6 +451,14 @@ def build_parser() -> argparse.ArgumentParser:
     vllm_serve.add_argument("vllm_args", nargs=argparse.REMAINDER, metavar="-- VLLM_ARGS",
                             help="more options for vLLM's server, after --")
     vllm_command.set_defaults(run=cmd_vllm)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="rewriter", description="Rewrite code with a local model, fast.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for add in (add_apply, add_bench, add_serve, add_lsp, add_vllm):  # the order `--help` lists them in
+        add(commands)
     return parser
 
 

@@ -20,7 +20,10 @@ import pytest
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import ContextTooLarge, Progress, RewriteResult
 from rewriter.edits import batch
-from rewriter.edits.batch import BatchError, Options, apply_command, collect, plan
+from rewriter.edits.batch import apply_command, plan
+from rewriter.edits.collect import collect
+from rewriter.edits.plans import BatchError, Options
+from rewriter.edits.report import TerminalReport
 from rewriter.prompt import NoCodeBlock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -449,7 +452,7 @@ def test_progress_bar_shows_files_spans_and_tokens_per_second(tree):
     import io
 
     stream = io.StringIO()
-    report = batch.TerminalReport(stream)
+    report = TerminalReport(stream)
     jobs = [plan(job, Options("x", each="function")) for job in collect(["samples/stats.go"])]
     assert batch.run(jobs, ScriptedEngine(), Options("x", each="function"), report)
     shown = stream.getvalue()

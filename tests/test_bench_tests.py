@@ -3,8 +3,9 @@ import json
 
 import pytest
 
-from rewriter.bench.bench import integrity_refusal, judge_answer, summarize_tests
+from rewriter.bench.bench import integrity_refusal, judge_answer
 from rewriter.bench.cases import Case, load_cases
+from rewriter.bench.summary import summarize_tests
 from rewriter.weights.cpu_choice import CANDIDATES
 from rewriter.weights.quantize import INT8_KINDS
 from tests.helpers.cli import assert_clean_failure, run_cli

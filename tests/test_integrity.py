@@ -14,8 +14,9 @@ import pytest
 
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
-from rewriter.edits.batch import Options, apply_command
+from rewriter.edits.batch import apply_command
 from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity, check_edit
+from rewriter.edits.plans import Options
 
 SHAPES = '''"""Shapes and helpers."""
 import math

@@ -15,9 +15,10 @@ import pytest
 from rewriter.bench.integrity_bench import audit
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
-from rewriter.edits.batch import Options, apply_command
+from rewriter.edits.batch import apply_command
 from rewriter.edits.integrity import check_edit
 from rewriter.edits.pipeline import INTEGRITY, SYNTAX, SpanEdit
+from rewriter.edits.plans import Options
 from rewriter.edits.scopes import SyntaxTree, definitions, syntax_error_line
 from rewriter.edits.syntax import compiles
 from tests.helpers.samples import INTRANGES

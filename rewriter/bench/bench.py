@@ -8,8 +8,6 @@ runs too: the reference for what the user gains, and for how often the outputs d
 from __future__ import annotations
 
 import json
-import resource
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +19,19 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from ..decoding.rewrite import Rewriter
 from ..prompt import NoCodeBlock, SourceText, extract_code
 from .cases import Case, run_cases
+from .summary import (
+    REFERENCE_COLUMNS,
+    TABLE_COLUMNS,
+    TESTS_TABLE_COLUMNS,
+    format_pass_costs,
+    format_row,
+    format_summary,
+    format_tests_row,
+    format_tests_summary,
+    summarize,
+    summarize_sampling,
+    summarize_tests,
+)
 from .testrun import DEFAULT_TIMEOUT_S, run_tests
 
 
@@ -152,92 +163,6 @@ def _measure_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None,
     return row, tokens
 
 
-def summarize(rows: list[dict]) -> dict:
-    def median(key: str) -> float:
-        return statistics.median(row[key] for row in rows) if rows else 0.0
-
-    with_reference = [row for row in rows if "float32_greedy_s" in row]
-    versus_float32 = {}
-    if with_reference:
-        versus_float32 = {
-            "median_speedup_vs_float32_greedy": statistics.median(
-                row["speedup_vs_float32_greedy"] for row in with_reference),
-            "identical_to_float32_greedy": sum(row["identical_to_float32_greedy"] for row in with_reference),
-            "median_float32_greedy_tokens_per_s": statistics.median(
-                row["float32_greedy_tokens_per_s"] for row in with_reference),
-        }
-    return {
-        "cases": len(rows),
-        "dtype": rows[0]["dtype"] if rows else "",
-        **versus_float32,
-        "identical_to_greedy": sum(row["identical_to_greedy"] for row in rows),
-        "median_speedup_vs_greedy": median("speedup_vs_greedy"),
-        "median_speedup_vs_prompt_lookup": median("speedup_vs_prompt_lookup"),
-        "min_speedup_vs_prompt_lookup": min((row["speedup_vs_prompt_lookup"] for row in rows), default=0.0),
-        "median_prompt_lookup_speedup_vs_greedy": median("prompt_lookup_speedup_vs_greedy"),
-        "median_forward_passes_per_token": median("forward_passes_per_token"),
-        "median_decode_speedup_vs_greedy": median("decode_speedup_vs_greedy"),
-        "median_ttft_s": median("ttft_s"),
-        "median_tokens_per_s": {
-            "greedy": median("greedy_tokens_per_s"),
-            "prompt_lookup": median("prompt_lookup_tokens_per_s"),
-            "ours": median("ours_tokens_per_s"),
-        },
-        "accepted_prediction_tokens": sum(row["accepted_prediction_tokens"] for row in rows),
-        "rejected_prediction_tokens": sum(row["rejected_prediction_tokens"] for row in rows),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
-
-
-TABLE_COLUMNS = [
-    ("case", "id", "{}"), ("out", "output_tokens", "{}"), ("greedy s", "greedy_s", "{:.1f}"),
-    ("lookup s", "prompt_lookup_s", "{:.1f}"), ("ours s", "ours_s", "{:.1f}"),
-    ("tok/s", "ours_tokens_per_s", "{:.1f}"), ("x greedy", "speedup_vs_greedy", "{:.2f}"),
-    ("x lookup", "speedup_vs_prompt_lookup", "{:.2f}"), ("passes/tok", "forward_passes_per_token", "{:.3f}"),
-    ("acc", "accepted_prediction_tokens", "{}"), ("rej", "rejected_prediction_tokens", "{}"),
-    ("same", "identical_to_greedy", "{}"),
-]
-REFERENCE_COLUMNS = [("f32 s", "float32_greedy_s", "{:.1f}"), ("x f32", "speedup_vs_float32_greedy", "{:.2f}"),
-                     ("=f32", "identical_to_float32_greedy", "{}")]
-
-
-def columns(row: dict) -> list:
-    return TABLE_COLUMNS + (REFERENCE_COLUMNS if "float32_greedy_s" in row else [])
-
-
-def format_row(row: dict) -> str:
-    cells = [fmt.format(row[key]) for _, key, fmt in columns(row)]
-    cells[0] = cells[0].rsplit("/", 1)[-1]
-    return " | ".join(cells)
-
-
-def format_summary(summary: dict) -> str:
-    rates = summary["median_tokens_per_s"]
-    reference = []
-    if "median_speedup_vs_float32_greedy" in summary:
-        reference = [
-            f"float32 greedy (the reference): median {summary['median_float32_greedy_tokens_per_s']:.1f} tokens/s; "
-            f"ours {summary['median_speedup_vs_float32_greedy']:.2f}x faster; output identical to float32 greedy "
-            f"in {summary['identical_to_float32_greedy']}/{summary['cases']} cases"
-        ]
-    return "\n".join([
-        f"dtype: {summary['dtype']}; cases: {summary['cases']}, identical to greedy of the same model: "
-        f"{summary['identical_to_greedy']}/{summary['cases']}",
-        f"median tokens/s: greedy {rates['greedy']:.1f}, prompt lookup {rates['prompt_lookup']:.1f}, "
-        f"ours {rates['ours']:.1f}",
-        f"median speed-up: {summary['median_speedup_vs_greedy']:.2f}x vs greedy "
-        f"({summary['median_decode_speedup_vs_greedy']:.2f}x decoding only), "
-        f"{summary['median_speedup_vs_prompt_lookup']:.2f}x vs prompt lookup "
-        f"(lowest {summary['min_speedup_vs_prompt_lookup']:.2f}x); prompt lookup itself "
-        f"{summary['median_prompt_lookup_speedup_vs_greedy']:.2f}x vs greedy",
-        f"median forward passes per token: {summary['median_forward_passes_per_token']:.3f}, "
-        f"median time to first token: {summary['median_ttft_s']:.2f}s, peak RSS: {summary['peak_rss_mb']:.0f} MB",
-        f"prediction tokens: {summary['accepted_prediction_tokens']} accepted, "
-        f"{summary['rejected_prediction_tokens']} rejected",
-        *reference,
-    ])
-
-
 def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
               out=sys.stdout, float32_reference: Rewriter | None = None, pass_costs: dict | None = None) -> dict:
     """`pass_costs`: the CPU paths' pass costs and auto's pick (rewriter.cli), kept in the summary."""
@@ -250,15 +175,7 @@ def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None,
         return {**summarize(rows), **({"pass_costs": pass_costs} if pass_costs else {})}
 
     def format_with_costs(summary: dict) -> str:
-        text = format_summary(summary)
-        if pass_costs:
-            widths = sorted({int(w) for measured in pass_costs["ms"].values() for w in measured})
-            costs = "; ".join(f"{name} " + "/".join(f"{measured[str(w)]:.0f}" if str(w) in measured else "-"
-                                                    for w in widths)
-                              for name, measured in pass_costs["ms"].items())
-            text += (f"\npass costs (ms, {'/'.join(map(str, widths))} tokens): {costs}; "
-                     f"auto picks {pass_costs['auto_choice']} on this machine")
-        return text
+        return format_summary(summary) + (format_pass_costs(pass_costs) if pass_costs else "")
 
     return run_cases(cases, lambda case: run_case(rewriter, case, max_new_tokens, float32_reference),
                       format_row, summarize_with_costs, format_with_costs, json_path, out)
@@ -266,8 +183,6 @@ def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None,
 
 # Edit quality ----------------------------------------------------------------------------------
 # `rewriter bench CASES --tests`: is the edit right? Each case's tests run on the edited code.
-
-OUTCOMES = ("passed", "failed", "timed_out", "unchanged", "no_code_block", "refused")
 
 # The integrity guard's verdict on an answer: the reason it is refused, or None.
 Refusal = Callable[[Case, str], str | None]
@@ -329,75 +244,14 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
     return {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
 
 
-def summarize_tests(rows: list[dict]) -> dict:
-    counts = {outcome: sum(row["outcome"] == outcome for row in rows) for outcome in OUTCOMES}
-    tokens = sum(row["output_tokens"] for row in rows)
-    seconds = sum(row["ours_s"] for row in rows)
-    summary = {
-        "cases": len(rows),
-        "dtype": rows[0]["dtype"] if rows else None,
-        "tests_passed": counts["passed"],
-        "pass_rate": counts["passed"] / len(rows) if rows else 0.0,
-        "tests_failed": counts["failed"],
-        "timed_out": counts["timed_out"],
-        "unchanged": counts["unchanged"],
-        "no_code_block": counts["no_code_block"],
-        "refused": counts["refused"],
-        "cut_at_token_limit": sum(row["finish_reason"] == "length" for row in rows),
-        "tokens_per_s": tokens / seconds if seconds else 0.0,  # all output tokens over all decoding time
-        "median_tokens_per_s": statistics.median(row["ours_tokens_per_s"] for row in rows) if rows else 0.0,
-        "median_forward_passes_per_token": statistics.median(row["forward_passes_per_token"] for row in rows)
-        if rows else 0.0,
-        "output_tokens": tokens,
-        "decode_s": seconds,
-        "accepted_prediction_tokens": sum(row["accepted_prediction_tokens"] for row in rows),
-        "rejected_prediction_tokens": sum(row["rejected_prediction_tokens"] for row in rows),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
-    if rows and "identical_to_greedy" in rows[0]:
-        summary["identical_to_greedy"] = sum(row["identical_to_greedy"] for row in rows)
-        summary["median_speedup_vs_greedy"] = statistics.median(row["speedup_vs_greedy"] for row in rows)
-    return summary
-
-
-TESTS_TABLE_COLUMNS = [
-    ("case", "id", "{}"), ("out", "output_tokens", "{}"), ("ours s", "ours_s", "{:.1f}"),
-    ("tok/s", "ours_tokens_per_s", "{:.1f}"), ("passes/tok", "forward_passes_per_token", "{:.3f}"),
-    ("acc", "accepted_prediction_tokens", "{}"), ("rej", "rejected_prediction_tokens", "{}"),
-    ("outcome", "outcome", "{}"),
-]
-
-
-def format_tests_summary(summary: dict) -> str:
-    lines = [
-        f"cases: {summary['cases']}, tests passed: {summary['tests_passed']} ({100 * summary['pass_rate']:.1f}%), "
-        f"failed: {summary['tests_failed']}, timed out: {summary['timed_out']}, unchanged: {summary['unchanged']}, "
-        f"no code block: {summary['no_code_block']}, refused: {summary['refused']} "
-        f"(cut at the token limit: {summary['cut_at_token_limit']})",
-        f"tokens/s: {summary['tokens_per_s']:.1f} overall ({summary['output_tokens']} tokens in "
-        f"{summary['decode_s']:.1f}s), median {summary['median_tokens_per_s']:.1f}; median forward passes per "
-        f"token: {summary['median_forward_passes_per_token']:.3f}; prediction tokens: "
-        f"{summary['accepted_prediction_tokens']} accepted, {summary['rejected_prediction_tokens']} rejected; "
-        f"peak RSS: {summary['peak_rss_mb']:.0f} MB",
-    ]
-    if "identical_to_greedy" in summary:
-        lines.append(f"identical to greedy: {summary['identical_to_greedy']}/{summary['cases']}, "
-                     f"median speed-up vs greedy: {summary['median_speedup_vs_greedy']:.2f}x")
-    return "\n".join(lines)
-
-
 def run_tests_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
                     baselines: bool = False, refusal: Refusal | None = None,
                     timeout_s: float = DEFAULT_TIMEOUT_S, out=sys.stdout) -> dict:
     _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
     print(" | ".join(title for title, _, _ in TESTS_TABLE_COLUMNS), file=out, flush=True)
 
-    def format_one(row: dict) -> str:
-        cells = [fmt.format(row[key]) for _, key, fmt in TESTS_TABLE_COLUMNS]
-        return " | ".join([cells[0].rsplit("/", 1)[-1], *cells[1:]])
-
     return run_cases(cases, lambda case: run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s),
-                      format_one, summarize_tests, format_tests_summary, json_path, out)
+                      format_tests_row, summarize_tests, format_tests_summary, json_path, out)
 
 
 # Sampling modes ---------------------------------------------------------------------------------
@@ -506,19 +360,6 @@ def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None
         result["speedup_vs_plain"] = result["tokens_per_s"] / plain_rate
         del result["tokens"]
     return {"id": case.id, "prompt_tokens": len(prompt_ids), "prediction_tokens": len(prediction), "modes": modes}
-
-
-def summarize_sampling(rows: list[dict]) -> dict:
-    names = list(rows[0]["modes"]) if rows else []
-    summary = {}
-    for name in names:
-        results = [row["modes"][name] for row in rows if name in row["modes"]]
-        entry = {key: statistics.median(r[key] for r in results)
-                 for key in ("tokens_per_s", "speedup_vs_plain", "mean_accepted_length", "forward_passes")}
-        if "perplexity" in results[0]:
-            entry["perplexity"] = statistics.median(r["perplexity"] for r in results)
-        summary[name] = entry
-    return summary
 
 
 def run_sampling_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, params,

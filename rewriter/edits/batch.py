@@ -1,33 +1,32 @@
-"""Batch rewrites: find the files, plan what to rewrite in each, run the engine, review or write.
+"""Batch rewrites (`rewriter apply`): plan what to rewrite in each file, run the engine, review or write.
 
-One file goes through: collect (walk, .gitignore, skip reasons) -> plan (scopes: the whole
+One file goes through: collect (collect.py: walk, .gitignore, skip reasons) -> plan (scopes: the whole
 file, a line range or every node of a kind) -> rewrite each span (the span is the prediction,
 the rest of the file the context; too large: less context, then smaller spans), its answer
 judged by pipeline.py as every front end's is -> reassemble (the whole file must still parse)
 -> diff -> atomic write. Files are written one at a time, each in one
-rename, so an interrupted run leaves every file untouched or fully rewritten.
+rename, so an interrupted run leaves every file untouched or fully rewritten. Progress, the
+summary and the JSON report: report.py.
 """
 from __future__ import annotations
 
-import glob
-import json
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TextIO
 
 from ..prompt import NoCodeBlock, language_for
-from ..results import ContextTooLarge, RewriteError, ServiceError, Stats
+from ..results import ContextTooLarge, RewriteError, ServiceError
+from .collect import collect
 from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .integrity import FileIntegrity
 from .node_kinds import tree_language
 from .pipeline import CUT, INTEGRITY
+from .plans import BatchError, FilePlan, Options, Unit
+from .report import Report, TerminalReport, exit_code, json_report, plural, summary_table
 from .scopes import (
     ScopeError,
     Span,
@@ -40,184 +39,18 @@ from .scopes import (
 from .session import EditSession, Finished
 
 MAX_FILE_BYTES = 1 << 20  # larger files are generated or data, not code to rewrite by model
-EXCLUDED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv",
-                 ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
-# Directory walks take source code only; data and prose files are rewritten when named.
-NOT_CODE = {"", "json", "yaml", "toml", "markdown"}
 # How much of the file around a span goes along as context: all of it first, then less when
 # the request is too large for the model, down to none.
 CONTEXT_WINDOWS = (None, 12_000, 3_000, 600, 0)
-
-
-class BatchError(ValueError):
-    """The command cannot run as given (a missing path, a bad scope); the message says why."""
 
 
 class Interrupted(Exception):
     """The run was cancelled (Ctrl-C) while this request was decoding."""
 
 
-@dataclass
-class Options:
-    instruction: str
-    lines: tuple[int, int] | None = None
-    expand: bool = False
-    each: str | None = None
-    write: bool = False
-    check: bool = False
-    allow_syntax_errors: bool = False
-    max_new_tokens: int | None = None
-    force: bool = False  # apply answers the integrity check refuses
-    show_refused: bool = False  # print the diff of each refused answer
-
-
-@dataclass
-class Unit:
-    """One rewrite request: a span of the file and what became of it."""
-
-    span: Span
-    status: str = "pending"  # unchanged, changed, failed, refused (by the syntax or integrity guard)
-    reason: str = ""
-    text: str | None = None  # the span's new text
-    refused_text: str | None = None  # a refused answer, kept to show (--show-refused) or apply (--force)
-    refused_diff: str = ""  # the file's diff had the refused answer been applied
-    stats: Stats | None = None
-    part_of: str = ""  # the scope this span was cut from to fit the model's context
-
-
-@dataclass
-class FileJob:
-    path: Path  # read and written here (a symlink inside the tree is followed)
-    display: str
-    status: str = "pending"  # skipped, unchanged, changed, written, failed, interrupted
-    reason: str = ""
-    source: SourceFile | None = None
-    language: str = ""
-    grammar: str | None = None
-    had_errors: bool = False
-    units: list[Unit] = field(default_factory=list)
-    new_text: str | None = None
-    diff: str = ""
-    notes: list[str] = field(default_factory=list)  # what planning changed about the scope, for stderr
-    seconds: float = 0.0
-
-    def skip(self, reason: str) -> FileJob:
-        self.status, self.reason = "skipped", reason
-        return self
-
-    @property
-    def failed_units(self) -> list[Unit]:
-        return [u for u in self.units if u.status in ("failed", "refused")]
-
-
-# ---- finding files -------------------------------------------------------------------------
-
-class Ignores:
-    """.gitignore rules from every directory between a path and its repository root."""
-
-    def __init__(self):
-        self._specs: dict[Path, object] = {}
-
-    def _spec(self, directory: Path):
-        if directory not in self._specs:
-            import pathspec
-
-            lines: list[str] = []
-            for name in (".gitignore", ".git/info/exclude"):
-                try:
-                    lines += (directory / name).read_text(encoding="utf-8", errors="replace").splitlines()
-                except OSError:
-                    pass
-            self._specs[directory] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
-        return self._specs[directory]
-
-    def ignored(self, path: Path, is_dir: bool) -> bool:
-        path = path.absolute()
-        if is_dir and path.name in EXCLUDED_DIRS:
-            return True
-        bases = []
-        for base in path.parents:
-            bases.append(base)
-            if (base / ".git").exists():
-                break
-        for base in bases:
-            spec = self._spec(base)
-            if spec is None:
-                continue
-            relative = path.relative_to(base).as_posix() + ("/" if is_dir else "")
-            if spec.match_file(relative):
-                return True
-        return False
-
-
-def collect(paths: list[str]) -> list[FileJob]:
-    """Files to rewrite from files, directories (recursive, honouring .gitignore) and globs."""
-    ignores = Ignores()
-    jobs: list[FileJob] = []
-    seen: set[Path] = set()
-    cwd = Path.cwd()
-
-    def add(path: Path, root: Path) -> None:
-        job = FileJob(path=path, display=_display(path, cwd))
-        if path.is_symlink():
-            target = path.resolve()
-            if not target.exists():
-                jobs.append(job.skip(f"broken symlink to {target}"))
-                return
-            if not target.is_relative_to(root.resolve()):
-                jobs.append(job.skip(f"symlink to {target}, outside {root}"))
-                return
-            job.path = target  # write through the link, keeping the link itself
-        key = job.path.resolve()
-        if key in seen:
-            return
-        seen.add(key)
-        if not job.path.is_file():
-            jobs.append(job.skip("not a regular file"))
-            return
-        jobs.append(job)
-
-    for argument in paths:
-        path = Path(argument)
-        if path.exists() or path.is_symlink():
-            matches, from_glob = [path], False
-        elif glob.has_magic(argument):
-            matches, from_glob = [Path(m) for m in sorted(glob.glob(argument, recursive=True))], True
-            if not matches:
-                raise BatchError(f"{argument}: no files match")
-        else:
-            raise BatchError(f"{argument}: no such file or directory")
-        for match in matches:
-            if match.is_dir() and not match.is_symlink():
-                for found in _walk(match, ignores):
-                    add(found, match)
-            elif not from_glob or not ignores.ignored(match, False):
-                add(match, cwd)
-    return jobs
-
-
-def _display(path: Path, cwd: Path) -> str:
-    """The path as the user would type it: relative to the current directory when inside it."""
-    try:
-        return str(path.absolute().relative_to(cwd))
-    except ValueError:
-        return str(path)
-
-
-def _walk(root: Path, ignores: Ignores):
-    """Source files under root, sorted, leaving out ignored paths and files of no known language."""
-    for directory, dirnames, filenames in os.walk(root):
-        here = Path(directory)
-        dirnames[:] = sorted(d for d in dirnames if not ignores.ignored(here / d, True))
-        for name in sorted(filenames):
-            path = here / name
-            if language_for(path) not in NOT_CODE and not ignores.ignored(path, False):
-                yield path
-
-
 # ---- planning ------------------------------------------------------------------------------
 
-def plan(job: FileJob, options: Options) -> FileJob:
+def plan(job: FilePlan, options: Options) -> FilePlan:
     """Read the file and decide its spans, or mark it skipped with the reason."""
     if job.status != "pending":
         return job
@@ -287,7 +120,7 @@ class Runner:
         self.report = report
         self.cancel = cancel
 
-    def rewrite_file(self, job: FileJob) -> FileJob:
+    def rewrite_file(self, job: FilePlan) -> FilePlan:
         if job.status != "pending":
             return job
         started = time.perf_counter()
@@ -305,7 +138,7 @@ class Runner:
         job.seconds = time.perf_counter() - started
         return job
 
-    def _rewrite_unit(self, job: FileJob, text: str, tree, integrity: FileIntegrity, span: Span,
+    def _rewrite_unit(self, job: FilePlan, text: str, tree, integrity: FileIntegrity, span: Span,
                       part_of: str) -> list[Unit]:
         whole_file = span.start == 0 and span.end == len(text)
         self.report.unit_started(job, span)
@@ -336,7 +169,7 @@ class Runner:
             units += self._rewrite_unit(job, text, tree, integrity, piece, part_of or span.label())
         return units
 
-    def _request(self, job: FileJob, text: str, integrity: FileIntegrity, span: Span,
+    def _request(self, job: FilePlan, text: str, integrity: FileIntegrity, span: Span,
                  window: int | None) -> Unit:
         session = EditSession(self.engine, text, span.start, span.end, self.options.instruction, job.language,
                               integrity=integrity, max_new_tokens=self.options.max_new_tokens)
@@ -366,7 +199,7 @@ class Runner:
         return Unit(span, "changed" if decision.text != session.original else "unchanged", reason,
                     text=decision.text, stats=stats)
 
-    def _assemble(self, job: FileJob, text: str, integrity: FileIntegrity) -> None:
+    def _assemble(self, job: FilePlan, text: str, integrity: FileIntegrity) -> None:
         new = text
         for unit in sorted(job.units, key=lambda u: u.span.start, reverse=True):
             if unit.status == "changed" and unit.text is not None:
@@ -398,7 +231,7 @@ def _describe(error: Exception) -> str:
 
 # ---- the whole run -------------------------------------------------------------------------
 
-def run(jobs: list[FileJob], engine, options: Options, report: Report, workers: int = 1,
+def run(jobs: list[FilePlan], engine, options: Options, report: Report, workers: int = 1,
         diff_out: TextIO | None = None) -> bool:
     """Rewrite every planned file; writes (with --write) happen here, one file at a time.
 
@@ -411,7 +244,7 @@ def run(jobs: list[FileJob], engine, options: Options, report: Report, workers: 
     pending = [job for job in jobs if job.status == "pending"]
     report.start(jobs)
 
-    def finish(job: FileJob) -> None:
+    def finish(job: FilePlan) -> None:
         assert job.source is not None  # planning read every pending file
         text = job.source.text
         if job.new_text is not None and job.new_text != text:
@@ -465,7 +298,7 @@ def run(jobs: list[FileJob], engine, options: Options, report: Report, workers: 
     return True
 
 
-def _write(job: FileJob, source: SourceFile, new_text: str) -> None:
+def _write(job: FilePlan, source: SourceFile, new_text: str) -> None:
     try:
         atomic_write(source, new_text)
         job.status = "written"
@@ -482,239 +315,6 @@ def _write(job: FileJob, source: SourceFile, new_text: str) -> None:
         expected = new_text.encode("utf-8")
         job.status = "written" if on_disk.endswith(expected) and on_disk != source.raw else "changed"
         raise
-
-
-# ---- reporting -----------------------------------------------------------------------------
-
-class Report:
-    """Progress of a run; the base class shows nothing (quiet and --json modes)."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.started = time.perf_counter()
-        self.files = self.files_done = self.units = self.units_done = 0
-        self.tokens_done = 0
-        self.live: dict[int, int] = {}  # thread -> tokens of its running request
-
-    def start(self, jobs: list[FileJob]) -> None:
-        self.started = time.perf_counter()
-        self.files = sum(1 for j in jobs if j.status == "pending")
-        self.units = sum(len(j.units) for j in jobs if j.status == "pending")
-
-    def unit_started(self, job: FileJob, span: Span) -> None:
-        with self.lock:
-            self.live[threading.get_ident()] = 0
-            self.current = f"{job.display}: {span.label()}"
-        self.draw()
-
-    def progress(self, job: FileJob, stats: Stats) -> None:
-        with self.lock:
-            self.live[threading.get_ident()] = stats.output_tokens
-        self.draw()
-
-    def unit_done(self, job: FileJob, unit: Unit) -> None:
-        with self.lock:
-            self.live.pop(threading.get_ident(), None)
-            self.tokens_done += unit.stats.output_tokens if unit.stats else 0
-        self.draw()
-
-    def span_done(self, job: FileJob) -> None:
-        """A planned span is finished (all its pieces, when it had to be cut to fit)."""
-        with self.lock:
-            self.units_done += 1
-        self.draw()
-
-    def split(self, job: FileJob, span: Span, pieces: int) -> None:
-        pass
-
-    def file_done(self, job: FileJob) -> None:
-        with self.lock:
-            self.files_done += 1
-        self.draw()
-
-    def tokens_per_s(self) -> float:
-        elapsed = time.perf_counter() - self.started
-        return (self.tokens_done + sum(self.live.values())) / elapsed if elapsed > 0 else 0.0
-
-    def draw(self) -> None:
-        pass
-
-    def clear(self) -> None:
-        """Make room for other output on the terminal (the next update redraws)."""
-
-    def close(self) -> None:
-        pass
-
-
-class TerminalReport(Report):
-    """A progress bar on stderr, redrawn in place at most ten times a second."""
-
-    def __init__(self, stream: TextIO = sys.stderr, width: int = 24):
-        super().__init__()
-        self.stream = stream
-        self.width = width
-        self.last_draw = 0.0
-        self.current = ""
-        self.shown = False
-
-    def draw(self, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self.last_draw < 0.1:
-            return
-        self.last_draw = now
-        with self.lock:
-            done = self.units_done / self.units if self.units else 1.0
-            filled = int(done * self.width)
-            bar = "#" * filled + "-" * (self.width - filled)
-            line = (f"[{bar}] {self.files_done}/{self.files} files, {self.units_done}/{self.units} spans, "
-                    f"{self.tokens_per_s():.1f} tok/s  {self.current}")
-        columns = _columns(self.stream)
-        self.stream.write("\r\033[K" + line[: columns - 1])
-        self.stream.flush()
-        self.shown = True
-
-    def file_done(self, job: FileJob) -> None:
-        super().file_done(job)
-        self.draw(force=True)
-
-    def clear(self) -> None:
-        with self.lock:
-            if self.shown:
-                self.stream.write("\r\033[K")
-                self.stream.flush()
-                self.shown = False
-
-    def close(self) -> None:
-        self.clear()
-
-
-def _columns(stream: TextIO) -> int:
-    try:
-        return os.get_terminal_size(stream.fileno()).columns
-    except (OSError, ValueError, AttributeError):
-        return 100
-
-
-def add_stats(total: Stats, stats: Stats | None) -> None:
-    if stats is None:
-        return
-    for name in ("prompt_tokens", "cached_prompt_tokens", "output_tokens", "forward_passes",
-                 "accepted_prediction_tokens", "rejected_prediction_tokens",
-                 "accepted_draft_tokens", "rejected_draft_tokens"):
-        setattr(total, name, getattr(total, name) + getattr(stats, name))
-    total.total_s += stats.total_s
-
-
-def file_stats(job: FileJob) -> Stats:
-    total = Stats()
-    for unit in job.units:
-        add_stats(total, unit.stats)
-    return total
-
-
-def _rate(stats: Stats) -> float:
-    return stats.output_tokens / stats.total_s if stats.total_s > 0 else 0.0
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
-
-
-def status_text(job: FileJob, options: Options) -> str:
-    words = {"changed": "would change" if not options.write else "changed, not written",
-             "interrupted": "interrupted"}
-    text = words.get(job.status, job.status)
-    return f"{text}: {job.reason}" if job.reason else text
-
-
-def summary_table(jobs: list[FileJob], options: Options, seconds: float) -> str:
-    """The table printed at the end: one row per file, then the totals."""
-    rows = [("file", "spans", "changed", "prediction acc/rej", "tok/s", "time", "status")]
-    total = Stats()
-    for job in jobs:
-        stats = file_stats(job)
-        add_stats(total, stats)
-        changed = sum(1 for u in job.units if u.status == "changed")
-        has_units = bool(job.units) and job.status != "skipped"
-        rows.append((
-            job.display,
-            str(len(job.units)) if has_units else "-",
-            str(changed) if has_units else "-",
-            f"{stats.accepted_prediction_tokens}/{stats.rejected_prediction_tokens}" if stats.output_tokens else "-",
-            f"{_rate(stats):.1f}" if stats.output_tokens else "-",
-            f"{job.seconds:.1f}s" if job.seconds else "-",
-            status_text(job, options),
-        ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
-    counts: dict[str, int] = {}
-    for job in jobs:
-        counts[job.status] = counts.get(job.status, 0) + 1
-    order = ["written", "changed", "unchanged", "skipped", "failed", "interrupted"]
-    parts = [f"{counts[s]} {'would change' if s == 'changed' and not options.write else s}"
-             for s in order if counts.get(s)]
-    spans = sum(len(j.units) for j in jobs if j.status != "skipped")
-    lines.append(
-        f"{plural(len(jobs), 'file')} ({', '.join(parts)}), {plural(spans, 'span')}, "
-        f"{total.output_tokens} tokens, prediction tokens {total.accepted_prediction_tokens} accepted / "
-        f"{total.rejected_prediction_tokens} rejected, {_rate(total):.1f} tok/s, {seconds:.1f}s"
-    )
-    return "\n".join(lines)
-
-
-def exit_code(jobs: list[FileJob], options: Options, completed: bool) -> int:
-    if not completed:
-        return 130
-    if any(j.status == "failed" or j.failed_units for j in jobs):
-        return 1
-    if options.check and any(j.status in ("changed", "written") for j in jobs):
-        return 1
-    return 0
-
-
-def _stats_dict(stats: Stats) -> dict:
-    return {
-        "output_tokens": stats.output_tokens,
-        "accepted_prediction_tokens": stats.accepted_prediction_tokens,
-        "rejected_prediction_tokens": stats.rejected_prediction_tokens,
-        "forward_passes": stats.forward_passes,
-        "decoding_s": round(stats.total_s, 3),
-        "tokens_per_s": round(_rate(stats), 2),
-    }
-
-
-def json_report(jobs: list[FileJob], options: Options, seconds: float, code: int) -> str:
-    files = []
-    total = Stats()
-    for job in jobs:
-        stats = file_stats(job)
-        add_stats(total, stats)
-        files.append({
-            "path": job.display,
-            "language": job.language,
-            "status": job.status,
-            "reason": job.reason,
-            "spans": [{
-                "kind": u.span.kind, "name": u.span.name,
-                "lines": [u.span.start_line, u.span.end_line],
-                "status": u.status, "reason": u.reason, "part_of": u.part_of,
-                **({"refused_diff": u.refused_diff} if u.refused_diff else {}),
-                **({"stats": _stats_dict(u.stats)} if u.stats else {}),
-            } for u in job.units] if job.status != "skipped" else [],
-            "diff": job.diff,
-            "notes": job.notes,
-            "stats": _stats_dict(stats),
-            "seconds": round(job.seconds, 3),
-        })
-    counts: dict[str, int] = {}
-    for job in jobs:
-        counts[job.status] = counts.get(job.status, 0) + 1
-    return json.dumps({
-        "files": files,
-        "summary": {"files": len(jobs), **counts, "stats": _stats_dict(total),
-                    "seconds": round(seconds, 3), "exit_code": code,
-                    "write": options.write, "check": options.check},
-    }, indent=2)
 
 
 # ---- the command ---------------------------------------------------------------------------

@@ -120,6 +120,20 @@ class ChatRequest:
 
 
 def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
+    # Checked in this order: a request with several faults is refused for the first one.
+    model = _model(body, model_ids)
+    messages = _messages(body)
+    prediction = _prediction(body)
+    stream, include_usage = _streaming(body)
+    max_tokens = _max_tokens(body)
+    stop = _stop(body)
+    sampling = _sampling(body)
+    _refuse_unsupported(body, prediction is not None)
+    return ChatRequest(model=model, messages=messages, prediction=prediction, stream=stream,
+                       include_usage=include_usage, max_tokens=max_tokens, stop=stop, sampling=sampling)
+
+
+def _model(body: dict, model_ids: set[str]) -> str:
     model = body.get("model")
     if model is None:
         raise ApiError(400, "You must provide a model parameter.", param="model", code="missing_required_parameter")
@@ -128,7 +142,10 @@ def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
     if model not in model_ids:
         raise ApiError(404, f"The model `{model}` does not exist or you do not have access to it. "
                        f"This server serves: {', '.join(sorted(model_ids))}.", param="model", code="model_not_found")
+    return model
 
+
+def _messages(body: dict) -> list[dict]:
     raw_messages = body.get("messages")
     if raw_messages is None:
         raise ApiError(400, "Missing required parameter: 'messages'.", param="messages",
@@ -138,44 +155,53 @@ def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
     if not raw_messages:
         raise ApiError(400, "Invalid 'messages': empty array. Expected an array with minimum length 1.",
                        param="messages", code="empty_array")
-    messages = []
-    for i, message in enumerate(raw_messages):
-        param = f"messages[{i}]"
-        if not isinstance(message, dict):
-            raise _wrong_type(param, "an object", message)
-        role = message.get("role")
-        if role not in ROLES:
-            if role in ("tool", "function"):
-                raise ApiError(400, f"Invalid '{param}.role': {role} messages are not supported "
-                               "(this server has no function calling).", param=f"{param}.role", code="invalid_value")
-            raise ApiError(400, f"Invalid '{param}.role': expected one of system, developer, user, assistant; "
-                           f"got {role!r}.", param=f"{param}.role", code="invalid_value")
-        if message.get("tool_calls"):
-            raise ApiError(400, f"Invalid '{param}.tool_calls': function calling is not supported.",
-                           param=f"{param}.tool_calls", code="unsupported_parameter")
-        if "content" not in message or message["content"] is None:
-            raise ApiError(400, f"Missing required parameter: '{param}.content'.", param=f"{param}.content",
-                           code="missing_required_parameter")
-        messages.append({"role": ROLES[role], "content": _text_of(message["content"], f"{param}.content")})
+    return [_message(message, f"messages[{i}]") for i, message in enumerate(raw_messages)]
 
-    prediction = None
+
+def _message(message, param: str) -> dict:
+    if not isinstance(message, dict):
+        raise _wrong_type(param, "an object", message)
+    role = message.get("role")
+    if role not in ROLES:
+        if role in ("tool", "function"):
+            raise ApiError(400, f"Invalid '{param}.role': {role} messages are not supported "
+                           "(this server has no function calling).", param=f"{param}.role", code="invalid_value")
+        raise ApiError(400, f"Invalid '{param}.role': expected one of system, developer, user, assistant; "
+                       f"got {role!r}.", param=f"{param}.role", code="invalid_value")
+    if message.get("tool_calls"):
+        raise ApiError(400, f"Invalid '{param}.tool_calls': function calling is not supported.",
+                       param=f"{param}.tool_calls", code="unsupported_parameter")
+    if "content" not in message or message["content"] is None:
+        raise ApiError(400, f"Missing required parameter: '{param}.content'.", param=f"{param}.content",
+                       code="missing_required_parameter")
+    return {"role": ROLES[role], "content": _text_of(message["content"], f"{param}.content")}
+
+
+def _prediction(body: dict) -> str | None:
     raw_prediction = _get(body, "prediction", "dict")
-    if raw_prediction is not None:
-        if raw_prediction.get("type") != "content":
-            raise ApiError(400, "Invalid 'prediction.type': expected 'content'.", param="prediction.type",
-                           code="invalid_value")
-        if "content" not in raw_prediction:
-            raise ApiError(400, "Missing required parameter: 'prediction.content'.", param="prediction.content",
-                           code="missing_required_parameter")
-        prediction = _text_of(raw_prediction["content"], "prediction.content")
+    if raw_prediction is None:
+        return None
+    if raw_prediction.get("type") != "content":
+        raise ApiError(400, "Invalid 'prediction.type': expected 'content'.", param="prediction.type",
+                       code="invalid_value")
+    if "content" not in raw_prediction:
+        raise ApiError(400, "Missing required parameter: 'prediction.content'.", param="prediction.content",
+                       code="missing_required_parameter")
+    return _text_of(raw_prediction["content"], "prediction.content")
 
+
+def _streaming(body: dict) -> tuple[bool, bool]:
+    """Whether to stream, and whether the stream ends with a usage chunk."""
     stream = _get(body, "stream", "bool", False)
     stream_options = _get(body, "stream_options", "dict")
     if stream_options is not None and not stream:
         raise ApiError(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                        param="stream_options", code="invalid_value")
     include_usage = _get(stream_options or {}, "include_usage", "bool", False)
+    return stream, include_usage
 
+
+def _max_tokens(body: dict) -> int | None:
     max_tokens = None
     for name in ("max_tokens", "max_completion_tokens"):  # the newer name wins when both are given
         value = _get(body, name, "int")
@@ -184,7 +210,10 @@ def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
                 raise ApiError(400, f"Invalid '{name}': integer below minimum value. Expected a value >= 1, "
                                f"but got {value} instead.", param=name, code="integer_below_min_value")
             max_tokens = value
+    return max_tokens
 
+
+def _stop(body: dict) -> list[str]:
     raw_stop = body.get("stop")
     if raw_stop is None:
         stop = []
@@ -197,8 +226,10 @@ def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
         stop = list(raw_stop)
     else:
         raise _wrong_type("stop", "a string or an array of strings", raw_stop)
-    stop = [s for s in stop if s]
+    return [s for s in stop if s]
 
+
+def _sampling(body: dict) -> SamplingParams:
     temperature = _get(body, "temperature", "number")
     top_p = _get(body, "top_p", "number")
     seed = _get(body, "seed", "int")
@@ -210,15 +241,11 @@ def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
 
     try:
         # Greedy unless asked: an editor wants the model's most likely edit.
-        sampling = SamplingParams(temperature=float(temperature or 0.0),
-                                  top_p=float(top_p if top_p is not None else 1.0), seed=seed)
+        return SamplingParams(temperature=float(temperature or 0.0),
+                              top_p=float(top_p if top_p is not None else 1.0), seed=seed)
     except ValueError as error:  # its messages start with the setting's name
         raise ApiError(400, f"Invalid sampling parameters: {error}.", param=str(error).split()[0],
                        code="invalid_value") from error
-
-    _refuse_unsupported(body, prediction is not None)
-    return ChatRequest(model=model, messages=messages, prediction=prediction, stream=stream,
-                       include_usage=include_usage, max_tokens=max_tokens, stop=stop, sampling=sampling)
 
 
 def _refuse_unsupported(body: dict, with_prediction: bool) -> None:

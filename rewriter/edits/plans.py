@@ -1,0 +1,69 @@
+"""What `rewriter apply` works on: its options, and each file's plan (the spans to rewrite) and what
+became of it. Apart from batch.py so that finding files and reporting share them without an import circle."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..results import Stats
+from .files import SourceFile
+from .scopes import Span
+
+
+class BatchError(ValueError):
+    """The command cannot run as given (a missing path, a bad scope); the message says why."""
+
+
+@dataclass
+class Options:
+    instruction: str
+    lines: tuple[int, int] | None = None
+    expand: bool = False
+    each: str | None = None
+    write: bool = False
+    check: bool = False
+    allow_syntax_errors: bool = False
+    max_new_tokens: int | None = None
+    force: bool = False  # apply answers the integrity check refuses
+    show_refused: bool = False  # print the diff of each refused answer
+
+
+@dataclass
+class Unit:
+    """One rewrite request: a span of the file and what became of it."""
+
+    span: Span
+    status: str = "pending"  # unchanged, changed, failed, refused (by the syntax or integrity guard)
+    reason: str = ""
+    text: str | None = None  # the span's new text
+    refused_text: str | None = None  # a refused answer, kept to show (--show-refused) or apply (--force)
+    refused_diff: str = ""  # the file's diff had the refused answer been applied
+    stats: Stats | None = None
+    part_of: str = ""  # the scope this span was cut from to fit the model's context
+
+
+@dataclass
+class FilePlan:
+    """A file and what is planned and done for it: its units, its new text, its status."""
+
+    path: Path  # read and written here (a symlink inside the tree is followed)
+    display: str
+    status: str = "pending"  # skipped, unchanged, changed, written, failed, interrupted
+    reason: str = ""
+    source: SourceFile | None = None
+    language: str = ""
+    grammar: str | None = None
+    had_errors: bool = False
+    units: list[Unit] = field(default_factory=list)
+    new_text: str | None = None
+    diff: str = ""
+    notes: list[str] = field(default_factory=list)  # what planning changed about the scope, for stderr
+    seconds: float = 0.0
+
+    def skip(self, reason: str) -> FilePlan:
+        self.status, self.reason = "skipped", reason
+        return self
+
+    @property
+    def failed_units(self) -> list[Unit]:
+        return [u for u in self.units if u.status in ("failed", "refused")]
