@@ -188,7 +188,7 @@ class EditorRewrite:
         document = server.workspace.get_text_document(self.uri)
         lines = document.lines
         source = SourceText.from_text("".join(lines[self.region.start:self.region.end]))
-        self.newline = source.newline
+        self.source = source  # the region's line endings, for every edit sent back
         # The region's way through the model, in the document as it was at the start (LF line
         # endings); the whole document goes along as context when it is small enough.
         document_text = document.source.replace("\r\n", "\n")
@@ -305,9 +305,9 @@ class EditorRewrite:
                     held = []
                 continue
             assert isinstance(event, Finished)
-            return await self._finish(event, source, held)
+            return await self._conclude(event, source, held)
 
-    async def _finish(self, finished: Finished, source: SourceText, held: list[Hunk]) -> Outcome:
+    async def _conclude(self, finished: Finished, source: SourceText, held: list[Hunk]) -> Outcome:
         stats, verdict = finished.result.stats, finished.decision
         self.result_stats = stats.as_dict()
         if finished.restart:
@@ -349,7 +349,7 @@ class EditorRewrite:
             server.show("the document changed meanwhile; the refused edit was not applied", types.MessageType.Warning)
             return
         lines = list(document.lines)
-        text = refused_text if self.newline == "\n" else refused_text.replace("\n", self.newline)
+        text = self.source.native(refused_text)
         end = self.start + self.region.end - self.region.start
         edit = types.TextEdit(range=line_range(lines, self.start, end, document.position_codec), new_text=text)
         result = await server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
@@ -389,7 +389,7 @@ class EditorRewrite:
         for hunk in hunks:
             start = self.start + hunk.start + self.delta
             end = self.start + hunk.end + self.delta
-            text = hunk.text if self.newline == "\n" else hunk.text.replace("\n", self.newline)
+            text = self.source.native(hunk.text)
             edits.append(types.TextEdit(range=line_range(lines, start, end, codec), new_text=text))
             after[start + shift:end + shift] = text.splitlines(keepends=True)
             shift += len(hunk.lines) - (hunk.end - hunk.start)

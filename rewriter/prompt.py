@@ -64,7 +64,11 @@ class SourceText:
         code = code.rstrip("\n")
         if self.final_newline and code:
             code += "\n"
-        return code.replace("\n", self.newline) if self.newline != "\n" else code
+        return self.native(code)
+
+    def native(self, text: str) -> str:
+        """LF text (the model's, a hunk's) in the original's line endings."""
+        return text.replace("\n", self.newline) if self.newline != "\n" else text
 
 
 def common_indent(text: str) -> str:

@@ -32,7 +32,7 @@ class ModelError(RuntimeError):
 
 
 # What a local model's weights may run in (auto: on a CPU the fastest of float32 and the int8 paths
-# as measured on the machine, see rewriter/decoding/cpu_choice.py; bfloat16 on a GPU). Here so
+# as measured on the machine, see rewriter/weights/cpu_choice.py; bfloat16 on a GPU). Here so
 # that front ends can offer the choice without loading torch.
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "int8-bf16", "int8-fbgemm")
 

@@ -75,6 +75,9 @@ class Engine:
         self.answer = answer
         self.requests = []
 
+    def close(self):
+        pass
+
     def stream(self, request):
         text, context, instruction = request.code, request.context, request.instruction
         self.requests.append((text, context, instruction))

@@ -63,6 +63,9 @@ def test_the_cli_writes_the_docstrings_it_may_and_never_a_file_that_does_not_com
     path.write_text(INTRANGES)
 
     class Engine:  # the model's answers: the emptied body for _encode_range, a docstring elsewhere
+        def close(self):
+            pass
+
         def stream(self, request):
             text = request.code
             stats = Stats(output_tokens=10, total_s=0.01, finish_reason="stop")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TextIO
 
+from ..engine import Engine
 from ..prompt import NoCodeBlock, language_for
 from ..results import ContextTooLarge, RewriteError, ServiceError
 from .collect import collect
@@ -114,7 +115,7 @@ def plan(job: FilePlan, options: Options) -> FilePlan:
 class Runner:
     """Runs the spans of one file after another on an engine, reporting progress."""
 
-    def __init__(self, engine, options: Options, report: Report, cancel: threading.Event):
+    def __init__(self, engine: Engine, options: Options, report: Report, cancel: threading.Event):
         self.engine = engine
         self.options = options
         self.report = report
@@ -231,7 +232,7 @@ def _describe(error: Exception) -> str:
 
 # ---- the whole run -------------------------------------------------------------------------
 
-def run(jobs: list[FilePlan], engine, options: Options, report: Report, workers: int = 1,
+def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, workers: int = 1,
         diff_out: TextIO | None = None) -> bool:
     """Rewrite every planned file; writes (with --write) happen here, one file at a time.
 
@@ -244,7 +245,7 @@ def run(jobs: list[FilePlan], engine, options: Options, report: Report, workers:
     pending = [job for job in jobs if job.status == "pending"]
     report.start(jobs)
 
-    def finish(job: FilePlan) -> None:
+    def deliver(job: FilePlan) -> None:
         assert job.source is not None  # planning read every pending file
         text = job.source.text
         if job.new_text is not None and job.new_text != text:
@@ -270,14 +271,14 @@ def run(jobs: list[FilePlan], engine, options: Options, report: Report, workers:
         if workers <= 1:
             for job in pending:
                 runner.rewrite_file(job)
-                finish(job)
+                deliver(job)
         else:
             pool = ThreadPoolExecutor(max_workers=workers)
             try:
                 futures = {pool.submit(runner.rewrite_file, job): job for job in pending}
                 for future in as_completed(futures):
                     future.result()
-                    finish(futures[future])
+                    deliver(futures[future])
             finally:
                 cancel.set()  # no-op after a full run; stops the workers after Ctrl-C
                 try:
@@ -319,7 +320,7 @@ def _write(job: FilePlan, source: SourceFile, new_text: str) -> None:
 
 # ---- the command ---------------------------------------------------------------------------
 
-def apply_command(paths: list[str], options: Options, make_engine: Callable[[], object], *,
+def apply_command(paths: list[str], options: Options, make_engine: Callable[[], Engine], *,
                   workers: int = 1, json_output: bool = False, quiet: bool = False,
                   say: Callable[[str], None] = lambda m: print(f"rewriter: {m}", file=sys.stderr),
                   stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -356,9 +357,7 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
         completed = run(jobs, engine, options, report, workers=workers,
                         diff_out=None if json_output else stdout)
     finally:
-        close = getattr(engine, "close", None)
-        if close:
-            close()
+        engine.close()
     seconds = time.perf_counter() - started
     code = exit_code(jobs, options, completed)
     if json_output:

@@ -64,7 +64,7 @@ class SpanEdit:
         self.instruction = instruction
         self.grammar = integrity.grammar if integrity is not None else grammar
         self._integrity = integrity
-        self.newline = SourceText.from_text(self.original).newline
+        self.source = SourceText.from_text(self.original)  # the span's line endings
         self.indent = common_indent(self.original)
         self.code = dedent(self.original, self.indent)
 
@@ -89,7 +89,7 @@ class SpanEdit:
             code = extract_code(answer)
         except NoCodeBlock:
             return None
-        return self.shape(code if self.newline == "\n" else code.replace("\n", self.newline))
+        return self.shape(self.source.native(code))
 
     def final_text(self, answer_text: str) -> str:
         """The answer's whole code as the span's new text: indented back, with the span's own

@@ -1,8 +1,8 @@
-"""The model's side of the HTTP service: what runs on the engine's worker.
+"""The model's side of the HTTP service: what runs on the service's worker.
 
 `prepare_*` run before a request takes a queue slot (tokenizing and checking the limits only);
-`chat` and `rewrite` run on the worker (serve/engine.py), one request at a time. A rewrite's
-answer goes through the edit pipeline (edits/pipeline.py), as `rewriter apply`'s and the
+`chat` and `rewrite` run on the worker (serve/worker.py), one request at a time. A rewrite's
+answer goes through an edit session (edits/session.py), as `rewriter apply`'s and the
 language server's do.
 """
 from __future__ import annotations
