@@ -237,7 +237,8 @@ def test_auto_loads_the_measured_choice_and_says_so_in_one_line(tiny_checkpoint,
     assert loaded.dtype == "int8-bf16" and int8_kind(loaded.model) == "int8-bf16"
     assert [line for line in said if line.startswith("dtype auto: int8-bf16 (measured now")]
     # The window policy starts from the costs measured for the chosen path.
-    assert Decoder(loaded.model, loaded.tokenizer).lookahead.prior == pass_cost_curve(AVX2["int8-bf16"])
+    decoder = Decoder(loaded.model, loaded.tokenizer, pass_costs=loaded.pass_costs())
+    assert decoder.lookahead.prior == pass_cost_curve(AVX2["int8-bf16"])
     said.clear()
     again = load_model(str(tiny_checkpoint), dtype="auto", progress=said.append)
     assert again.dtype == "int8-bf16" and measure.calls == 1

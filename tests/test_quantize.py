@@ -11,6 +11,7 @@ from rewriter.decoding.decode import Decoder
 from rewriter.decoding.lookahead import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
 from rewriter.weights import quantize
+from rewriter.weights.cpu_choice import pass_costs
 from rewriter.weights.models import ModelError, load_model, resolve_dtype
 from rewriter.weights.quantize import (
     INT8_KINDS,
@@ -93,7 +94,7 @@ def test_fbgemm_output_equals_its_own_plain_greedy_at_each_precision(fbgemm_leve
     tokenizer = CharTokenizer()
     tokenizer.eos_token_id = 255
     tokens = []
-    for step in Decoder(model, tokenizer).generate(prompt, drafter, 120):
+    for step in Decoder(model, tokenizer, pass_costs=pass_costs(model)).generate(prompt, drafter, 120):
         tokens.extend(step.tokens)
     assert tokens == reference
 
@@ -145,7 +146,7 @@ def test_int8_output_equals_its_own_plain_greedy(seed, kind, int8):
     tokenizer = CharTokenizer()
     tokenizer.eos_token_id = 255  # the model's own; CharTokenizer's 0 is an ordinary token here
     tokens = []
-    for step in Decoder(model, tokenizer).generate(prompt, drafter, 120):
+    for step in Decoder(model, tokenizer, pass_costs=pass_costs(model)).generate(prompt, drafter, 120):
         tokens.extend(step.tokens)
     assert tokens == reference
 
@@ -187,7 +188,7 @@ def test_rewriter_dtype_overrides_auto_and_the_flag_overrides_it(monkeypatch):
 def test_int8_on_a_cpu_loads_quantized(tiny_checkpoint, kind):
     loaded = load_model(str(tiny_checkpoint), dtype=kind)
     assert loaded.dtype == kind and int8_kind(loaded.model) == kind
-    prior = Decoder(loaded.model, loaded.tokenizer).lookahead.prior
+    prior = Decoder(loaded.model, loaded.tokenizer, pass_costs=loaded.pass_costs()).lookahead.prior
     assert prior is (CPU_INT8_BF16_PRIOR if kind == "int8-bf16" else CPU_INT8_PRIOR)
 
 

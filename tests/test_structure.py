@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,22 +207,52 @@ def module_level_imports() -> dict[str, set[str]]:
     for name, path in files.items():
         home = name.split(".") if path.stem == "__init__" else name.split(".")[:-1]
         found = _imports_run(ast.parse(path.read_text()).body, home, set(files))
-        # importing a.b.c runs a/__init__ and a/b/__init__ first
-        for module in list(found):
-            parts = module.split(".")
-            found.update(".".join(parts[:i]) for i in range(1, len(parts)))
-        found.discard(name)
-        imports[name] = found
+        imports[name] = _with_parent_packages(found) - {name}
+    return imports
+
+
+def _with_parent_packages(modules: set[str]) -> set[str]:
+    """`modules` and their packages: importing a.b.c runs a/__init__ and a/b/__init__ first."""
+    found = set(modules)
+    for module in modules:
+        parts = module.split(".")
+        found.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return found
+
+
+def _running_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """`node` and every node under it but those under `if TYPE_CHECKING:` (never run)."""
+    yield node
+    children = node.orelse if isinstance(node, ast.If) and _type_checking_only(node) else ast.iter_child_nodes(node)
+    for child in children:
+        yield from _running_nodes(child)
+
+
+def runtime_imports() -> dict[str, set[str]]:
+    """Module -> every module it imports when it runs: at the top or inside functions, not for
+    types only (see _imports_run)."""
+    files = project_modules()
+    imports = {}
+    for name, path in files.items():
+        home = name.split(".") if path.stem == "__init__" else name.split(".")[:-1]
+        statements = [node for node in _running_nodes(ast.parse(path.read_text()))
+                      if isinstance(node, ast.Import | ast.ImportFrom)]
+        imports[name] = _with_parent_packages(_imports_run(statements, home, set(files))) - {name}
     return imports
 
 
 def core_reached(imports: dict[str, set[str]], start: str) -> list[str]:
     """The import chain from `start` to the decoding core at import time, or [] when there is none."""
+    return import_chain(imports, start, CORE)
+
+
+def import_chain(imports: dict[str, set[str]], start: str, into: tuple[str, ...]) -> list[str]:
+    """The shortest import chain from `start` into any of the packages `into`, or [] when there is none."""
     seen, queue = {start}, [[start]]
     while queue:
         chain = queue.pop(0)
         for target in sorted(imports.get(chain[-1], ())):
-            if _in(target, CORE):
+            if _in(target, into):
                 return chain + [target]
             if target in imports and target not in seen:
                 seen.add(target)
@@ -245,6 +276,18 @@ def test_front_ends_and_edits_never_import_the_decoding_core_at_module_level():
     assert "lsp.server" in checked and "rewriter.edits.batch" in checked and "rewriter.serve.client" in checked
     assert "rewriter.bench.endpoint_bench" in checked
     chains = {name: " -> ".join(chain) for name in checked if (chain := core_reached(imports, name))}
+    assert chains == {}
+
+
+def test_the_decoding_loop_never_imports_the_weights():
+    # The weights side hands the loop what it knows (LoadedModel.pass_costs()); never the reverse.
+    imports = runtime_imports()
+    assert "drafters.draft_model" in imports["rewriter.decoding.sampling"]  # imported inside a function
+    assert "rewriter.weights.models" not in imports["rewriter.decoding.rewrite"]  # only under TYPE_CHECKING
+    decoding = [name for name in imports if _in(name, ("rewriter.decoding",))]
+    assert "rewriter.decoding.decode" in decoding
+    chains = {name: " -> ".join(chain) for name in decoding
+              if (chain := import_chain(imports, name, ("rewriter.weights",)))}
     assert chains == {}
 
 

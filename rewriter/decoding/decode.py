@@ -19,8 +19,7 @@ from transformers import DynamicCache
 from drafters.base import Drafter
 
 from ..results import Stats
-from ..weights.quantize import int8_kind, is_int8
-from .lookahead import CPU_INT8_BF16_PRIOR, Lookahead
+from .lookahead import Lookahead, PassCosts
 from .verify import GreedyVerifier, Verifier
 
 if TYPE_CHECKING:
@@ -84,28 +83,20 @@ def _share(cache: DynamicCache) -> DynamicCache:
     return shared
 
 
-def cpu_prior(model: torch.nn.Module) -> dict[int, float] | None:
-    """The pass costs `--dtype auto` measured for this model, or the fixed shape of its int8 kind
-    where Lookahead has none of its own (None: Lookahead's default for the device)."""
-    from ..weights.cpu_choice import pass_cost_curve
-
-    measured = getattr(model, "measured_pass_costs", None)
-    if measured:
-        return pass_cost_curve(measured)
-    return CPU_INT8_BF16_PRIOR if int8_kind(model) == "int8-bf16" else None
-
-
 class Decoder:
     """Decodes one request at a time with one model (not thread-safe: callers serialise)."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, verifier: Verifier | None = None,
-                 lookahead: Lookahead | None = None, prefix_cache: bool = False):
+                 lookahead: Lookahead | None = None, prefix_cache: bool = False,
+                 pass_costs: PassCosts | None = None):
+        """`pass_costs`: what the weights say a pass costs (LoadedModel.pass_costs()), the window
+        policy's start; None: the device's default shape. Ignored when `lookahead` is given."""
         self.model = model
         self.tokenizer = tokenizer
         self.verifier = verifier or GreedyVerifier()
         self.device = next(model.parameters()).device
         # One window policy per decoder: what passes cost on this device carries across requests.
-        self.lookahead = lookahead or Lookahead(self.device.type, int8=is_int8(model), prior=cpu_prior(model))
+        self.lookahead = lookahead or Lookahead(self.device.type, prior=pass_costs)
         eos = model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if tokenizer.eos_token_id is not None:

@@ -30,6 +30,9 @@ CPU_INT8_BF16_PRIOR = {1: 1.0, 2: 1.33, 4: 2.0, 8: 2.83, 16: 4.51, 32: 8.16, 64:
 # with the width did better on rewrites than that flat shape (26x against 23x plain greedy): it
 # keeps windows short after an edit, until the drafter has earned trust.
 GPU_PRIOR = {n: 1.0 + n / 256 for n in GPU_PASS_SIZES}
+# What a CPU pass of each size in PASS_SIZES costs, in seconds or relative (only the shape counts
+# until passes are timed here). The weights side knows it (LoadedModel.pass_costs()): the loop is handed it.
+PassCosts = dict[int, float]
 
 
 def expected_tokens(acceptance: float, draft_length: int) -> float:
@@ -41,9 +44,9 @@ def expected_tokens(acceptance: float, draft_length: int) -> float:
 
 class Lookahead:
     def __init__(self, device_type: str = "cpu", max_window: int | None = None, smoothing: float = 0.3,
-                 int8: bool = False, prior: dict[int, float] | None = None):
-        """`prior`: CPU pass costs for every size in PASS_SIZES measured on this machine (see
-        cpu_choice.py); without it, the device's and dtype's fixed shape."""
+                 int8: bool = False, prior: PassCosts | None = None):
+        """`prior`: CPU pass costs for every size in PASS_SIZES, measured on this machine or an int8
+        kind's fixed shape; without it, the device's and dtype's fixed shape."""
         self.sizes: tuple[int, ...]
         if device_type == "cuda":
             self.prior, self.sizes = GPU_PRIOR, GPU_PASS_SIZES

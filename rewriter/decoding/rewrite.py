@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING
 
 from drafters import CombinedDrafter, Drafter, rewrite_drafter
 
@@ -16,10 +17,12 @@ from ..prompt import (
     prediction_ids,
 )
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
-from ..weights.models import LoadedModel
 from .decode import Decoder, Stats, StopCheck
 from .sampling import make_verifier
 from .verify import Verifier
+
+if TYPE_CHECKING:
+    from ..weights.models import LoadedModel
 
 
 def fence_stop(tokenizer, prefill: str = "") -> StopCheck:
@@ -85,7 +88,8 @@ class Rewriter:
     def __init__(self, loaded: LoadedModel, decoder: Decoder | None = None, prefix_cache: bool = False):
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
-        self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache)
+        self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache,
+                                          pass_costs=loaded.pass_costs())
         self.stop = fence_stop(self.tokenizer)  # a whole-file answer's end (no prefill, nothing to echo)
 
     def encode_messages(self, messages: list[dict]) -> list[int]:

@@ -139,7 +139,7 @@ class Backend:
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.limits = limits
-        self.decoder = Decoder(loaded.model, loaded.tokenizer, prefix_cache=True)
+        self.decoder = Decoder(loaded.model, loaded.tokenizer, prefix_cache=True, pass_costs=loaded.pass_costs())
         # What answers /v1/rewrites: the model's Rewriter (tests script one with the same interface).
         self.rewriter = rewriter or Rewriter(loaded, decoder=self.decoder)
         self.context_length = loaded.context_length

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..decoding.lookahead import PASS_SIZES, Lookahead, expected_tokens
+from ..decoding.lookahead import (
+    CPU_INT8_BF16_PRIOR,
+    CPU_INT8_PRIOR,
+    PASS_SIZES,
+    Lookahead,
+    PassCosts,
+    expected_tokens,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -80,6 +87,20 @@ def pass_cost_curve(measured: dict[int, float]) -> dict[int, float]:
     return curve
 
 
+# The shape of each int8 kind's pass costs, for a model whose own were not measured here.
+INT8_PRIORS = {"int8": CPU_INT8_PRIOR, "int8-fbgemm": CPU_INT8_PRIOR, "int8-bf16": CPU_INT8_BF16_PRIOR}
+
+
+def pass_costs(model: torch.nn.Module, measured: dict[int, float] | None = None) -> PassCosts | None:
+    """What the decoder's window policy starts from: the pass costs `--dtype auto` measured for
+    this model's path, else its int8 kind's fixed shape (None: float32's, or a GPU's)."""
+    from .quantize import int8_kind
+
+    if measured:
+        return pass_cost_curve(measured)
+    return INT8_PRIORS.get(int8_kind(model) or "")
+
+
 def expected_edit_seconds(measured: dict[int, float], profile: EditProfile = TYPICAL_EDIT) -> float:
     """Seconds our decoding would take for the profile's edit with these pass costs."""
     curve = pass_cost_curve(measured)
@@ -135,21 +156,11 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     `made`, when given, gets each int8 candidate's layers, so the chosen one is not quantized again."""
     from transformers import DynamicCache
 
-    from .quantize import QuantizationUnavailable, check_kind, quantized_layers, register_float64_attention
+    from .quantize import register_float64_attention
 
-    float_layers: dict[str, torch.nn.Module] = {
-        name: module for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
+    layers = _candidate_layers(model, candidates, say)
+    float_layers = layers["float32"]
     float_attention = model.config._attn_implementation
-    layers: dict[str, dict[str, torch.nn.Module]] = {"float32": float_layers}
-    for kind in candidates:
-        if kind == "float32":
-            continue
-        try:
-            check_kind(kind)
-        except QuantizationUnavailable as error:
-            say(f"dtype auto: {kind} left out ({error})")
-            continue
-        layers[kind] = quantized_layers(float_layers, kind, shared=layers)
     float64_attention = register_float64_attention()
     vocab = model.config.vocab_size
     positions = getattr(model.config, "max_position_embeddings", None)
@@ -158,8 +169,6 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
         prompt_tokens = min(prompt_tokens, positions)
     generator = torch.Generator().manual_seed(0)
     cache = DynamicCache(config=model.config)  # one context for all: timings do not depend on its values
-    costs: dict[str, dict[int, float]] = {kind: {} for kind in layers}
-    active = list(layers)
 
     def timed(kind: str, width: int, prompt: bool = False) -> float:
         """One pass of `width` tokens after the shared context, or (`prompt`) a prompt of them."""
@@ -179,22 +188,7 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
         with torch.inference_mode():
             model(input_ids=torch.randint(0, vocab, (1, context_tokens), generator=generator),
                   past_key_values=cache, use_cache=True, logits_to_keep=1)
-            for width in widths:
-                for kind in active:  # the first pass of a shape pays for kernel set-up (oneDNN JIT)
-                    timed(kind, width)
-                times: dict[str, list[float]] = {kind: [] for kind in active}
-                for _ in range(repeats):
-                    for kind in active:
-                        times[kind].append(timed(kind, width))
-                for kind, seconds in times.items():
-                    costs[kind][width] = min(seconds)
-                    if spread is not None:
-                        spread.setdefault(kind, {})[width] = max(seconds) / min(seconds)
-                # A path far slower than float32 here is not timed wider (an int8 fallback can take
-                # seconds a pass); with widths left unmeasured it is never chosen.
-                reference = costs.get("float32", {}).get(width)
-                if reference is not None:
-                    active = [kind for kind in active if costs[kind][width] <= GIVE_UP_FACTOR * reference]
+            costs, active = _time_widths(timed, list(layers), widths, repeats, spread)
             # Prompts: wide passes cost far from linearly in the narrow ones (float32 products
             # grow more efficient with the rows, int8-bf16's do not), so one is timed, not extrapolated.
             for kind in active if prompt_tokens else []:
@@ -205,6 +199,52 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     if made is not None:
         made.update({kind: made_layers for kind, made_layers in layers.items() if kind != "float32"})
     return costs
+
+
+def _candidate_layers(model: PreTrainedModel, candidates, say: Callable[[str], None]
+                      ) -> dict[str, dict[str, torch.nn.Module]]:
+    """Each candidate's linear layers by name, float32's the model's own; those that cannot run here
+    are left out, with a line saying why."""
+    from .quantize import QuantizationUnavailable, check_kind, quantized_layers
+
+    float_layers: dict[str, torch.nn.Module] = {
+        name: module for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
+    layers: dict[str, dict[str, torch.nn.Module]] = {"float32": float_layers}
+    for kind in candidates:
+        if kind == "float32":
+            continue
+        try:
+            check_kind(kind)
+        except QuantizationUnavailable as error:
+            say(f"dtype auto: {kind} left out ({error})")
+            continue
+        layers[kind] = quantized_layers(float_layers, kind, shared=layers)
+    return layers
+
+
+def _time_widths(timed: Callable[[str, int], float], kinds: list[str], widths, repeats: int,
+                 spread: dict[str, dict[int, float]] | None) -> tuple[dict[str, dict[int, float]], list[str]]:
+    """Best-of-`repeats` seconds of a pass of each width for each kind, and the kinds still in the
+    running after the widest (see measure_candidates)."""
+    costs: dict[str, dict[int, float]] = {kind: {} for kind in kinds}
+    active = list(kinds)
+    for width in widths:
+        for kind in active:  # the first pass of a shape pays for kernel set-up (oneDNN JIT)
+            timed(kind, width)
+        times: dict[str, list[float]] = {kind: [] for kind in active}
+        for _ in range(repeats):
+            for kind in active:
+                times[kind].append(timed(kind, width))
+        for kind, seconds in times.items():
+            costs[kind][width] = min(seconds)
+            if spread is not None:
+                spread.setdefault(kind, {})[width] = max(seconds) / min(seconds)
+        # A path far slower than float32 here is not timed wider (an int8 fallback can take
+        # seconds a pass); with widths left unmeasured it is never chosen.
+        reference = costs.get("float32", {}).get(width)
+        if reference is not None:
+            active = [kind for kind in active if costs[kind][width] <= GIVE_UP_FACTOR * reference]
+    return costs, active
 
 
 def _swap(model: torch.nn.Module, layers: dict[str, torch.nn.Module]) -> None:

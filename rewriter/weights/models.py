@@ -22,6 +22,8 @@ import torch
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from ..decoding.lookahead import PassCosts
+
 from .. import cache_root
 from ..results import DTYPES, ModelError
 from .quantize import INT8_KINDS, QuantizationUnavailable
@@ -63,10 +65,18 @@ class LoadedModel:
     name: str
     device: torch.device
     dtype: str = "float32"  # what the weights run in: int8, float32, bfloat16, float16
+    # Seconds per pass of some widths, timed by `--dtype auto` for the path it chose.
+    measured_pass_costs: dict[int, float] | None = None
 
     @property
     def context_length(self) -> int:
         return int(getattr(self.model.config, "max_position_embeddings", 32768))
+
+    def pass_costs(self) -> PassCosts | None:
+        """What a Decoder's window policy starts from on this model (cpu_choice.pass_costs)."""
+        from .cpu_choice import pass_costs
+
+        return pass_costs(self.model, self.measured_pass_costs)
 
 
 def pick_device(requested: str | None = None) -> torch.device:
@@ -243,15 +253,14 @@ def load_model(
     linear_parameters = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     identity = checkpoint_identity(checkpoint) if linear_parameters >= KEEP_MIN_PARAMETERS else None
     made_layers = None  # int8 layers made while timing the candidates: not quantized twice
+    measured = None  # pass costs timed for the chosen path: where the decoder's window policy starts
     if wanted == "auto":  # a CPU: the fastest exact path on this machine, measured once
         from .cpu_choice import choose_for
 
         choice = choose_for(model, identity, cache_root(), say=say)
         _warn(progress)(choice.line())
         wanted, made_layers = choice.dtype, choice.layers
-        if wanted in choice.costs:
-            # What the decoder's window policy starts from (decode.cpu_prior).
-            setattr(model, "measured_pass_costs", choice.costs[wanted])  # noqa: B010
+        measured = choice.costs.get(wanted)
     if wanted in INT8_KINDS:
         try:
             _quantize_cached(model, wanted, identity, say, made_layers)
@@ -265,7 +274,7 @@ def load_model(
 
         make_batch_invariant(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target,
-                       dtype=wanted)
+                       dtype=wanted, measured_pass_costs=measured)
 
 
 def checkpoint_identity(checkpoint: Path | str) -> str | None:
