@@ -81,13 +81,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def _default_sampling():
-    from .decoding.sampling import SamplingParams
+    from .engine import SamplingParams
 
     return SamplingParams()
 
 
 def _sampling_params(args: argparse.Namespace):
-    from .decoding.sampling import SamplingParams
+    from .engine import SamplingParams
 
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                             seed=args.seed, verification=args.verification)

@@ -8,16 +8,14 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
+from ..engine import SamplingParams
 from ..prompt import NoCodeBlock
 from ..results import RewriteError
-
-if TYPE_CHECKING:  # parsing stays torch-free: the settings are checked where they are made
-    from ..decoding.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +235,6 @@ def _sampling(body: dict) -> SamplingParams:
         raise ApiError(400, f"Invalid 'temperature': expected a value between 0 and 2, got {temperature}.",
                        param="temperature",
                        code="decimal_below_min_value" if temperature < 0 else "decimal_above_max_value")
-    from ..decoding.sampling import SamplingParams  # torch-free, but the core's package: loaded when used
 
     try:
         # Greedy unless asked: an editor wants the model's most likely edit.
