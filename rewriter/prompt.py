@@ -174,20 +174,22 @@ def _content_lines(text: str) -> list[str]:
 def echo_targets(code: str, context: str) -> tuple[tuple[str, ...], ...]:
     """For each place the code occurs in the context: the first lines after it (stripped).
 
-    Enough lines to hold ECHO_LINES and one with a letter or digit (`}` then `}` says
-    nothing); none where the span itself holds that run (an echo could not be told apart).
+    Places are found by content lines (stripped, blanks skipped), as echo_scan compares: a
+    method is sent dedented, and its copy in the file is indented. Enough lines to hold
+    ECHO_LINES and one with a letter or digit (`}` then `}` says nothing); none where the
+    span itself holds that run (an echo could not be told apart).
     """
-    code = code.strip("\n")
-    if not code.strip():
-        return ()
-    context = context.replace("\r\n", "\n")  # the code has LF line endings (SourceText)
     span_lines = _content_lines(code)
+    if not span_lines:
+        return ()
+    file_lines = _content_lines(context.replace("\r\n", "\n"))
+    count = len(span_lines)
     targets = []
-    at = context.find(code)
-    while at != -1:
-        after = context[at + len(code):]
+    for at in range(len(file_lines) - count + 1):
+        if file_lines[at] != span_lines[0] or file_lines[at:at + count] != span_lines:
+            continue
         lines = []
-        for line in _content_lines(after)[:_ECHO_LINES_AT_MOST]:
+        for line in file_lines[at + count:at + count + _ECHO_LINES_AT_MOST]:
             lines.append(line)
             if len(lines) >= ECHO_LINES and any(ch.isalnum() for ch in "".join(lines)):
                 break
@@ -195,7 +197,6 @@ def echo_targets(code: str, context: str) -> tuple[tuple[str, ...], ...]:
             lines = []  # the file ends (or stays punctuation) too soon to tell
         if lines and not _holds_run(span_lines, lines) and tuple(lines) not in targets:
             targets.append(tuple(lines))
-        at = context.find(code, at + 1)
     return tuple(targets)
 
 

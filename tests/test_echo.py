@@ -66,6 +66,23 @@ def test_echo_targets_need_a_line_with_letters_and_a_file_that_goes_on():
     assert echo_targets("x = 1\ny = 2\nx = 1\ny = 2\n", twice + "x = 1\ny = 2\n") == ()
 
 
+CLASS = '''class Shape:
+    def area(self):
+        return self.w * self.h
+
+    def perimeter(self):
+        return 2 * (self.w + self.h)
+'''
+AREA = "def area(self):\n    return self.w * self.h\n"  # the method as it is sent: dedented
+
+
+def test_a_method_sent_dedented_is_found_in_its_indented_class():
+    assert echo_targets(AREA, CLASS) == (("def perimeter(self):", "return 2 * (self.w + self.h)"),)
+    answer = ('```python\ndef area(self):\n    """The area."""\n    return self.w * self.h\n\n'
+              'def perimeter(self):\n    return 2 * (self.w + self.h)\n```\n')
+    assert echo_scan(answer, echo_targets(AREA, CLASS)).cut == answer.index("def perimeter")
+
+
 def test_an_answer_that_runs_into_the_next_function_is_cut_where_the_copy_begins():
     targets = echo_targets(SECOND, FILE)
     answer = ('```python\ndef second(value):\n    """Double it."""\n    return value * 2\n\n\n'
@@ -179,12 +196,12 @@ class ScriptedDecoder:
                 return
 
 
-def scripted_rewrite(qwen_tokenizer, generated: str):
+def scripted_rewrite(qwen_tokenizer, generated: str, code: str = SECOND, context: str = FILE):
     from types import SimpleNamespace
 
     loaded = SimpleNamespace(tokenizer=qwen_tokenizer, context_length=4096)
     rewriter = Rewriter(loaded, decoder=ScriptedDecoder(qwen_tokenizer, generated))
-    events = list(rewriter.stream(EditRequest(SECOND, "Add a docstring.", "python", FILE)))
+    events = list(rewriter.stream(EditRequest(code, "Add a docstring.", "python", context)))
     return [e.text for e in events if isinstance(e, Progress)], events[-1]
 
 
@@ -198,6 +215,17 @@ def test_the_copy_of_the_next_function_is_neither_streamed_nor_applied(qwen_toke
     assert "third" not in "".join(pieces) and "third" not in result.answer
     assert "".join(pieces) == result.answer
     assert result.stats.echo_dropped_chars == len("def third(value):\n    return value - 3\n")
+
+
+def test_the_copy_of_the_next_method_stops_decoding_too(qwen_tokenizer):
+    # After the prefill "```python\ndef area": the method, then the class going on (dedented, as
+    # the model writes it); decoding stops at the copy, which is never streamed.
+    generated = ('(self):\n    """The area."""\n    return self.w * self.h\n\n'
+                 'def perimeter(self):\n    return 2 * (self.w + self.h)\n```\n')
+    pieces, result = scripted_rewrite(qwen_tokenizer, generated, AREA, CLASS)
+    assert result.text == 'def area(self):\n    """The area."""\n    return self.w * self.h\n'
+    assert "perimeter" not in "".join(pieces) and "perimeter" not in result.answer
+    assert result.stats.echo_dropped_chars > 0
 
 
 def test_an_edit_whose_last_line_is_the_next_line_of_the_file_is_applied_whole(qwen_tokenizer):
