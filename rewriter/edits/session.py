@@ -71,7 +71,6 @@ class EditSession:
         NoCodeBlock, ServiceError, ...) pass through. Closing this iterator, or `stopped()`
         turning true, stops the engine at once; nothing is finished then."""
         hunks = HunkStream(self.edit.original)
-        streamed = False
         answer = ""
         result: RewriteResult | None = None
         events = self.engine.stream(self.request(context_window))
@@ -85,7 +84,6 @@ class EditSession:
                 answer += event.text
                 written = self.edit.partial_text(answer)
                 settled = hunks.feed(written) if written is not None else []
-                streamed = streamed or bool(settled)
                 yield Delta(event.text, event.stats, settled)
         finally:
             events.close()  # stops decoding at once when we leave early
