@@ -203,10 +203,10 @@ class Backend:
         # The checks need a grammar: named, from the file name, else guessed from the code.
         session = EditSession(self.rewriter, file_text, start, end, request.instruction, language,
                               grammar=grammar_of(language, file_text), context=context)
-        model_request = session.request()
+        sent = session.request()  # the limits are checked on exactly what the session will send
         try:  # stream() plans again on the worker (tokenizing is cheap)
-            prompt, prediction, budget = self.rewriter.plan(model_request.code, request.instruction, language,
-                                                            context, request.max_tokens)
+            prompt, prediction, budget = self.rewriter.plan(sent.code, sent.instruction, sent.language, sent.context,
+                                                            request.max_tokens)
         except RewriteError as error:
             raise ApiError(400, str(error), param="text", code="invalid_rewrite") from error
         if len(prompt) > self.max_prompt_tokens:
