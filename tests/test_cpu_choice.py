@@ -315,6 +315,22 @@ def test_a_stale_or_foreign_weights_file_is_never_used(tiny_checkpoint, private_
         assert torch.equal(loaded.model(input_ids=ids).logits, reference.model(input_ids=ids).logits)
 
 
+@pytest.mark.parametrize("kind", ["int8-fbgemm", "int8"])
+def test_a_weights_file_cut_short_is_quantized_again_not_half_loaded(tiny_checkpoint, private_cache, kind):
+    if kind == "int8-fbgemm" and not quantize.fbgemm_levels():
+        pytest.skip("no exact FBGEMM here")
+    reference = load_model(str(tiny_checkpoint), dtype=kind)
+    [kept] = (private_cache / "quantized").glob(f"*-{kind}.safetensors")
+    with open(kept, "r+b") as file:
+        file.truncate(kept.stat().st_size - 100)
+    said = []
+    loaded = load_model(str(tiny_checkpoint), dtype=kind, progress=said.append)
+    assert any("cannot be read" in line for line in said)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.inference_mode():
+        assert torch.equal(loaded.model(input_ids=ids).logits, reference.model(input_ids=ids).logits)
+
+
 def _key(path):
     from safetensors import safe_open
 

@@ -98,15 +98,16 @@ def test_three_servers_side_by_side_through_the_cli_without_torch(tmp_path):
     assert json.loads(done.stdout.splitlines()[-1]) == {"code": 0, "torch": False}
 
     # Warm-ups first, then each case to every server in turn, all with the same request.
-    assert [(name, body["max_completion_tokens"]) for name, body in log[:3]] == [
-        ("plain", 64), ("ngram", 64), ("ours", 64)]
+    # The budget goes as max_tokens, which every local server honours.
+    assert [(name, body["max_tokens"], "max_completion_tokens" in body) for name, body in log[:3]] == [
+        ("plain", 64, False), ("ngram", 64, False), ("ours", 64, False)]
     measured = log[3:]
     assert [name for name, _ in measured] == ["plain", "ngram", "ours"] * 2
     assert ["def alpha" in body["prediction"]["content"] for _, body in measured] == [True] * 3 + [False] * 3
     for start in (0, 3):
         bodies = [body for _, body in measured[start:start + 3]]
         assert bodies[0] == bodies[1] == bodies[2]
-        assert bodies[0]["temperature"] == 0 and bodies[0]["max_completion_tokens"] == 300
+        assert bodies[0]["temperature"] == 0 and bodies[0]["max_tokens"] == 300
         assert bodies[0]["model"] == "served-model"
 
     data = json.loads(report.read_text())
@@ -173,10 +174,40 @@ def test_an_answer_without_a_code_block_is_still_measured_and_a_dead_endpoint_st
         row = result["cases"][0]["endpoints"]["chatty"]
         assert row["answer"] == "Sure, done!" and row["identical_to_reference"] is False and "error" not in row
         assert row["output_tokens"] == 40
-        assert log[-1][1]["max_completion_tokens"] == 1024  # the fixed default budget
+        assert log[-1][1]["max_tokens"] == 1024  # the fixed default budget
         with pytest.raises(ServiceError, match="endpoint gone"):
             run_endpoint_bench([Endpoint("ref", ref.url), Endpoint("gone", ref.url.replace("/v1", "/v2"))], [case],
                                None, None, out=open(os.devnull, "w"))
+
+
+def test_a_server_without_usage_is_counted_with_the_local_tokenizer(tmp_path, monkeypatch):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from rewriter.bench import endpoint_bench
+    from rewriter.weights.models import EMBEDDED_NAME
+
+    assert endpoint_bench.EMBEDDED_MODEL == EMBEDDED_NAME
+    # A word-level tokenizer where the embedded model's prepared checkpoint would be.
+    monkeypatch.setenv("REWRITER_CACHE", str(tmp_path))
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    checkpoint = tmp_path / "models" / f"{EMBEDDED_NAME}-0123456789ab"
+    checkpoint.mkdir(parents=True)
+    tokenizer.save(str(checkpoint / "tokenizer.json"))
+    log: list = []
+    case = Case(**CASES[0])
+    with FakeOpenAI("ours", hinted, log) as ours, FakeOpenAI("llama", hinted, log, completion_tokens=0) as llama:
+        result = run_endpoint_bench([Endpoint("ours", ours.url), Endpoint("llama", llama.url)], [case], None,
+                                    None, out=open(os.devnull, "w"))
+    row = result["cases"][0]["endpoints"]
+    answer = row["llama"]["answer"]
+    assert (row["ours"]["output_tokens"], row["ours"]["tokens_from"]) == (40, "usage")
+    assert (row["llama"]["output_tokens"], row["llama"]["tokens_from"]) == (len(tokenizer.encode(answer).ids), "tokenizer")
+    assert row["llama"]["tokens_per_s"] == pytest.approx(row["llama"]["output_tokens"] / row["llama"]["seconds"])
+    monkeypatch.setenv("REWRITER_CACHE", str(tmp_path / "empty"))  # no tokenizer here: not counted
+    with FakeOpenAI("llama", hinted, log, completion_tokens=0) as llama:
+        result = run_endpoint_bench([Endpoint("llama", llama.url)], [case], None, None, out=open(os.devnull, "w"))
+    assert result["cases"][0]["endpoints"]["llama"]["output_tokens"] is None
 
 
 def test_counters_sum_label_sets_and_ignore_look_alikes():

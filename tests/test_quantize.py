@@ -9,6 +9,7 @@ from transformers import DynamicCache
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.lookahead import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
+from rewriter.decoding.passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
 from rewriter.weights import quantize
 from rewriter.weights.cpu_choice import pass_costs
@@ -121,7 +122,7 @@ def test_quantize_replaces_every_linear(int8_model):
     assert not any(type(module) is torch.nn.Linear for module in int8_model.modules())
 
 
-@pytest.mark.parametrize("start,width", [(10, 2), (20, 16), (30, 40)])
+@pytest.mark.parametrize("start,width", [(10, 2), (20, 16), (30, 40), (30, WIDEST_DECODING_PASS)])
 def test_a_wide_pass_gives_the_logits_of_one_token_passes(int8_model, start, width):
     tokens = [random.Random(start).randrange(1, 255) for _ in range(start + width)]
     with torch.inference_mode():
@@ -132,6 +133,45 @@ def test_a_wide_pass_gives_the_logits_of_one_token_passes(int8_model, start, wid
         steps = torch.cat([int8_model(input_ids=torch.tensor([[t]]), past_key_values=step_cache, use_cache=True).logits[0]
                            for t in tokens[start:]])
     assert torch.equal(wide, steps)
+
+
+def _prompt_pass(model, tokens, splits):
+    """Last logits and the KV cache of `tokens` fed in passes that start at `splits`."""
+    cache = DynamicCache(config=model.config)
+    bounds = [0, *splits, len(tokens)]
+    with torch.inference_mode():
+        for begin, end in zip(bounds, bounds[1:]):
+            logits = model(input_ids=torch.tensor([tokens[begin:end]]), past_key_values=cache, use_cache=True).logits
+    return logits[0, -1], [(layer.keys, layer.values) for layer in cache.layers]
+
+
+@pytest.mark.parametrize("splits", [[PROMPT_CHUNK], [PROMPT_CHUNK, 2 * PROMPT_CHUNK]])
+@pytest.mark.parametrize("length", [2 * PROMPT_CHUNK + WIDEST_DECODING_PASS + 20, 3 * PROMPT_CHUNK + 1])
+def test_a_prompt_computes_the_same_from_whole_cached_chunks_as_in_one_pass(int8_model, splits, length):
+    # Prompt passes run attention in float32, chunked at PROMPT_CHUNK: what PrefixCache reuses.
+    # (3 chunks and a token: the last chunk is one row, which SDPA's callers handle apart.)
+    tokens = [random.Random(7).randrange(1, 255) for _ in range(length)]
+    one_logits, one_cache = _prompt_pass(int8_model, tokens, [])
+    split_logits, split_cache = _prompt_pass(int8_model, tokens, splits)
+    assert torch.equal(one_logits, split_logits)
+    for (one_keys, one_values), (split_keys, split_values) in zip(one_cache, split_cache):
+        assert torch.equal(one_keys, split_keys) and torch.equal(one_values, split_values)
+
+
+def test_a_reused_wide_prompt_prefix_is_exact_and_whole_chunks(int8_model):
+    rng = random.Random(11)
+    prompt = [rng.randrange(1, 254) for _ in range(700)]
+    tokenizer = CharTokenizer()
+    tokenizer.eos_token_id = 255
+    decoder = Decoder(int8_model, tokenizer, prefix_cache=True)
+    list(decoder.generate(prompt[:600] + [254] * 40, None, 2))  # shares 600 tokens with the prompt
+    tokens = []
+    for step in decoder.generate(prompt, PromptLookupDrafter(), 60):
+        tokens.extend(step.tokens)
+    assert step.stats.cached_prompt_tokens == 2 * PROMPT_CHUNK  # 600 shared, rounded down to whole chunks
+    assert tokens == greedy_reference(int8_model, prompt, 60)
+    # A narrow prompt computes its rows another way (float64 throughout): nothing of a wide one is reused.
+    assert decoder.prefix_cache.take(prompt[:100])[1] == 0
 
 
 @pytest.mark.parametrize("int8", INT8_KINDS)

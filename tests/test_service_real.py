@@ -7,6 +7,7 @@ import httpx
 import openai
 import pytest
 
+from rewriter.decoding.passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
 from rewriter.edits.hunks import Hunk, apply_hunks
 from rewriter.prompt import build_prompt
 from tests.helpers.service import Server
@@ -89,12 +90,22 @@ def test_rewrites_stream_hunks_that_rebuild_the_result(real_server, embedded_rew
     assert result["text"] == FILE.replace(CODE, expected)
     assert "".join(d["text"] for name, d in events if name == "delta") == result["answer"]
 
-    # The same file again with another instruction: the prompt's prefix comes from the cache.
-    again = build_prompt(CODE, "Add a docstring.", "python", FILE)
+
+
+def test_a_long_file_asked_again_prefills_only_past_whole_cached_chunks(real_server):
+    # The prompt's prefix comes from the cache in whole chunks of PROMPT_CHUNK tokens, leaving
+    # more than the widest decoding pass to compute: so only a prompt of several hundred tokens
+    # gains (a short one is prefilled whole, as a cold prefill computes it).
+    context = FILE + "".join(f"\n\ndef helper_{i}(value):\n    return value * {i} + math.sqrt({i})\n" for i in range(30))
     client = openai.OpenAI(base_url=real_server.base_url, api_key="unused", max_retries=0, timeout=300)
-    usage = client.chat.completions.create(model=real_server.health()["model"], messages=again.messages,
-                                           max_tokens=1).usage
-    assert usage.prompt_tokens_details.cached_tokens > usage.prompt_tokens // 2
+    cached = []
+    for instruction in (INSTRUCTION, "Add a docstring."):
+        usage = client.chat.completions.create(model=real_server.health()["model"], max_tokens=1,
+                                               messages=build_prompt(CODE, instruction, "python", context).messages).usage
+        cached.append(usage.prompt_tokens_details.cached_tokens)
+    assert usage.prompt_tokens > PROMPT_CHUNK + WIDEST_DECODING_PASS
+    assert cached[1] > 0 and cached[1] % PROMPT_CHUNK == 0
+    assert usage.prompt_tokens - cached[1] <= PROMPT_CHUNK + WIDEST_DECODING_PASS
 
 
 def test_an_answer_cut_at_max_tokens_is_refused_and_the_text_left_as_it_was(real_server):

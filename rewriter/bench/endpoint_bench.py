@@ -6,7 +6,10 @@ speculation or with our proposer, and `rewriter serve` are compared on equal ter
 sent to every endpoint in turn, so that noise on the machine hits all of them alike; one warm-up
 request per endpoint comes first and is not counted. No model is loaded here, and no torch.
 
-Per case and endpoint: output tokens (the server's `usage`), wall seconds of the whole request,
+The budget goes as `max_tokens`, the name every local server honours (llama-cpp-python ignores
+`max_completion_tokens`). Per case and endpoint: output tokens (the server's `usage`; where a
+server sends none, the answer counted with the model's tokenizer from the local cache, if it is
+there), wall seconds of the whole request,
 tokens/s (output tokens over those seconds, time to first token included, as the local bench
 counts), time to first token, speculative tokens accepted and drafted, and whether the answer is
 identical to the first endpoint's (the reference, normally plain greedy). Speculation figures come
@@ -15,6 +18,7 @@ exposes them, else from `usage`'s accepted/rejected prediction tokens, else they
 """
 from __future__ import annotations
 
+import glob
 import re
 import statistics
 import sys
@@ -30,6 +34,7 @@ from ..results import Progress, RewriteError
 from ..serve.client import RemoteRewriter, ServiceError
 from .cases import Case, run_cases
 
+EMBEDDED_MODEL = "qwen2.5-coder-0.5b-instruct"  # weights.models.EMBEDDED_NAME, without importing torch
 DEFAULT_MAX_NEW_TOKENS = 1024  # the local bench's 2 x prediction + 256 needs the tokenizer
 WARM_UP = Case("warm-up", "python", "def warm_up():\n    return 1\n", "Add a docstring.")
 WARM_UP_TOKENS = 64
@@ -93,8 +98,27 @@ def _delta(before: dict[str, float], after: dict[str, float], name: str) -> int 
     return round(after[name] - before[name]) if name in before and name in after else None
 
 
-def decode(engine: RemoteRewriter, case: Case, max_new_tokens: int) -> dict:
-    """One request: the answer as streamed, the server's usage, times; `error` when it failed."""
+TokenCounter = Callable[[str], int]
+
+
+def local_token_counter(model: str | None) -> TokenCounter | None:
+    """The tokenizer of `model` (default: the embedded one) as prepared in the local cache, as a
+    counter of an answer's tokens; None when it is not there. torch-free."""
+    from tokenizers import Tokenizer
+
+    from .. import cache_root
+
+    name = model or EMBEDDED_MODEL
+    found = sorted((cache_root() / "models").glob(f"{glob.escape(name)}-*/tokenizer.json"))
+    if not found:
+        return None
+    tokenizer = Tokenizer.from_file(str(found[-1]))
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def decode(engine: RemoteRewriter, case: Case, max_new_tokens: int, count_tokens: TokenCounter | None = None) -> dict:
+    """One request: the answer as streamed, the server's usage, times; `error` when it failed.
+    `count_tokens` counts the answer where the server reports no usage."""
     answer, stats, error = "", None, None
     start = time.perf_counter()
     try:
@@ -108,6 +132,10 @@ def decode(engine: RemoteRewriter, case: Case, max_new_tokens: int) -> dict:
         error = str(failure) or type(failure).__name__
     seconds = time.perf_counter() - start
     tokens = stats.output_tokens if stats and stats.output_tokens else None  # None: no usage reported
+    counted = tokens is None and bool(answer) and count_tokens is not None
+    if counted:
+        assert count_tokens is not None
+        tokens = count_tokens(answer)
     ttft = stats.ttft_s if stats and answer else None
     accepted = stats.accepted_prediction_tokens if stats else 0
     rejected = stats.rejected_prediction_tokens if stats else 0
@@ -122,16 +150,18 @@ def decode(engine: RemoteRewriter, case: Case, max_new_tokens: int) -> dict:
         "accepted_prediction_tokens": accepted if accepted or rejected else None,
         "rejected_prediction_tokens": rejected if accepted or rejected else None,
         "answer": answer,
+        "tokens_from": "tokenizer" if counted else "usage" if tokens else None,
     }
     return {**result, "error": error} if error else result
 
 
-def measure_case(engines: dict[str, RemoteRewriter], case: Case, max_new_tokens: int) -> dict:
+def measure_case(engines: dict[str, RemoteRewriter], case: Case, max_new_tokens: int,
+                 count_tokens: TokenCounter | None = None) -> dict:
     """The case sent to every endpoint in turn; answers compared with the first endpoint's."""
     results = {}
     for name, engine in engines.items():
         before = scrape(engine)
-        result = decode(engine, case, max_new_tokens)
+        result = decode(engine, case, max_new_tokens, count_tokens)
         after = scrape(engine)
         result["metrics_accepted_tokens"] = _delta(before, after, ACCEPTED)
         result["metrics_draft_tokens"] = _delta(before, after, DRAFTED)
@@ -209,7 +239,8 @@ def format_case(row: dict) -> str:
     for name, r in row["endpoints"].items():
         speculation = "-" if r["drafted_tokens"] is None else f"{r['accepted_tokens']}/{r['drafted_tokens']}"
         same = "error: " + r["error"][:120] if "error" in r else _cell(r["identical_to_reference"])
-        lines.append(" | ".join([row["id"].rsplit("/", 1)[-1], name, _cell(r["output_tokens"]),
+        counted = "*" if r.get("tokens_from") == "tokenizer" else ""  # the server sent no usage
+        lines.append(" | ".join([row["id"].rsplit("/", 1)[-1], name, _cell(r["output_tokens"]) + counted,
                                  f"{r['seconds']:.2f}", _cell(r["tokens_per_s"], "{:.1f}"),
                                  _cell(r["ttft_s"], "{:.3f}"), speculation, same]))
     return "\n".join(lines)
@@ -219,7 +250,8 @@ def format_summary(summary: dict) -> str:
     names = list(summary["endpoints"])
     lines = [f"{summary['cases']} cases, at most {summary['max_new_tokens']} new tokens each, greedy; "
              f"'same': answers identical to {summary['reference']}'s; 'x NAME': median ratio of tokens/s "
-             "(in brackets: of decoding tokens/s, after the first token)",
+             "(in brackets: of decoding tokens/s, after the first token); 'out' with *: counted with the "
+             "model's tokenizer, as the server sent no usage",
              " | ".join(["endpoint", "tok/s", "decode tok/s", "ttft s", "accepted", "same", "cut", "errors",
                          *(f"x {name}" for name in names)])]
     for name, figures in summary["endpoints"].items():
@@ -246,10 +278,12 @@ def run_endpoint_bench(endpoints: list[Endpoint], cases: list[Case], max_new_tok
                        say: Callable[[str], None] = lambda message: None) -> dict:
     """Warm up every endpoint, then measure the cases; raises ServiceError when one cannot be warmed up."""
     budget = max_new_tokens or DEFAULT_MAX_NEW_TOKENS
+    count_tokens = local_token_counter(model)
     engines: dict[str, RemoteRewriter] = {}
     try:
         for endpoint in endpoints:
-            engines[endpoint.name] = RemoteRewriter(endpoint.url, model=model, protocol="openai")
+            engines[endpoint.name] = RemoteRewriter(endpoint.url, model=model, protocol="openai",
+                                                    budget_field="max_tokens")
         for name, engine in engines.items():
             say(f"warming up {name} ({engine.base_url})")
             warm = decode(engine, WARM_UP, WARM_UP_TOKENS)
@@ -257,7 +291,7 @@ def run_endpoint_bench(endpoints: list[Endpoint], cases: list[Case], max_new_tok
                 raise ServiceError(f"endpoint {name} ({engine.base_url}): {warm['error']}")
         print(CASE_HEADER, file=out, flush=True)
         names = list(engines)
-        return run_cases(cases, lambda case: measure_case(engines, case, budget), format_case,
+        return run_cases(cases, lambda case: measure_case(engines, case, budget, count_tokens), format_case,
                          lambda rows: summarize(rows, names, budget), format_summary, json_path, out)
     finally:
         for engine in engines.values():

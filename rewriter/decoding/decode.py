@@ -20,6 +20,7 @@ from drafters.base import Drafter
 
 from ..results import Stats
 from .lookahead import Lookahead, PassCosts
+from .passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
 from .verify import GreedyVerifier, Verifier
 
 if TYPE_CHECKING:
@@ -53,13 +54,23 @@ class PrefixCache:
         self.cache: DynamicCache | None = None
 
     def take(self, prompt: Sequence[int]) -> tuple[DynamicCache | None, int]:
-        """A private copy of the cache for the longest shared prefix, and that prefix's length."""
+        """A private copy of the cache for the longest shared prefix that a cold prefill would
+        compute the same way, and that prefix's length.
+
+        A prompt wider than any decoding pass is computed in chunks (passes.PROMPT_CHUNK): only
+        whole chunks are reused, and the rest stays wide; a narrow prompt reuses only a narrow one.
+        """
         if self.cache is None:
             return None, 0
         shared = 0
         limit = min(len(prompt) - 1, len(self.tokens))  # the last prompt token must be fed for its logits
         while shared < limit and prompt[shared] == self.tokens[shared]:
             shared += 1
+        wide = len(prompt) > WIDEST_DECODING_PASS
+        if wide != (len(self.tokens) > WIDEST_DECODING_PASS):
+            return None, 0
+        if wide:
+            shared = min(shared, len(prompt) - WIDEST_DECODING_PASS - 1) // PROMPT_CHUNK * PROMPT_CHUNK
         if shared == 0:
             return None, 0
         cache = _share(self.cache)

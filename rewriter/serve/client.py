@@ -41,9 +41,15 @@ class RemoteRewriter:
 
     def __init__(self, base_url: str, api_key: str | None = None, model: str | None = None,
                  protocol: str = "auto", timeout: float = 600.0, retries: int = 3,
-                 http: httpx.Client | None = None):
+                 http: httpx.Client | None = None, budget_field: str = "max_completion_tokens"):
+        """`budget_field`: the chat request's name for the token budget. OpenAI's is
+        max_completion_tokens (it refuses both names at once); some servers (llama-cpp-python)
+        honour only the older max_tokens."""
         if protocol not in ("auto", "rewriter", "openai"):
             raise ValueError(f"protocol must be auto, rewriter or openai, got {protocol!r}")
+        if budget_field not in ("max_completion_tokens", "max_tokens"):
+            raise ValueError(f"budget_field must be max_completion_tokens or max_tokens, got {budget_field!r}")
+        self.budget_field = budget_field
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -141,7 +147,7 @@ class RemoteRewriter:
         if self.model:
             body["model"] = self.model
         if request.max_new_tokens:
-            body["max_completion_tokens"] = request.max_new_tokens
+            body[self.budget_field] = request.max_new_tokens
         stats = stats_from(None)
         answer, shown, cut = "", 0, None
         started = time.perf_counter()

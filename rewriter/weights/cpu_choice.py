@@ -156,12 +156,12 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     `made`, when given, gets each int8 candidate's layers, so the chosen one is not quantized again."""
     from transformers import DynamicCache
 
-    from .quantize import register_float64_attention
+    from .quantize import register_prompt_float32_attention
 
     layers = _candidate_layers(model, candidates, say)
     float_layers = layers["float32"]
     float_attention = model.config._attn_implementation
-    float64_attention = register_float64_attention()
+    int8_attention = register_prompt_float32_attention()
     vocab = model.config.vocab_size
     positions = getattr(model.config, "max_position_embeddings", None)
     if positions:  # a model with a short context is timed within it
@@ -173,7 +173,7 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     def timed(kind: str, width: int, prompt: bool = False) -> float:
         """One pass of `width` tokens after the shared context, or (`prompt`) a prompt of them."""
         _swap(model, layers[kind])
-        model.config._attn_implementation = float_attention if kind == "float32" else float64_attention
+        model.config._attn_implementation = float_attention if kind == "float32" else int8_attention
         ids = torch.randint(0, vocab, (1, width), generator=generator)
         start = time.perf_counter()
         if prompt:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import math
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -298,27 +299,21 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
     """Quantize in place, from the int8 weights kept in the cache when this checkpoint has them;
     else quantize (or put in `made_layers`, quantized while timing) and keep them. A checkpoint
     from the hub has no stable identity: nothing of it is kept."""
-    from safetensors import SafetensorError, safe_open
-    from safetensors.torch import load_file
-
     from .quantize import quantize_int8, quantized_shapes
 
     path = cache_root() / "quantized" / f"{identity}-{kind}.safetensors"
     key = f"{identity}|{kind}|format {QUANTIZED_FORMAT}"
     if identity is not None and not made_layers and path.is_file():
         try:
-            with safe_open(str(path), "pt") as stored:
-                fits = (stored.metadata() or {}).get("key") == key
-            # Fresh copies: tensors read from a safetensors file sit at its (unaligned) offsets, and
-            # the int8 kernels crash on unaligned weights.
-            state = {name: tensor.clone() for name, tensor in load_file(str(path)).items()} if fits else {}
-            shapes = {name: (tuple(tensor.shape), tensor.dtype) for name, tensor in state.items()}
-            if fits and shapes == quantized_shapes(model, kind):
-                quantize_int8(model, kind, state=state)
-                return
-            say(f"the cached {kind} weights at {path} do not fit this model; quantizing again")
-        except (OSError, SafetensorError) as error:
+            stored = _StoredTensors(path)
+        except (OSError, ValueError, KeyError, TypeError) as error:  # a damaged file's header
             say(f"the cached {kind} weights at {path} cannot be read ({error}); quantizing again")
+        else:
+            with stored:
+                if stored.metadata.get("key") == key and stored.shapes() == quantized_shapes(model, kind):
+                    quantize_int8(model, kind, state=stored)
+                    return
+            say(f"the cached {kind} weights at {path} do not fit this model; quantizing again")
     quantize_int8(model, kind, layers=made_layers)
     if identity is None:
         return
@@ -333,6 +328,65 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
         os.replace(temporary, path)
     except OSError as error:
         say(f"could not keep the {kind} weights in {path.parent} ({error})")
+
+
+class _StoredTensors(Mapping):
+    """The tensors of a safetensors file, each read when asked for, with plain reads.
+
+    A model's layers are filled one at a time, so the file is never in memory beside them; and
+    reads, unlike the mapping safetensors' own loader makes, leave no file pages in the process's
+    resident memory (the 0.5B's int8 file is 470 MB: a third of its peak).
+    """
+
+    def __init__(self, path: Path):
+        self.file = open(path, "rb")  # noqa: SIM115  (closed on leaving a `with`)
+        try:
+            self._read_header(path)
+        except BaseException:
+            self.file.close()
+            raise
+
+    def _read_header(self, path: Path) -> None:
+        size = int.from_bytes(self.file.read(8), "little")
+        header = json.loads(self.file.read(size))
+        self.metadata: dict[str, str] = header.pop("__metadata__", None) or {}
+        self.entries: dict[str, dict] = header
+        self.data_start = 8 + size
+        # Checked before a layer is filled: a file cut short fails here, not halfway through a model.
+        length = path.stat().st_size - self.data_start
+        for name, entry in self.entries.items():
+            begin, end = entry["data_offsets"]
+            count = math.prod(entry["shape"]) * _SAFETENSORS_DTYPES[entry["dtype"]].itemsize
+            if not 0 <= begin <= end <= length or end - begin != count:
+                raise ValueError(f"{name} does not fit its place in the file")
+
+    def shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype | None]]:
+        return {name: (tuple(entry["shape"]), _SAFETENSORS_DTYPES.get(entry["dtype"]))
+                for name, entry in self.entries.items()}
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        entry = self.entries[name]
+        begin, end = entry["data_offsets"]
+        tensor = torch.empty(entry["shape"], dtype=_SAFETENSORS_DTYPES[entry["dtype"]])
+        self.file.seek(self.data_start + begin)
+        if self.file.readinto(tensor.view(-1).view(torch.uint8).numpy().data) != end - begin:
+            raise OSError(f"the file ends inside {name}")
+        return tensor
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __enter__(self) -> _StoredTensors:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.file.close()
+
+
+_SAFETENSORS_DTYPES = {"I8": torch.int8, "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 
 
 if __name__ == "__main__":  # python -m rewriter.weights.models: prepare the embedded model

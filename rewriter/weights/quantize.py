@@ -12,9 +12,11 @@ a prompt's outlier activations coarsen every row of the prefill.
 
 Here activations are scaled per row and products accumulate exactly in int32, so each row's
 result is bit-for-bit the same whatever else shares the pass. Attention, the one part left in
-floating point, runs in float64 and rounds back to float32, so its shape-dependent summation
-order vanishes in the rounding. Passes of any width then give the same logits as one token at a
-time (tests check bit equality), and drafts cannot change the output.
+floating point, runs in float64 in every pass decoding makes and rounds back to float32, so its
+shape-dependent summation order vanishes in the rounding. Passes of any width then give the same
+logits as one token at a time (tests check bit equality), and drafts cannot change the output.
+A prompt's pass, wider than any decoding pass, runs attention in float32 in fixed chunks
+(_prompt_float32_attention): the same computation however the prompt is split at chunk bounds.
 
 `int8` needs a fast `torch._int_mm`: oneDNN's VNNI kernels (AVX-512 VNNI, AVX-VNNI, AMX). Where
 that is missing (AVX2-only CPUs) `_int_mm` is slower than float32 at every width. Two paths keep
@@ -25,7 +27,7 @@ the int8 weights there:
   tensors are deprecated in torch; where a torch lacks the op, the path is left out.
 - `int8-bf16`: bfloat16 activations (`torch._weight_int8pack_mm`, an ATen kernel that each output
   row computes alone, so it is row-independent like `int8`); cheap for narrow passes only.
-The residual stream stays in float32 and attention in float64 on every int8 path. float32 matrix
+The residual stream stays in float32 on every int8 path. float32 matrix
 products are not row-independent (a wide pass differs from one-token passes in the last bits),
 so float32's greedy output with drafts equals its plain greedy output only where no two logits
 tie that closely; every check here agrees, but it is not a bit-level guarantee the way int8's is.
@@ -33,14 +35,19 @@ tie that closely; every check here agrees, but it is not a bit-level guarantee t
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-# Attention in float64, rounded back: shared with the GPU path (batch_invariant.py).
+from ..decoding.passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
+
+# Attention in float64, rounded back: the GPU path (batch_invariant.py).
 FLOAT64_ATTENTION = "rewriter_float64"
+# The int8 paths: float64 too, but a prompt's pass in float32 (_prompt_float32_attention).
+PROMPT_FLOAT32_ATTENTION = "rewriter_float64_prompt_float32"
 # The CPU paths with row-independent arithmetic, by --dtype name.
 INT8_KINDS = ("int8", "int8-bf16", "int8-fbgemm")
 # _weight_int8pack_mm reads its inputs in groups of 16; at other input sizes its sums are wrong.
@@ -63,8 +70,8 @@ def _int8_parts(linear: nn.Linear | None, in_features: int, out_features: int, b
                 ) -> tuple[int, int, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Shape, int8 weights, scales and bias of a layer: from `linear`, or an empty shell that a
     cached state dict fills."""
-    if linear is None:
-        return (in_features, out_features, torch.zeros(out_features, in_features, dtype=torch.int8),
+    if linear is None:  # the weight on the meta device: nothing allocated until the cache's is assigned
+        return (in_features, out_features, torch.empty(out_features, in_features, dtype=torch.int8, device="meta"),
                 torch.ones(out_features), torch.zeros(out_features) if bias else None)
     quantized, scale = weights if weights is not None else int8_weights(linear)
     return (linear.in_features, linear.out_features, quantized, scale,
@@ -170,25 +177,42 @@ class FbgemmInt8Linear(_Int8Layer):
     shares the pass.
     """
 
-    weight_int8: torch.Tensor
+    weight_int8: torch.Tensor | None
     range_row: torch.Tensor
 
     def __init__(self, linear: nn.Linear | None = None, **kwargs):
         super().__init__(linear, **kwargs)
-        # A shell is packed once a cached state dict fills it (_load_from_state_dict).
-        self.packed = _fbgemm_pack(self.weight_int8) if linear is not None else None
+        self.packed = None
+        if linear is not None:  # a shell is packed once a cached state dict fills it
+            self._pack()
 
     def _keep_weight(self, quantized: torch.Tensor) -> None:
         self.register_buffer("weight_int8", quantized.contiguous())  # (out, in): what the cache keeps
         self.levels = fbgemm_levels()
         self.register_buffer("range_row", _range_row(self.in_features, self.levels), persistent=False)
 
+    def _pack(self) -> None:
+        # Only the packed copy is kept: the int8 weight, as large, is unpacked when asked for.
+        assert self.weight_int8 is not None
+        self.packed, self.weight_int8 = _fbgemm_pack(self.weight_int8), None
+
     def _load_from_state_dict(self, *args, **kwargs):
+        if self.weight_int8 is None:  # packed already: let the state dict's weight in again
+            self.weight_int8 = torch.empty(self.out_features, self.in_features, dtype=torch.int8, device="meta")
         super()._load_from_state_dict(*args, **kwargs)
-        self.packed = _fbgemm_pack(self.weight_int8)
+        self._pack()
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self.packed is not None:
+            destination[prefix + "weight_int8"] = self.int8_weight()[0]
 
     def int8_weight(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.weight_int8, self.weight_scale
+        if self.packed is None:
+            assert self.weight_int8 is not None
+            return self.weight_int8, self.weight_scale
+        unpacked, _ = torch.ops.quantized.linear_unpack(self.packed)
+        return unpacked.int_repr(), self.weight_scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # In place where it can be: in a prompt's pass the scaling around the product costs as
@@ -280,14 +304,53 @@ def _float64_attention(module, query, key, value, attention_mask, **kwargs):
     return out.to(query.dtype), None
 
 
+def _prompt_float32_attention(module, query, key, value, attention_mask, **kwargs):
+    """float64 in every pass decoding makes; a prompt's pass, wider than any of those, in float32.
+
+    float64 made a 500-token prompt's attention cost as much as all its matrix products. float32
+    attention is not row-independent, so a prompt's rows are computed in chunks that start at
+    whole multiples of PROMPT_CHUNK (absolute positions), each attending to the keys up to its end:
+    a chunk is then the same computation on the same values whether the prompt came in one pass or
+    its first chunks came from a cache (decode.PrefixCache reuses whole chunks only).
+    """
+    rows = query.shape[2]
+    if rows <= WIDEST_DECODING_PASS:
+        return _float64_attention(module, query, key, value, attention_mask, **kwargs)
+    first = key.shape[2] - rows  # the absolute position of the pass's first row
+    pieces = []
+    begin = first
+    while begin < first + rows:
+        end = min((begin // PROMPT_CHUNK + 1) * PROMPT_CHUNK, first + rows)
+        if attention_mask is None and begin == 0:  # a prompt's first chunk: causal, as SDPA knows it
+            mask = None
+        elif attention_mask is None:  # no padding
+            mask = torch.ones(1, 1, end - begin, end, dtype=torch.bool, device=query.device).tril(diagonal=begin)
+        else:
+            mask = attention_mask[:, :, begin - first:end - first, :end].bool()
+        piece, _ = sdpa_attention_forward(module, query[:, :, begin - first:end - first], key[:, :, :end],
+                                          value[:, :, :end], mask, **kwargs)
+        pieces.append(piece)
+        begin = end
+    return torch.cat(pieces, dim=1), None
+
+
 def register_float64_attention() -> str:
     """Register float64 SDPA with transformers; returns its name for `_attn_implementation`."""
+    return _register(FLOAT64_ATTENTION, _float64_attention)
+
+
+def register_prompt_float32_attention() -> str:
+    """Register the int8 paths' attention (_prompt_float32_attention); returns its name."""
+    return _register(PROMPT_FLOAT32_ATTENTION, _prompt_float32_attention)
+
+
+def _register(name: str, attention) -> str:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    AttentionInterface.register(FLOAT64_ATTENTION, _float64_attention)
-    AttentionMaskInterface.register(FLOAT64_ATTENTION, sdpa_mask)
-    return FLOAT64_ATTENTION
+    AttentionInterface.register(name, attention)
+    AttentionMaskInterface.register(name, sdpa_mask)
+    return name
 
 
 def _self_check() -> None:
@@ -359,7 +422,7 @@ def int8_kind(model: nn.Module) -> str | None:
     return None
 
 
-def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: dict | None = None,
+def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: Mapping[str, torch.Tensor] | None = None,
                   layers: dict[str, nn.Module] | None = None) -> PreTrainedModel:
     """Replace every nn.Linear of a float32 CPU model with an int8 layer, in place; seconds for 0.5B.
 
@@ -378,9 +441,11 @@ def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: dict | None
                 made = layers.get(full_name) if layers else None
                 setattr(parent, name, made if made is not None else
                         _quantized_layer(child, kind, quantize=state is None))
-    if state is not None:
-        model.load_state_dict(state, strict=False, assign=True)
-    model.config._attn_implementation = register_float64_attention()
+    if state is not None:  # layer by layer: a lazy `state` is then read one layer at a time
+        for name, module in model.named_modules():
+            if isinstance(module, _Int8Layer):
+                module.load_state_dict({key: state[f"{name}.{key}"] for key in module.state_dict()}, assign=True)
+    model.config._attn_implementation = register_prompt_float32_attention()
     return model
 
 

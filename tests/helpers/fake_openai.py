@@ -58,7 +58,8 @@ class FakeOpenAI:
                          "total_tokens": 100 + fake.completion_tokens}
                 if fake.usage_details:
                     usage["completion_tokens_details"] = fake.usage_details
-                self._event({"choices": [], "usage": usage})
+                if fake.completion_tokens:  # 0: no usage at all, as llama-cpp-python's server sends
+                    self._event({"choices": [], "usage": usage})
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
                 self.close_connection = True
