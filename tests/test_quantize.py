@@ -258,3 +258,22 @@ def test_the_window_prior_follows_the_device_and_dtype():
     assert Lookahead("cuda", int8=True).prior is GPU_PRIOR
     measured = {size: 0.01 * size for size in CPU_PRIOR}
     assert Lookahead("cpu", prior=measured).prior is measured
+
+
+@pytest.mark.parametrize("rows,keys", [(1, 300), (16, 316), (128, 140)])
+def test_decoding_attention_agrees_with_sdpa_in_float64(rows, keys):
+    # Grouped-query heads (7 query heads per key head) and the cache's mask, as a decoding pass has them.
+    class Attention:
+        num_key_value_groups = 7
+        is_causal = True
+
+    generator = torch.Generator().manual_seed(rows)
+    query, key, value = (torch.randn(1, heads, length, 64, generator=generator)
+                         for heads, length in ((14, rows), (2, keys), (2, keys)))
+    mask = torch.ones(1, 1, rows, keys, dtype=torch.bool).tril(keys - rows)
+    ours, _ = quantize._float64_decoding_attention(Attention(), query, key, value, mask, scaling=0.125)
+    sdpa, _ = quantize._float64_attention(Attention(), query, key, value, mask, scaling=0.125, dropout=0.0)
+    assert ours.shape == sdpa.shape == (1, rows, 14, 64)
+    assert torch.allclose(ours, sdpa, atol=1e-6, rtol=0)
+    unmasked, _ = quantize._float64_decoding_attention(Attention(), query, key, value, None, scaling=0.125)
+    assert torch.equal(unmasked, ours)  # no mask: causal from the pass's first row, as the mask says
