@@ -277,3 +277,24 @@ def test_decoding_attention_agrees_with_sdpa_in_float64(rows, keys):
     assert torch.allclose(ours, sdpa, atol=1e-6, rtol=0)
     unmasked, _ = quantize._float64_decoding_attention(Attention(), query, key, value, None, scaling=0.125)
     assert torch.equal(unmasked, ours)  # no mask: causal from the pass's first row, as the mask says
+
+
+@pytest.mark.parametrize("kind", ["int8", "int8-fbgemm"])
+def test_shared_input_products_change_no_bit_and_keep_nothing(kind):
+    plain = quantize_int8(tiny_model(seed=3, eos_token_id=255), kind)
+    fused = quantize_int8(tiny_model(seed=3, eos_token_id=255), kind)
+    assert quantize.share_input_products(fused) == 2 * 2  # q/k/v and gate/up in each of 2 layers
+    tokens = [random.Random(5).randrange(1, 255) for _ in range(90)]
+    with torch.inference_mode():
+        for model in (plain, fused):
+            model.cache = DynamicCache(config=model.config)
+            model.prompt = model(input_ids=torch.tensor([tokens[:80]]), past_key_values=model.cache, use_cache=True).logits
+            model.step = model(input_ids=torch.tensor([tokens[80:]]), past_key_values=model.cache, use_cache=True).logits
+    assert torch.equal(plain.prompt, fused.prompt) and torch.equal(plain.step, fused.step)
+    shared = [module for module in fused.modules() if isinstance(module, quantize._SharedProduct)]
+    assert len(shared) == 4 and all(module.last is None for module in shared)  # no prompt's product held
+
+
+def test_int8_bf16_products_are_not_shared():
+    # Its sums are float: a wider product may round differently.
+    assert quantize.share_input_products(quantize_int8(tiny_model(seed=3, eos_token_id=255), "int8-bf16")) == 0

