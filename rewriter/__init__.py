@@ -2,6 +2,8 @@
 import os
 from pathlib import Path
 
+EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"  # the model that ships with the package (weights/models.py)
+
 
 def cache_root() -> Path:
     """Where converted models, timed choices and vLLM's environment are kept ($REWRITER_CACHE)."""

@@ -289,7 +289,8 @@ def cmd_vllm(args: argparse.Namespace) -> int:
         return 2
     model, served_name = args.model, args.served_model_name or args.model
     if model in (None, "embedded"):
-        from .weights.models import EMBEDDED_NAME, resolve_checkpoint
+        from . import EMBEDDED_NAME
+        from .weights.models import resolve_checkpoint
 
         model, served_name = str(resolve_checkpoint(None, _say)), args.served_model_name or EMBEDDED_NAME
     options = vllm.ServerOptions(model=model, served_name=served_name, host=args.host, port=args.port,

