@@ -252,6 +252,22 @@ def test_one_loop_header_written_again_inside_new_code_is_applied():
     assert check_edit(text, 0, len(text), copied, "Return the largest running sum.", "python").refused
 
 
+def test_a_new_function_ending_like_the_one_it_was_modelled_on_is_applied():
+    # From an EditEval answer that passed its tests ("Add a function xor"): the new function's
+    # last line repeats the old one's. Not a neighbour's line, so not an echo.
+    text = ("def common(l1: list, l2: list):\n    ret = set()\n    for e1 in l1:\n        for e2 in l2:\n"
+            "            if e1 == e2:\n                ret.add(e1)\n    return sorted(list(ret))\n")
+    answer = text + ("\ndef xor(l1: list, l2: list):\n    ret = set()\n    for e1 in l1:\n"
+                     "        if e1 not in l2:\n            ret.add(e1)\n    return sorted(list(ret))\n")
+    assert check_edit(text, 0, len(text), answer, 'Add a function "xor".', "python").status == APPLIED
+    # The same line copied from outside a span, at the answer's end, is still an echo.
+    file_text = "def f(a, b):\n    return a + b\n\n\n" + text
+    span_end = file_text.index("\n\n")
+    verdict = check_edit(file_text, 0, span_end + 1, "def f(a, b):\n    return sorted(list(ret))\n",
+                         "Sort the result", "python")
+    assert verdict.refused and "return sorted(list(ret))" in verdict.reason
+
+
 def test_a_duplicated_line_after_the_range_is_refused():
     # Without a tree to grow the range by, the check still sees the line that would be twice.
     text = "first_value = compute_first()\nsecond_value = compute_second()\n"

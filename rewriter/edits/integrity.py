@@ -156,9 +156,11 @@ class FileIntegrity:
                  and significant(line, headers)]
         # One ordinary line written again is often new code that needs it (a second loop over the
         # same range). Copies come as runs, or at the answer's ends where the neighbours' lines
-        # land; a definition or an import line counts alone.
+        # land (so a line from inside the span, written again at an end, is new code like any
+        # other: a new function ending in the same `return`); a definition or an import line
+        # counts alone.
         code = [line.strip() for line in text.splitlines() if line.strip()]
-        copied = set(code[:1] + code[-1:])
+        copied = {line for line in code[:1] + code[-1:] if not old_span[line]}
         repeated = set(twice)
         for line, following in zip(code, code[1:]):
             if line in repeated and following in repeated:
