@@ -19,6 +19,7 @@ from transformers import DynamicCache
 from drafters.base import Drafter
 
 from ..results import Stats
+from .forward import LeanPass
 from .lookahead import Lookahead, PassCosts
 from .passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
 from .verify import GreedyVerifier, Verifier
@@ -114,10 +115,15 @@ class Decoder:
             eos_ids.add(tokenizer.eos_token_id)
         self.eos_ids = frozenset(eos_ids)
         self.prefix_cache = PrefixCache() if prefix_cache else None
+        self.lean = LeanPass.for_model(model)  # decoding passes without transformers' overhead, where it applies
 
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], cache: DynamicCache, last_only: bool = False) -> torch.Tensor:
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
+        if self.lean is not None and not last_only:
+            logits = self.lean(ids, cache)
+            if logits is not None:
+                return logits[0].float()
         out = self.model(input_ids=ids, past_key_values=cache, use_cache=True,
                          logits_to_keep=1 if last_only else 0)
         return out.logits[0].float()

@@ -44,12 +44,12 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from ..decoding.passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
+from ..decoding.passes import PROMPT_CHUNK, PROMPT_FLOAT32_ATTENTION, WIDEST_DECODING_PASS
 
 # Attention in float64, rounded back: the GPU path (batch_invariant.py).
 FLOAT64_ATTENTION = "rewriter_float64"
-# The int8 paths: float64 too, but a prompt's pass in float32 (_prompt_float32_attention).
-PROMPT_FLOAT32_ATTENTION = "rewriter_float64_prompt_float32"
+# The int8 paths: float64 too, but a prompt's pass in float32 (_prompt_float32_attention); its
+# name, PROMPT_FLOAT32_ATTENTION, is in decoding/passes.py, which the decoding loop reads too.
 # The CPU paths with row-independent arithmetic, by --dtype name.
 INT8_KINDS = ("int8", "int8-bf16", "int8-fbgemm")
 # _weight_int8pack_mm reads its inputs in groups of 16; at other input sizes its sums are wrong.
