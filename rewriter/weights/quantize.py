@@ -221,6 +221,10 @@ class FbgemmInt8Linear(_Int8Layer):
         # much as the product itself.
         rows = x.reshape(-1, self.in_features).float()
         count = len(rows)
+        if count <= WIDEST_DECODING_PASS:  # a decoding pass: fewer ops (6 us of 40 at one row), same bits
+            row_scale = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(self.levels)
+            integers = torch.cat([torch.div(rows, row_scale).round_(), self.range_row])
+            return self._finish(self._sums_with_range_row(integers).mul_(row_scale).mul_(self.weight_scale), x)
         # amax and amin, not abs().amax() (a copy) or aminmax (25x slower along rows in torch 2.13).
         high, low = rows.amax(dim=1, keepdim=True), rows.amin(dim=1, keepdim=True)
         row_scale = torch.maximum(high, low.neg_()).clamp_(min=1e-12).div_(self.levels)
