@@ -168,6 +168,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             _say(str(error))
             return 1
         return 0
+    if args.compare and not args.tests:
+        _say("--compare is for --tests: each model and path's edits judged by the cases' tests")
+        return 2
     if args.tests:
         if sampling:
             _say("--tests measures greedy decoding; leave out the sampling and draft-model options")
@@ -224,14 +227,35 @@ def _candidate_pass_costs(float32_rewriter, dtype: str) -> dict | None:
                                           for name, measured in costs.items()}}
 
 
+def _model_and_dtype(value: str) -> tuple[str | None, str]:
+    """`--compare MODEL[:DTYPE]`: the model (None: the embedded one) and the path (default auto)."""
+    model, _, dtype = value.rpartition(":") if value.rpartition(":")[2] in DTYPES else (value, "", "auto")
+    if not model:
+        raise argparse.ArgumentTypeError(f"no model in {value!r} (MODEL or MODEL:DTYPE, e.g. embedded:float32)")
+    return (None if model == "embedded" else model), dtype
+
+
 def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
     from .bench.bench import integrity_refusal, run_tests_bench
 
     ways = "plain greedy, prompt lookup and ours" if args.baselines else "ours only (--baselines adds the others)"
-    _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, decoded by {ways}; "
-         f"tests run on each edit ({args.test_timeout:g}s limit)")
-    run_tests_bench(rewriter, cases, args.max_new_tokens, args.json, baselines=args.baselines,
-                    refusal=integrity_refusal, timeout_s=args.test_timeout)
+    runs = [(args.model, args.dtype), *(args.compare or [])]
+    reports = []
+    for index, (model, dtype) in enumerate(runs):
+        if index:
+            rewriter = _load_rewriter(argparse.Namespace(**{**vars(args), "model": model, "dtype": dtype}))
+        name = model or "embedded"
+        _say(f"{len(cases)} cases on {name} in {rewriter.loaded.dtype}, decoded by {ways}; "
+             f"tests run on each edit ({args.test_timeout:g}s limit)")
+        report = run_tests_bench(rewriter, cases, args.max_new_tokens, None if args.compare else args.json,
+                                 baselines=args.baselines, refusal=integrity_refusal, timeout_s=args.test_timeout)
+        reports.append({"model": name, **report})
+    if args.compare:
+        from .bench.summary import format_tests_side_by_side
+
+        print(format_tests_side_by_side(reports), flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"runs": reports}, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
@@ -388,6 +412,9 @@ def add_bench(commands) -> None:
                          help="run each case's tests on the edited code (pass rate, unchanged, no code block); "
                               "decodes with ours only")
     quality.add_argument("--baselines", action="store_true", help="with --tests, also decode with the baselines")
+    quality.add_argument("--compare", action="append", type=_model_and_dtype, metavar="MODEL[:DTYPE]",
+                         help="with --tests, run the same cases again on this model and path (e.g. embedded:float32, "
+                              "qwen2.5-coder-1.5b-instruct); repeat it for more; a table side by side ends the run")
     quality.add_argument("--test-timeout", type=float, default=30.0, metavar="S",
                          help="time limit for one case's tests (default 30 s)")
     servers = bench.add_argument_group("servers instead of a local model")

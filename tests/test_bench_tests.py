@@ -133,3 +133,29 @@ def test_the_speed_bench_in_int8_runs_float32_greedy_as_the_reference(tmp_path, 
     assert set(costs["ms"]) == set(CANDIDATES) and costs["auto_choice"] in costs["ms"]
     # The timed prompt stays within the model's context (256 positions here).
     assert "pass costs (ms, 1/16/64/256 tokens): float32 " in result.stdout and "auto picks" in result.stdout
+
+
+def test_compare_runs_each_model_and_path_and_ends_with_them_side_by_side(tmp_path, tiny_checkpoint):
+    cases = tmp_path / "cases.jsonl"
+    rows = [{"id": f"c/{i}", "language": "python", "before": f"x = {i}\n", "instruction": "Set x to 7.",
+             "tests": "assert x == 7\n"} for i in range(2)]
+    cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = tmp_path / "compare.json"
+    result = run_cli("bench", str(cases), "--tests", "--max-new-tokens", "16", "--json", str(report),
+                     "--model", str(tiny_checkpoint), "--dtype", "float32",
+                     "--compare", f"{tiny_checkpoint}:int8-fbgemm", "--compare", f"{tiny_checkpoint}:int8")
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(report.read_text())["runs"]
+    assert [run["summary"]["dtype"] for run in runs] == ["float32", "int8-fbgemm", "int8"]
+    assert all(run["model"] == str(tiny_checkpoint) and len(run["cases"]) == 2 for run in runs)
+    table = result.stdout[result.stdout.index("model | path | passed"):].splitlines()
+    assert len(table) == 4 and table[1].split(" | ")[1] == "float32" and table[1].endswith(" | -")
+    assert table[2].split(" | ")[1] == "int8-fbgemm" and table[2].split(" | ")[2] == \
+        f"{runs[1]['summary']['tests_passed']}/2"
+
+
+def test_compare_is_for_the_tests_and_names_a_model(tmp_path):
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"id": "a", "before": "x", "instruction": "y", "tests": "pass"}) + "\n")
+    assert_clean_failure(run_cli("bench", str(cases), "--compare", "embedded:float32"), "--compare is for --tests")
+    assert_clean_failure(run_cli("bench", str(cases), "--tests", "--compare", ":float32"), "no model")

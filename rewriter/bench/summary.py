@@ -164,6 +164,23 @@ def format_tests_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def format_tests_side_by_side(reports: list[dict]) -> str:
+    """One line per run (model and path) of `--tests --compare`, and how many cases each judged
+    otherwise than the first run."""
+    first = {row["id"]: row["outcome"] for row in reports[0]["cases"]}
+    lines = ["model | path | passed | unchanged | refused | failed | timed out | no code block | median tok/s | "
+             "outcomes unlike the first run's"]
+    for report in reports:
+        summary = report["summary"]
+        differ = sum(first.get(row["id"]) != row["outcome"] for row in report["cases"])
+        lines.append(" | ".join([
+            report["model"], str(summary["dtype"]), f"{summary['tests_passed']}/{summary['cases']}",
+            str(summary["unchanged"]), str(summary["refused"]), str(summary["tests_failed"]),
+            str(summary["timed_out"]), str(summary["no_code_block"]), f"{summary['median_tokens_per_s']:.1f}",
+            "-" if report is reports[0] else str(differ)]))
+    return "\n".join(lines)
+
+
 def format_tests_row(row: dict) -> str:
     cells = [fmt.format(row[key]) for _, key, fmt in TESTS_TABLE_COLUMNS]
     return " | ".join([cells[0].rsplit("/", 1)[-1], *cells[1:]])
