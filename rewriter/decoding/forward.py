@@ -31,8 +31,8 @@ _MLP_PARTS = ("gate_proj", "up_proj", "down_proj", "act_fn")
 
 
 class LeanPass:
-    """`pass_(ids, cache)`: the logits of every row of a decoding pass (1, rows, vocab), or None
-    when the pass is the model's forward's to make (a prompt's width, or after a failed check)."""
+    """Called with a pass's ids (1, rows) and the cache: the logits of every row (1, rows, vocab),
+    or None when the pass is the model's forward's to make (a prompt, or after a failed check)."""
 
     def __init__(self, model, rotate: Callable, attend: Callable):
         inner = model.model
@@ -103,11 +103,12 @@ class LeanPass:
         """The model's forward's logits for this pass, after comparing a lean pass with it."""
         rows = ids.shape[1]
         lean = self._pass(ids, cache)
-        lean_keys = [layer.keys[..., -rows:, :] for layer in cache.layers]
+        lean_rows = [(layer.keys[..., -rows:, :], layer.values[..., -rows:, :]) for layer in cache.layers]
         cache.crop(-rows)
         expected = self.model(input_ids=ids, past_key_values=cache, use_cache=True).logits
         same = torch.equal(lean, expected) and all(
-            torch.equal(keys, layer.keys[..., -rows:, :]) for keys, layer in zip(lean_keys, cache.layers))
+            torch.equal(keys, layer.keys[..., -rows:, :]) and torch.equal(values, layer.values[..., -rows:, :])
+            for (keys, values), layer in zip(lean_rows, cache.layers))
         self.checked.add(rows > 1)
         self.usable = same
         if not same:
