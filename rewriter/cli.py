@@ -229,7 +229,9 @@ def _candidate_pass_costs(float32_rewriter, dtype: str) -> dict | None:
 
 def _model_and_dtype(value: str) -> tuple[str | None, str]:
     """`--compare MODEL[:DTYPE]`: the model (None: the embedded one) and the path (default auto)."""
-    model, _, dtype = value.rpartition(":") if value.rpartition(":")[2] in DTYPES else (value, "", "auto")
+    model, _, dtype = value.rpartition(":")
+    if dtype not in DTYPES:  # no path named: a colon, if any, is part of the model (a Windows drive)
+        model, dtype = value, "auto"
     if not model:
         raise argparse.ArgumentTypeError(f"no model in {value!r} (MODEL or MODEL:DTYPE, e.g. embedded:float32)")
     return (None if model == "embedded" else model), dtype

@@ -57,13 +57,17 @@ def test_a_lean_pass_gives_the_forwards_logits_and_cache_bit_for_bit(int8_model,
         assert torch.equal(model_layer.keys, lean_layer.keys) and torch.equal(model_layer.values, lean_layer.values)
 
 
-def test_decoding_takes_the_lean_pass_and_stays_exact(int8_model):
-    rng = random.Random(1)
-    prompt = [rng.randrange(1, 255) for _ in range(48)]
-    reference = greedy_reference(int8_model, prompt, 120)
+def _decoding(model, seed: int, prompt_tokens: int, budget: int, **options):
+    """A random prompt, plain greedy's answer to it, and a decoder for the model."""
+    rng = random.Random(seed)
+    prompt = [rng.randrange(1, 255) for _ in range(prompt_tokens)]
     tokenizer = CharTokenizer()
-    tokenizer.eos_token_id = 255
-    decoder = Decoder(int8_model, tokenizer, pass_costs=pass_costs(int8_model))
+    tokenizer.eos_token_id = 255  # the model's own; CharTokenizer's 0 is an ordinary token here
+    return rng, prompt, greedy_reference(model, prompt, budget), Decoder(model, tokenizer, **options)
+
+
+def test_decoding_takes_the_lean_pass_and_stays_exact(int8_model):
+    rng, prompt, reference, decoder = _decoding(int8_model, 1, 48, 120, pass_costs=pass_costs(int8_model))
     drafter = CombinedDrafter(PredictionDrafter(edited(reference, "replacement_middle", rng)), PromptLookupDrafter())
     tokens = [token for step in decoder.generate(prompt, drafter, 120) for token in step.tokens]
     assert tokens == reference
@@ -72,12 +76,7 @@ def test_decoding_takes_the_lean_pass_and_stays_exact(int8_model):
 
 
 def test_a_lean_pass_that_would_differ_is_given_up_with_a_warning(int8_model):
-    rng = random.Random(2)
-    prompt = [rng.randrange(1, 255) for _ in range(40)]
-    reference = greedy_reference(int8_model, prompt, 60)
-    tokenizer = CharTokenizer()
-    tokenizer.eos_token_id = 255
-    decoder = Decoder(int8_model, tokenizer)
+    _, prompt, reference, decoder = _decoding(int8_model, 2, 40, 60)
     assert decoder.lean is not None
     rotate = decoder.lean.rotate
     decoder.lean.rotate = lambda query, key, cos, sin: rotate(query, key, cos, -sin)  # a wrong rotation

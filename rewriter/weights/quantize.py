@@ -223,15 +223,16 @@ class FbgemmInt8Linear(_Int8Layer):
         count = len(rows)
         if count <= WIDEST_DECODING_PASS:  # a decoding pass: fewer ops (6 us of 40 at one row), same bits
             row_scale = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(self.levels)
-            integers = torch.cat([torch.div(rows, row_scale).round_(), self.range_row])
-            return self._finish(self._sums_with_range_row(integers).mul_(row_scale).mul_(self.weight_scale), x)
-        # amax and amin, not abs().amax() (a copy) or aminmax (25x slower along rows in torch 2.13).
-        high, low = rows.amax(dim=1, keepdim=True), rows.amin(dim=1, keepdim=True)
-        row_scale = torch.maximum(high, low.neg_()).clamp_(min=1e-12).div_(self.levels)
-        integers = torch.empty(count + 1, self.in_features)
-        torch.div(rows, row_scale, out=integers[:count]).round_()
-        integers[count] = self.range_row
-        return self._finish(self._sums_with_range_row(integers).mul_(row_scale).mul_(self.weight_scale), x)
+            sums = self.integer_sums(torch.div(rows, row_scale).round_())
+        else:
+            # amax and amin, not abs().amax() (a copy) or aminmax (25x slower along rows in torch 2.13).
+            high, low = rows.amax(dim=1, keepdim=True), rows.amin(dim=1, keepdim=True)
+            row_scale = torch.maximum(high, low.neg_()).clamp_(min=1e-12).div_(self.levels)
+            integers = torch.empty(count + 1, self.in_features)
+            torch.div(rows, row_scale, out=integers[:count]).round_()
+            integers[count] = self.range_row
+            sums = self._sums_with_range_row(integers)
+        return self._finish(sums.mul_(row_scale).mul_(self.weight_scale), x)
 
     def integer_sums(self, quantized: torch.Tensor) -> torch.Tensor:
         """Each row's exact sum of products with the int8 weight, in float32; rows hold integers
