@@ -11,6 +11,7 @@ from rewriter.decoding.decode import Decoder
 from rewriter.decoding.lookahead import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
 from rewriter.decoding.passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
+from rewriter.results import Stats
 from rewriter.weights import quantize
 from rewriter.weights.cpu_choice import pass_costs
 from rewriter.weights.models import ModelError, load_model, resolve_dtype
@@ -156,6 +157,25 @@ def test_a_prompt_computes_the_same_from_whole_cached_chunks_as_in_one_pass(int8
     assert torch.equal(one_logits, split_logits)
     for (one_keys, one_values), (split_keys, split_values) in zip(one_cache, split_cache):
         assert torch.equal(one_keys, split_keys) and torch.equal(one_values, split_values)
+
+
+@pytest.mark.parametrize("length,widths", [(2 * PROMPT_CHUNK + 20, [PROMPT_CHUNK, PROMPT_CHUNK + 20]),
+                                           (2 * PROMPT_CHUNK + WIDEST_DECODING_PASS + 1,
+                                            [PROMPT_CHUNK, PROMPT_CHUNK, WIDEST_DECODING_PASS + 1])])
+def test_the_decoder_feeds_a_long_prompt_a_chunk_a_pass_with_the_bits_of_one_pass(int8_model, length, widths):
+    # A short last chunk joins the one before: a pass as narrow as a decoding pass attends in float64.
+    tokens = [random.Random(5).randrange(1, 255) for _ in range(length)]
+    fed: list[int] = []
+    hook = int8_model.model.embed_tokens.register_forward_hook(lambda _, args, __: fed.append(args[0].shape[1]))
+    try:
+        cache, logits = Decoder(int8_model, CharTokenizer())._prefill(tokens, Stats())
+    finally:
+        hook.remove()
+    one_logits, one_cache = _prompt_pass(int8_model, tokens, [])
+    assert fed == widths
+    assert torch.equal(logits, one_logits)
+    for layer, (one_keys, one_values) in zip(cache.layers, one_cache):
+        assert torch.equal(layer.keys, one_keys) and torch.equal(layer.values, one_values)
 
 
 def test_a_reused_wide_prompt_prefix_is_exact_and_whole_chunks(int8_model):

@@ -21,7 +21,7 @@ from drafters.base import Drafter
 from ..results import Stats
 from .forward import LeanPass
 from .lookahead import Lookahead, PassCosts
-from .passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
+from .passes import PROMPT_CHUNK, PROMPT_FLOAT32_ATTENTION, WIDEST_DECODING_PASS, prompt_passes
 from .verify import GreedyVerifier, Verifier
 
 if TYPE_CHECKING:
@@ -116,6 +116,8 @@ class Decoder:
         self.eos_ids = frozenset(eos_ids)
         self.prefix_cache = PrefixCache() if prefix_cache else None
         self.lean = LeanPass.for_model(model)  # decoding passes without transformers' overhead, where it applies
+        # The int8 paths compute a prompt the same in chunks as in one pass; other paths feed it whole.
+        self.prompt_in_chunks = getattr(model.config, "_attn_implementation", None) == PROMPT_FLOAT32_ATTENTION
 
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], cache: DynamicCache, last_only: bool = False) -> torch.Tensor:
@@ -131,7 +133,9 @@ class Decoder:
     def _prefill(self, prompt: Sequence[int], stats: Stats) -> tuple[DynamicCache, torch.Tensor]:
         cache, reused = self.prefix_cache.take(prompt) if self.prefix_cache else (None, 0)
         cache = cache or DynamicCache(config=self.model.config)
-        logits = self._forward(prompt[reused:], cache, last_only=True)[-1]
+        passes = prompt_passes(reused, len(prompt)) if self.prompt_in_chunks else [(reused, len(prompt))]
+        for begin, end in passes:
+            logits = self._forward(prompt[begin:end], cache, last_only=True)[-1]
         if self.prefix_cache:
             self.prefix_cache.store(prompt, cache)
         stats.cached_prompt_tokens = reused
