@@ -280,7 +280,7 @@ def test_the_window_prior_follows_the_device_and_dtype():
     assert Lookahead("cpu", prior=measured).prior is measured
 
 
-@pytest.mark.parametrize("rows,keys", [(1, 300), (16, 316), (128, 140)])
+@pytest.mark.parametrize("rows,keys", [(1, 300), (16, 316), (40, 500), (128, 140)])
 def test_decoding_attention_agrees_with_sdpa_in_float64(rows, keys):
     # Grouped-query heads (7 query heads per key head) and the cache's mask, as a decoding pass has them.
     class Attention:
