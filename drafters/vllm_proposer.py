@@ -76,7 +76,7 @@ class RewriteProposer:
         self._requests: OrderedDict[int, _Request] = OrderedDict()
         self._count = 0
         self._rows: dict[int, _Request] = {}  # row -> request, as of the last call
-        self._last_step: tuple[float, _Request, int] | None = None  # a lone request's last pass
+        self._last_step: tuple[float, _Request, int, int] | None = None  # a lone request's last pass and its context
 
     def load_model(self, *args, **kwargs) -> None:
         """vLLM hands a drafter the target model; this one needs none."""
@@ -98,7 +98,7 @@ class RewriteProposer:
                 request.drafter.feedback(request.draft, min(len(sampled) - 1, len(request.draft.tokens)))
             room = min(self.max_draft, self.max_model_len - length)
             draft = request.drafter.propose(_ints(row), request.prompt_length, room)
-            request.draft = self.lookahead.fit(draft, room)
+            request.draft = self.lookahead.fit(draft, room, length)
             request.length = length
             rows[i] = request
             drafts.append(list(request.draft.tokens) if request.draft else [])
@@ -136,10 +136,10 @@ class RewriteProposer:
         """With one request running, the time from one call to the next is one verification pass
         over its last draft and the token before it: what Lookahead weighs a window by."""
         if self._last_step is not None and len(rows) == 1:
-            then, request, pass_tokens = self._last_step
+            then, request, pass_tokens, context = self._last_step
             if next(iter(rows.values())) is request:
-                self.lookahead.record(pass_tokens, now - then)
+                self.lookahead.record(pass_tokens, now - then, context)
         self._last_step = None
         if len(rows) == 1:
             request = next(iter(rows.values()))
-            self._last_step = (now, request, 1 + (len(request.draft.tokens) if request.draft else 0))
+            self._last_step = (now, request, 1 + (len(request.draft.tokens) if request.draft else 0), request.length)

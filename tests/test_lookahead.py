@@ -45,3 +45,17 @@ def test_unmeasured_sizes_follow_the_scale_of_measured_ones():
     lookahead = Lookahead("cpu")
     lookahead.record(1, 0.2)  # twice the prior's unit
     assert lookahead.cost(64) == pytest.approx(2 * 0.2 * 4.0 / 2, rel=0.01)
+
+
+def test_costs_are_kept_per_band_of_context_length():
+    # A wide pass's attention grows with the context: costs from a long file must not size the
+    # windows of a short selection, nor the other way round.
+    lookahead = Lookahead("cpu")
+    for size in (1, 2, 4, 8, 16, 32, 64, 128):
+        lookahead.record(size, 0.01 * size, context=2500)  # dear wide passes after 2,500 tokens
+        lookahead.record(size, 0.01, context=300)  # every pass alike after 300
+    assert lookahead.cost(128, 300) == pytest.approx(0.01)
+    assert lookahead.cost(128, 2500) == pytest.approx(1.28)
+    assert lookahead.window(0.9, 500, context=300) > lookahead.window(0.9, 500, context=2500)
+    # A band not measured yet takes the nearest band's costs.
+    assert lookahead.cost(128, 6000) == pytest.approx(1.28)

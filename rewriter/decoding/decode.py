@@ -183,7 +183,8 @@ class Decoder:
 
             room = max_new_tokens - len(output) - 1  # the step's own next token takes one
             draft = drafter.propose(prompt + output, len(prompt), room) if drafter and room > 0 else None
-            draft = self.lookahead.fit(draft, room)
+            context = len(prompt) + len(output)
+            draft = self.lookahead.fit(draft, room, context)
             drafted = draft.tokens if draft else []
             step_start = time.perf_counter()
             logits = self._forward([output[-1]] + drafted, cache)
@@ -196,7 +197,7 @@ class Decoder:
             rejected = len(drafted) - accepted
             if rejected:
                 cache.crop(-rejected)
-            self.lookahead.record(len(drafted) + 1, time.perf_counter() - step_start)
+            self.lookahead.record(len(drafted) + 1, time.perf_counter() - step_start, context)
             stats.forward_passes += 1
             stats.accepted_draft_tokens += accepted
             stats.rejected_draft_tokens += rejected

@@ -4,7 +4,9 @@ A pass over n tokens costs t(n); a draft of k tokens whose tokens are each accep
 chance a yields on average 1 + a + ... + a^k tokens. We pick the window k that maximises
 tokens per second. t(n) starts from a device-shaped prior and follows what this device
 actually measures, so rejected drafts stay cheap where wide passes cost much (CPUs) and the
-window grows where they are nearly free (GPUs).
+window grows where they are nearly free (GPUs). Measurements are kept per band of context
+length: a wide pass's attention grows with the context, so what a 2,000-token file's passes
+cost says little about a 300-token selection's.
 """
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ GPU_PRIOR = {n: 1.0 + n / 256 for n in GPU_PASS_SIZES}
 # What a CPU pass of each size in PASS_SIZES costs, in seconds or relative (only the shape counts
 # until passes are timed here). The weights side knows it (LoadedModel.pass_costs()): the loop is handed it.
 PassCosts = dict[int, float]
+# Context bands: lengths of the same bit length share one table of measured costs; below 512, one.
+SHORTEST_BAND = 9
 
 
 def expected_tokens(acceptance: float, draft_length: int) -> float:
@@ -56,7 +60,7 @@ class Lookahead:
             self.prior, self.sizes = CPU_INT8_PRIOR if int8 else CPU_PRIOR, PASS_SIZES
         self.max_window = self.sizes[-1] - 1 if max_window is None else min(max_window, self.sizes[-1] - 1)
         self.smoothing = smoothing
-        self.measured: dict[int, float] = {}  # pass size -> smoothed seconds
+        self.tables: dict[int, dict[int, float]] = {}  # context band -> pass size -> smoothed seconds
 
     def _bucket(self, pass_tokens: int) -> int:
         for size in self.sizes:
@@ -64,40 +68,48 @@ class Lookahead:
                 return size
         return self.sizes[-1]
 
-    def record(self, pass_tokens: int, seconds: float) -> None:
-        bucket = self._bucket(pass_tokens)
-        old = self.measured.get(bucket)
-        self.measured[bucket] = seconds if old is None else old + self.smoothing * (seconds - old)
+    def _measured(self, context: int) -> dict[int, float]:
+        """The costs measured in this context's band, else in the nearest band measured."""
+        band = max(SHORTEST_BAND, context.bit_length())
+        if band in self.tables or not self.tables:
+            return self.tables.get(band, {})
+        return self.tables[min(self.tables, key=lambda measured: abs(measured - band))]
 
-    def cost(self, pass_tokens: int) -> float:
+    def record(self, pass_tokens: int, seconds: float, context: int = 0) -> None:
+        """A pass over `pass_tokens` took `seconds` with `context` tokens before it."""
+        table = self.tables.setdefault(max(SHORTEST_BAND, context.bit_length()), {})
         bucket = self._bucket(pass_tokens)
-        if bucket in self.measured:
-            return self.measured[bucket]
-        if not self.measured:
+        old = table.get(bucket)
+        table[bucket] = seconds if old is None else old + self.smoothing * (seconds - old)
+
+    def cost(self, pass_tokens: int, context: int = 0) -> float:
+        bucket = self._bucket(pass_tokens)
+        measured = self._measured(context)
+        if bucket in measured:
+            return measured[bucket]
+        if not measured:
             return self.prior[bucket]
         # Scale the prior's shape to the sizes measured so far.
-        scale = math.exp(
-            sum(math.log(t / self.prior[n]) for n, t in self.measured.items()) / len(self.measured)
-        )
+        scale = math.exp(sum(math.log(t / self.prior[n]) for n, t in measured.items()) / len(measured))
         return self.prior[bucket] * scale
 
-    def window(self, acceptance: float, available: int) -> int:
-        """The draft length to verify next (0 means a plain one-token step)."""
-        best_length, best_rate = 0, 1.0 / self.cost(1)
+    def window(self, acceptance: float, available: int, context: int = 0) -> int:
+        """The draft length to verify next (0 means a plain one-token step), `context` tokens in."""
+        best_length, best_rate = 0, 1.0 / self.cost(1, context)
         limit = min(available, self.max_window)
         for size in self.sizes[1:]:
             length = min(size - 1, limit)
-            rate = expected_tokens(acceptance, length) / self.cost(length + 1)
+            rate = expected_tokens(acceptance, length) / self.cost(length + 1, context)
             if rate > best_rate:
                 best_length, best_rate = length, rate
             if length == limit:
                 break
         return best_length
 
-    def fit(self, draft: Draft | None, room: int) -> Draft | None:
+    def fit(self, draft: Draft | None, room: int, context: int = 0) -> Draft | None:
         """`draft` cut to the window worth verifying next (at most `room` tokens), or None for a
         plain one-token step."""
         if draft is None:
             return None
-        draft.tokens = draft.tokens[:self.window(draft.acceptance, min(room, len(draft.tokens)))]
+        draft.tokens = draft.tokens[:self.window(draft.acceptance, min(room, len(draft.tokens)), context)]
         return draft if draft.tokens else None
