@@ -155,6 +155,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if local:
             _say(f"{', '.join(local)}: for a local model; --endpoint measures servers, decoding greedily")
             return 2
+        if args.settle < 0:
+            _say("--settle takes a number of seconds, 0 or more")
+            return 2
         endpoints = parse_endpoints(args.endpoint)
         cases = select(cases, args.every, args.limit)
         if not cases:
@@ -163,7 +166,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _say(f"{len(cases)} cases, each sent to {', '.join(e.name for e in endpoints)} in turn (greedy, at most "
              f"{args.max_new_tokens or DEFAULT_MAX_NEW_TOKENS} new tokens); the reference: {endpoints[0].name}")
         try:
-            run_endpoint_bench(endpoints, cases, args.max_new_tokens, args.json, model=args.model, say=_say)
+            run_endpoint_bench(endpoints, cases, args.max_new_tokens, args.json, model=args.model, say=_say,
+                               settle_s=args.settle)
         except ServiceError as error:
             _say(str(error))
             return 1
@@ -424,6 +428,9 @@ def add_bench(commands) -> None:
                          help="an OpenAI-compatible API root (e.g. vllm=http://127.0.0.1:8000/v1); repeat it to "
                               "measure several side by side, each case sent to each in turn, greedy; answers are "
                               "compared with the first's; --model then names the served model")
+    servers.add_argument("--settle", type=float, default=1.0, metavar="S",
+                         help="seconds to wait before each request, so that the last server's threads are idle "
+                              "(default 1)")
     sampling_options(bench)  # any of these switches to the sampling modes
     model_options(bench)
     bench.set_defaults(run=cmd_bench)

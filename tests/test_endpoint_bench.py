@@ -83,7 +83,7 @@ def test_three_servers_side_by_side_through_the_cli_without_torch(tmp_path):
         server.__enter__()
     try:
         argv = ["bench", str(cases), "--every", "2", "--max-new-tokens", "300", "--model", "served-model",
-                "--json", str(report), *(arg for s in servers for arg in ("--endpoint", f"{s.name}={s.url}"))]
+                "--json", str(report), "--settle", "0", *(arg for s in servers for arg in ("--endpoint", f"{s.name}={s.url}"))]
         script = NO_TORCH + textwrap.dedent(f"""
             from rewriter.cli import main
             code = main({argv!r})
@@ -206,6 +206,20 @@ def test_a_server_without_usage_is_counted_with_the_local_tokenizer(tmp_path, mo
     with FakeOpenAI("llama", hinted, log, completion_tokens=0) as llama:
         result = run_endpoint_bench([Endpoint("llama", llama.url)], [case], None, None, out=open(os.devnull, "w"))
     assert result["cases"][0]["endpoints"]["llama"]["output_tokens"] is None
+
+
+def test_each_request_waits_for_the_last_server_to_settle(monkeypatch):
+    import rewriter.bench.endpoint_bench as module
+
+    waits: list[float] = []
+    monkeypatch.setattr(module.time, "sleep", waits.append)
+    log: list = []
+    with FakeOpenAI("ours", hinted, log) as ours, FakeOpenAI("llama", hinted, log) as llama:
+        run_endpoint_bench([Endpoint("ours", ours.url), Endpoint("llama", llama.url)], [Case(**CASES[0])], None,
+                           None, out=open(os.devnull, "w"), settle_s=0.5)
+    # Before each endpoint's request of the case, not before the warm-ups (the fake servers' own
+    # threads sleep 0 s through the same time module).
+    assert waits.count(0.5) == 2
 
 
 def test_counters_sum_label_sets_and_ignore_look_alikes():

@@ -4,7 +4,9 @@ Every server gets the same chat request (`RemoteRewriter`, protocol "openai": ou
 as `prediction`, temperature 0, the same token budget), so plain vLLM, vLLM with its n-gram
 speculation or with our proposer, and `rewriter serve` are compared on equal terms. Each case is
 sent to every endpoint in turn, so that noise on the machine hits all of them alike; one warm-up
-request per endpoint comes first and is not counted. No model is loaded here, and no torch.
+request per endpoint comes first and is not counted. Before each request the bench waits a while
+(`--settle`, 1 s): a server's threads may spin on for a moment after answering, taking cores from
+the next server's request. No model is loaded here, and no torch.
 
 The budget goes as `max_tokens`, the name every local server honours (llama-cpp-python ignores
 `max_completion_tokens`). Per case and endpoint: output tokens (the server's `usage`; where a
@@ -155,10 +157,12 @@ def decode(engine: RemoteRewriter, case: Case, max_new_tokens: int, count_tokens
 
 
 def measure_case(engines: dict[str, RemoteRewriter], case: Case, max_new_tokens: int,
-                 count_tokens: TokenCounter | None = None) -> dict:
-    """The case sent to every endpoint in turn; answers compared with the first endpoint's."""
+                 count_tokens: TokenCounter | None = None, settle_s: float = 0.0) -> dict:
+    """The case sent to every endpoint in turn, `settle_s` after the last request; answers compared
+    with the first endpoint's."""
     results = {}
     for name, engine in engines.items():
+        time.sleep(settle_s)
         before = scrape(engine)
         result = decode(engine, case, max_new_tokens, count_tokens)
         after = scrape(engine)
@@ -274,7 +278,7 @@ def format_summary(summary: dict) -> str:
 
 def run_endpoint_bench(endpoints: list[Endpoint], cases: list[Case], max_new_tokens: int | None,
                        json_path: str | None, model: str | None = None, out=sys.stdout,
-                       say: Callable[[str], None] = lambda message: None) -> dict:
+                       say: Callable[[str], None] = lambda message: None, settle_s: float = 0.0) -> dict:
     """Warm up every endpoint, then measure the cases; raises ServiceError when one cannot be warmed up."""
     budget = max_new_tokens or DEFAULT_MAX_NEW_TOKENS
     count_tokens = local_token_counter(model)
@@ -290,7 +294,7 @@ def run_endpoint_bench(endpoints: list[Endpoint], cases: list[Case], max_new_tok
                 raise ServiceError(f"endpoint {name} ({engine.base_url}): {warm['error']}")
         print(CASE_HEADER, file=out, flush=True)
         names = list(engines)
-        return run_cases(cases, lambda case: measure_case(engines, case, budget, count_tokens), format_case,
+        return run_cases(cases, lambda case: measure_case(engines, case, budget, count_tokens, settle_s), format_case,
                          lambda rows: summarize(rows, names, budget), format_summary, json_path, out)
     finally:
         for engine in engines.values():
