@@ -114,7 +114,7 @@ class DraftModelDrafter:
         if count >= 1 and self.lookahead is not None:
             # At least one token: it costs no extra pass (the catch-up pass yields its logits)
             # and keeps the acceptance estimate learning.
-            count = max(1, min(count, self.lookahead.window(self.acceptance, count)))
+            count = max(1, min(count, self.lookahead.window(self.acceptance, count, len(tokens))))
         return max(count, 0)
 
     def propose(self, tokens: Sequence[int], prompt_length: int, limit: int) -> Draft | None:

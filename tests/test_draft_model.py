@@ -38,7 +38,7 @@ class NoEosTokenizer(CharTokenizer):
 class FullWindow(Lookahead):
     """Verify every drafted token, so the tests exercise long drafts."""
 
-    def window(self, acceptance: float, available: int) -> int:
+    def window(self, acceptance: float, available: int, context: int = 0) -> int:
         return available
 
 
@@ -302,7 +302,7 @@ def test_the_small_model_drafts_only_what_the_loop_will_verify():
             super().__init__()
             self.size = size
 
-        def window(self, acceptance, available):
+        def window(self, acceptance, available, context=0):
             return min(self.size, available)
 
     model = tiny_model(seed=6, eos_token_id=255)
