@@ -21,7 +21,7 @@ from drafters.base import Drafter
 from ..results import Stats
 from .forward import LeanPass
 from .lookahead import Lookahead, PassCosts
-from .passes import PROMPT_CHUNK, PROMPT_FLOAT32_ATTENTION, WIDEST_DECODING_PASS, prompt_passes
+from .passes import PROMPT_CHUNK, WIDEST_DECODING_PASS, has_int8_attention, prompt_passes
 from .verify import GreedyVerifier, Verifier
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class Decoder:
         self.prefix_cache = PrefixCache() if prefix_cache else None
         self.lean = LeanPass.for_model(model)  # decoding passes without transformers' overhead, where it applies
         # The int8 paths compute a prompt the same in chunks as in one pass; other paths feed it whole.
-        self.prompt_in_chunks = getattr(model.config, "_attn_implementation", None) == PROMPT_FLOAT32_ATTENTION
+        self.prompt_in_chunks = has_int8_attention(model)
 
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], cache: DynamicCache, last_only: bool = False) -> torch.Tensor:

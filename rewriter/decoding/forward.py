@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from .passes import PROMPT_FLOAT32_ATTENTION, WIDEST_DECODING_PASS
+from .passes import PROMPT_FLOAT32_ATTENTION, WIDEST_DECODING_PASS, has_int8_attention
 
 # The attention classes whose layers LeanPass knows (their modules share Llama's structure).
 LEAN_ATTENTIONS = ("Qwen2Attention", "LlamaAttention")
@@ -48,9 +48,9 @@ class LeanPass:
     def for_model(cls, model) -> LeanPass | None:
         """A LeanPass for `model`, or None where it does not apply (not an int8 path's attention,
         another architecture, sliding-window layers)."""
-        config = getattr(model, "config", None)
-        if getattr(config, "_attn_implementation", None) != PROMPT_FLOAT32_ATTENTION:
+        if not has_int8_attention(model):
             return None
+        config = model.config
         inner = getattr(model, "model", None)
         layers = getattr(inner, "layers", None)
         if not layers or not all(hasattr(inner, part) for part in ("embed_tokens", "norm", "rotary_emb")):

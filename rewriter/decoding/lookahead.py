@@ -39,6 +39,10 @@ PassCosts = dict[int, float]
 SHORTEST_BAND = 9
 
 
+def _band(context: int) -> int:
+    return max(SHORTEST_BAND, context.bit_length())
+
+
 def expected_tokens(acceptance: float, draft_length: int) -> float:
     """Mean tokens one pass yields: accepted draft tokens plus the model's own next token."""
     if acceptance >= 1.0:
@@ -70,14 +74,14 @@ class Lookahead:
 
     def _measured(self, context: int) -> dict[int, float]:
         """The costs measured in this context's band, else in the nearest band measured."""
-        band = max(SHORTEST_BAND, context.bit_length())
+        band = _band(context)
         if band in self.tables or not self.tables:
             return self.tables.get(band, {})
         return self.tables[min(self.tables, key=lambda measured: abs(measured - band))]
 
     def record(self, pass_tokens: int, seconds: float, context: int = 0) -> None:
         """A pass over `pass_tokens` took `seconds` with `context` tokens before it."""
-        table = self.tables.setdefault(max(SHORTEST_BAND, context.bit_length()), {})
+        table = self.tables.setdefault(_band(context), {})
         bucket = self._bucket(pass_tokens)
         old = table.get(bucket)
         table[bucket] = seconds if old is None else old + self.smoothing * (seconds - old)

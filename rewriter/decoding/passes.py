@@ -14,6 +14,12 @@ PROMPT_CHUNK = 256  # measured: a 500-token prompt's pass is as fast in chunks o
 PROMPT_FLOAT32_ATTENTION = "rewriter_float64_prompt_float32"
 
 
+def has_int8_attention(model) -> bool:
+    """Whether `model` runs the int8 paths' attention: row-independent decoding passes, and a wide
+    pass computed chunk by chunk."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None) == PROMPT_FLOAT32_ATTENTION
+
+
 def prompt_passes(start: int, end: int) -> list[tuple[int, int]]:
     """The passes that feed a prompt's positions start..end on the int8 paths: one per PROMPT_CHUNK.
 

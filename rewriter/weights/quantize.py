@@ -335,16 +335,15 @@ def _float64_decoding_attention(module, query, key, value, attention_mask, scali
     for first in range(0, rows, DECODING_ATTENTION_BLOCK):
         last = min(first + DECODING_ATTENTION_BLOCK, rows)
         count, seen = last - first, keys - rows + last  # the block's positions; the keys its last one sees
-        block_keys, block_values = (keys64, values64) if seen == keys else (keys64[:, :, :seen], values64[:, :, :seen])
-        block = grouped if count == rows else grouped[:, :, first * group:last * group]
-        scores = (block @ block_keys.transpose(-1, -2)).mul_(scale)
+        scores = (grouped[:, :, first * group:last * group] @ keys64[:, :, :seen].transpose(-1, -2)).mul_(scale)
+        by_position = scores.view(batch, key_heads, count, group, seen)
         if attention_mask is not None:
             visible = attention_mask.bool()[:, :, first:last, -keys:][..., :seen]
-            scores.view(batch, key_heads, count, group, seen).masked_fill_(~visible.unsqueeze(3), float("-inf"))
+            by_position.masked_fill_(~visible.unsqueeze(3), float("-inf"))
         elif count > 1:  # causal within the block: a position sees the keys up to its own
             hidden = torch.ones(count, count, dtype=torch.bool, device=query.device).triu(1).unsqueeze(1)
-            scores.view(batch, key_heads, count, group, seen)[..., seen - count:].masked_fill_(hidden, float("-inf"))
-        pieces.append(torch.softmax(scores, dim=-1) @ block_values)
+            by_position[..., seen - count:].masked_fill_(hidden, float("-inf"))
+        pieces.append(torch.softmax(scores, dim=-1) @ values64[:, :, :seen])
     out = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=2)
     return out.view(batch, key_heads, rows, group, width).transpose(1, 2).to(query.dtype).reshape(
         batch, rows, heads, width), None
