@@ -118,13 +118,28 @@ def int8_model(request):
     return quantize_int8(tiny_model(seed=3, eos_token_id=255), request.param)
 
 
+def grouped_like_the_default(seed: int = 3, kind: str = "int8-fbgemm"):
+    """A tiny int8 model whose heads are the embedded 0.5B's: 2 key heads of width 64, 7 query
+    heads to each. Its decoding attention runs in float32 where this machine's kernels keep rows
+    (the tiny model's groups of 2 run in float64 here)."""
+    return quantize_int8(tiny_model(seed=seed, eos_token_id=255, hidden=896, heads=14, key_heads=2), kind)
+
+
+@pytest.fixture(scope="module", params=INT8_KINDS)
+def grouped_int8_model(request):
+    return grouped_like_the_default(kind=request.param)
+
+
 def test_quantize_replaces_every_linear(int8_model):
     assert is_int8(int8_model) and int8_kind(int8_model) in INT8_KINDS
     assert not any(type(module) is torch.nn.Linear for module in int8_model.modules())
 
 
-@pytest.mark.parametrize("start,width", [(10, 2), (20, 16), (30, 40), (30, WIDEST_DECODING_PASS)])
-def test_a_wide_pass_gives_the_logits_of_one_token_passes(int8_model, start, width):
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize("start,width", [(10, 2), (20, 16), (30, 40), (30, WIDEST_DECODING_PASS), (50, 90)])
+def test_a_wide_pass_gives_the_logits_of_one_token_passes(int8_model, grouped_int8_model, grouped, start, width):
+    # (50, 90): rows on both sides of a key bucket's bound (64, 128), blocks cut there.
+    int8_model = grouped_int8_model if grouped else int8_model
     tokens = [random.Random(start).randrange(1, 255) for _ in range(start + width)]
     with torch.inference_mode():
         wide_cache, step_cache = DynamicCache(config=int8_model.config), DynamicCache(config=int8_model.config)
@@ -163,7 +178,7 @@ def test_a_prompt_computes_the_same_from_whole_cached_chunks_as_in_one_pass(int8
                                            (2 * PROMPT_CHUNK + WIDEST_DECODING_PASS + 1,
                                             [PROMPT_CHUNK, PROMPT_CHUNK, WIDEST_DECODING_PASS + 1])])
 def test_the_decoder_feeds_a_long_prompt_a_chunk_a_pass_with_the_bits_of_one_pass(int8_model, length, widths):
-    # A short last chunk joins the one before: a pass as narrow as a decoding pass attends in float64.
+    # A short last chunk joins the one before: a pass as narrow as a decoding pass attends another way.
     tokens = [random.Random(5).randrange(1, 255) for _ in range(length)]
     fed: list[int] = []
     hook = int8_model.model.embed_tokens.register_forward_hook(lambda _, args, __: fed.append(args[0].shape[1]))
@@ -190,15 +205,17 @@ def test_a_reused_wide_prompt_prefix_is_exact_and_whole_chunks(int8_model):
         tokens.extend(step.tokens)
     assert step.stats.cached_prompt_tokens == 2 * PROMPT_CHUNK  # 600 shared, rounded down to whole chunks
     assert tokens == greedy_reference(int8_model, prompt, 60)
-    # A narrow prompt computes its rows another way (float64 throughout): nothing of a wide one is reused.
+    # A narrow prompt computes its rows another way (decoding attention): nothing of a wide one is reused.
     assert decoder.prefix_cache.take(prompt[:100])[1] == 0
 
 
 @pytest.mark.parametrize("int8", INT8_KINDS)
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("kind", KINDS)
-def test_int8_output_equals_its_own_plain_greedy(seed, kind, int8):
-    model = quantize_int8(tiny_model(seed=seed, eos_token_id=255), int8)
+@pytest.mark.parametrize("grouped", [False, True])
+def test_int8_output_equals_its_own_plain_greedy(seed, kind, int8, grouped):
+    model = (grouped_like_the_default(seed, int8) if grouped
+             else quantize_int8(tiny_model(seed=seed, eos_token_id=255), int8))
     rng = random.Random(seed)
     prompt = [rng.randrange(1, 255) for _ in range(48)]
     reference = greedy_reference(model, prompt, 120)
@@ -280,23 +297,68 @@ def test_the_window_prior_follows_the_device_and_dtype():
     assert Lookahead("cpu", prior=measured).prior is measured
 
 
-@pytest.mark.parametrize("rows,keys", [(1, 300), (16, 316), (40, 500), (128, 140)])
-def test_decoding_attention_agrees_with_sdpa_in_float64(rows, keys):
-    # Grouped-query heads (7 query heads per key head) and the cache's mask, as a decoding pass has them.
-    class Attention:
-        num_key_value_groups = 7
-        is_causal = True
+class _GroupedAttention:  # what the attention functions read of a layer: 7 query heads per key head
+    num_key_value_groups = 7
+    is_causal = True
 
+
+@pytest.mark.parametrize("rows,keys", [(1, 300), (16, 316), (40, 500), (128, 140), (90, 150)])
+@pytest.mark.parametrize("float32", [True, False])
+def test_decoding_attention_agrees_with_sdpa_in_float64(rows, keys, float32):
+    # Grouped-query heads and the cache's mask, as a decoding pass has them.
     generator = torch.Generator().manual_seed(rows)
     query, key, value = (torch.randn(1, heads, length, 64, generator=generator)
                          for heads, length in ((14, rows), (2, keys), (2, keys)))
     mask = torch.ones(1, 1, rows, keys, dtype=torch.bool).tril(keys - rows)
-    ours, _ = quantize._float64_decoding_attention(Attention(), query, key, value, mask, scaling=0.125)
-    sdpa, _ = quantize._float64_attention(Attention(), query, key, value, mask, scaling=0.125, dropout=0.0)
+    decoding = quantize._float32_decoding_attention if float32 else quantize._float64_decoding_attention
+    ours, _ = decoding(_GroupedAttention(), query, key, value, mask, scaling=0.125)
+    sdpa, _ = quantize._float64_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125, dropout=0.0)
     assert ours.shape == sdpa.shape == (1, rows, 14, 64)
-    assert torch.allclose(ours, sdpa, atol=1e-6, rtol=0)
-    unmasked, _ = quantize._float64_decoding_attention(Attention(), query, key, value, None, scaling=0.125)
+    assert torch.allclose(ours, sdpa, atol=1e-5 if float32 else 1e-6, rtol=0)
+    unmasked, _ = decoding(_GroupedAttention(), query, key, value, None, scaling=0.125)
     assert torch.equal(unmasked, ours)  # no mask: causal from the pass's first row, as the mask says
+
+
+def test_a_batch_mask_hides_keys_from_float32_decoding_attention():
+    generator = torch.Generator().manual_seed(0)
+    query, key, value = (torch.randn(1, heads, length, 64, generator=generator)
+                         for heads, length in ((14, 3), (2, 80), (2, 80)))
+    mask = torch.ones(1, 1, 3, 80, dtype=torch.bool).tril(77)
+    mask[..., :5] = False  # left padding
+    ours, _ = quantize._float32_decoding_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125)
+    sdpa, _ = quantize._float64_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125, dropout=0.0)
+    assert torch.allclose(ours, sdpa, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("context", [0, 63, 500, 2040])
+@pytest.mark.parametrize("rows", [3, 16, 40, WIDEST_DECODING_PASS])
+def test_float32_decoding_attention_gives_each_row_its_bits_alone(context, rows):
+    # What makes float32 decoding attention exact: each row's products have the shapes its own
+    # position fixes. This machine's kernels keep them for the default model's heads, as the
+    # load-time check found; a machine where they do not runs float64 instead (the test below).
+    threads = torch.get_num_threads()
+    if not quantize._float32_keeps_rows(2, 7, 64, threads):
+        pytest.skip("this machine's kernels sum a row by the pass's shape: decoding attends in float64")
+    generator = torch.Generator().manual_seed(context + rows)
+    query = torch.randn(1, 14, rows, 64, generator=generator) * 3
+    key, value = (torch.randn(1, 2, context + rows, 64, generator=generator) * 3 for _ in range(2))
+    wide, _ = quantize._float32_decoding_attention(None, query, key, value, None)
+    for row in range(rows):
+        seen = context + row + 1
+        alone, _ = quantize._float32_decoding_attention(None, query[:, :, row:row + 1], key[:, :, :seen],
+                                                        value[:, :, :seen], None)
+        assert torch.equal(alone[0, 0], wide[0, row]), row
+
+
+def test_where_float32_would_not_keep_rows_decoding_attends_in_float64(monkeypatch):
+    monkeypatch.setattr(quantize, "_float32_keeps_rows", lambda key_heads, group, width, threads: False)
+    generator = torch.Generator().manual_seed(0)
+    query, key, value = (torch.randn(1, heads, length, 64, generator=generator)
+                         for heads, length in ((14, 20), (2, 300), (2, 300)))
+    chosen, _ = quantize._int8_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
+    float64, _ = quantize._float64_decoding_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
+    float32, _ = quantize._float32_decoding_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
+    assert torch.equal(chosen, float64) and not torch.equal(chosen, float32)
 
 
 @pytest.mark.parametrize("kind", ["int8", "int8-fbgemm"])

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from .passes import PROMPT_FLOAT32_ATTENTION, WIDEST_DECODING_PASS, has_int8_attention
+from .passes import INT8_ATTENTION, WIDEST_DECODING_PASS, has_int8_attention
 
 # The attention classes whose layers LeanPass knows (their modules share Llama's structure).
 LEAN_ATTENTIONS = ("Qwen2Attention", "LlamaAttention")
@@ -68,7 +68,7 @@ class LeanPass:
         from transformers import AttentionInterface
 
         rotate = getattr(sys.modules[type(layers[0].self_attn).__module__], "apply_rotary_pos_emb", None)
-        attend = AttentionInterface().get(PROMPT_FLOAT32_ATTENTION)
+        attend = AttentionInterface().get(INT8_ATTENTION)
         return cls(model, rotate, attend) if rotate is not None and attend is not None else None
 
     def __call__(self, ids: torch.Tensor, cache) -> torch.Tensor | None:

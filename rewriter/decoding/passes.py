@@ -11,13 +11,13 @@ WIDEST_DECODING_PASS = PASS_SIZES[-1]  # a CPU window's draft plus the token bef
 PROMPT_CHUNK = 256  # measured: a 500-token prompt's pass is as fast in chunks of 256 as in one
 # The int8 paths' attention, as registered with transformers (weights/quantize.py). It masks a
 # decoding pass itself (causal within the pass), so forward.LeanPass calls it with no mask.
-PROMPT_FLOAT32_ATTENTION = "rewriter_float64_prompt_float32"
+INT8_ATTENTION = "rewriter_int8_attention"
 
 
 def has_int8_attention(model) -> bool:
     """Whether `model` runs the int8 paths' attention: row-independent decoding passes, and a wide
     pass computed chunk by chunk."""
-    return getattr(getattr(model, "config", None), "_attn_implementation", None) == PROMPT_FLOAT32_ATTENTION
+    return getattr(getattr(model, "config", None), "_attn_implementation", None) == INT8_ATTENTION
 
 
 def prompt_passes(start: int, end: int) -> list[tuple[int, int]]:

@@ -9,7 +9,7 @@ output. Three parts of a transformer reduce over numbers whose grouping depends 
   into blocks, so one kernel with one summation order computes every row whatever the pass;
 - RMS norms: the mean of squares is taken in float64 and rounded to float32, so the order of
   the sum vanishes in the rounding;
-- attention: SDPA in float64, rounded back (the same trick, shared with the CPU int8 path).
+- attention: SDPA in float64, rounded back (the same trick the CPU int8 paths fall back to).
 
 Everything else is elementwise. Plain greedy decoding of the patched model (transformers'
 `generate` on it) then equals greedy with drafts token for token, and the prefill, cut into the

@@ -156,12 +156,12 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     `made`, when given, gets each int8 candidate's layers, so the chosen one is not quantized again."""
     from transformers import DynamicCache
 
-    from .quantize import register_prompt_float32_attention
+    from .quantize import prepare_int8_attention
 
     layers = _candidate_layers(model, candidates, say)
     float_layers = layers["float32"]
     float_attention = model.config._attn_implementation
-    int8_attention = register_prompt_float32_attention()
+    int8_attention = prepare_int8_attention(model.config)
     vocab = model.config.vocab_size
     positions = getattr(model.config, "max_position_embeddings", None)
     if positions:  # a model with a short context is timed within it

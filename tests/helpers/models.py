@@ -8,12 +8,12 @@ QWEN_VOCAB = 151936  # the real tokenizer's vocabulary, for tiny models that use
 
 
 def tiny_model(seed: int = 0, vocab_size: int = 256, hidden: int = 64, layers: int = 2,
-               eos_token_id: int = 0) -> Qwen2ForCausalLM:
+               eos_token_id: int = 0, heads: int = 4, key_heads: int = 2) -> Qwen2ForCausalLM:
     """A real Qwen2 architecture with random weights: loads in milliseconds."""
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
-        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=key_heads,
         max_position_embeddings=4096, initializer_range=0.2, eos_token_id=eos_token_id,
         bos_token_id=eos_token_id, pad_token_id=eos_token_id, tie_word_embeddings=False,
     )
