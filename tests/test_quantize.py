@@ -310,7 +310,7 @@ def test_decoding_attention_agrees_with_sdpa_in_float64(rows, keys, float32):
     query, key, value = (torch.randn(1, heads, length, 64, generator=generator)
                          for heads, length in ((14, rows), (2, keys), (2, keys)))
     mask = torch.ones(1, 1, rows, keys, dtype=torch.bool).tril(keys - rows)
-    decoding = quantize._float32_decoding_attention if float32 else quantize._float64_decoding_attention
+    decoding = quantize._span_attention if float32 else quantize._float64_decoding_attention
     ours, _ = decoding(_GroupedAttention(), query, key, value, mask, scaling=0.125)
     sdpa, _ = quantize._float64_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125, dropout=0.0)
     assert ours.shape == sdpa.shape == (1, rows, 14, 64)
@@ -325,7 +325,7 @@ def test_a_batch_mask_hides_keys_from_float32_decoding_attention():
                          for heads, length in ((14, 3), (2, 80), (2, 80)))
     mask = torch.ones(1, 1, 3, 80, dtype=torch.bool).tril(77)
     mask[..., :5] = False  # left padding
-    ours, _ = quantize._float32_decoding_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125)
+    ours, _ = quantize._span_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125)
     sdpa, _ = quantize._float64_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125, dropout=0.0)
     assert torch.allclose(ours, sdpa, atol=1e-5, rtol=0)
 
@@ -342,10 +342,10 @@ def test_float32_decoding_attention_gives_each_row_its_bits_alone(context, rows)
     generator = torch.Generator().manual_seed(context + rows)
     query = torch.randn(1, 14, rows, 64, generator=generator) * 3
     key, value = (torch.randn(1, 2, context + rows, 64, generator=generator) * 3 for _ in range(2))
-    wide, _ = quantize._float32_decoding_attention(None, query, key, value, None)
+    wide, _ = quantize._span_attention(None, query, key, value, None)
     for row in range(rows):
         seen = context + row + 1
-        alone, _ = quantize._float32_decoding_attention(None, query[:, :, row:row + 1], key[:, :, :seen],
+        alone, _ = quantize._span_attention(None, query[:, :, row:row + 1], key[:, :, :seen],
                                                         value[:, :, :seen], None)
         assert torch.equal(alone[0, 0], wide[0, row]), row
 
@@ -357,7 +357,7 @@ def test_where_float32_would_not_keep_rows_decoding_attends_in_float64(monkeypat
                          for heads, length in ((14, 20), (2, 300), (2, 300)))
     chosen, _ = quantize._int8_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
     float64, _ = quantize._float64_decoding_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
-    float32, _ = quantize._float32_decoding_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
+    float32, _ = quantize._span_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
     assert torch.equal(chosen, float64) and not torch.equal(chosen, float32)
 
 

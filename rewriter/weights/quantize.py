@@ -13,7 +13,7 @@ a prompt's outlier activations coarsen every row of the prefill.
 Here activations are scaled per row and products accumulate exactly in int32, so each row's
 result is bit-for-bit the same whatever else shares the pass. Attention, the one part left in
 floating point, computes each row of a pass decoding makes with products of shapes fixed by the
-row's own position (_float32_decoding_attention), so its summation order is the same in any pass;
+row's own position (_span_attention), so its summation order is the same in any pass;
 where this machine's kernels still sum a row differently by the pass's shape (checked at load),
 it runs in float64 and rounds back, and the difference vanishes in the rounding. Passes of any
 width then give the same logits as one token at a time (tests check bit equality), and drafts
@@ -60,7 +60,7 @@ INT8_KINDS = ("int8", "int8-bf16", "int8-fbgemm")
 PACK_GROUP = 16
 # Positions a decoding pass's attention takes at a time (measured: 8 to 32 do alike).
 DECODING_ATTENTION_BLOCK = 16
-# A decoding row attends over its keys rounded up to a multiple of this (_float32_decoding_attention).
+# A decoding row attends over its keys rounded up to a multiple of this (_span_attention).
 DECODING_KEY_BUCKET = 64
 
 
@@ -319,8 +319,9 @@ def _float64_attention(module, query, key, value, attention_mask, **kwargs):
     return out.to(query.dtype), None
 
 
-def _float32_decoding_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
-    """Attention for a decoding pass in float32, each row the same bits in a pass of any width.
+def _span_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
+    """Attention for a decoding pass, in its inputs' dtype (float32 on the int8 paths), each row
+    the same bits in a pass of any width.
 
     A row's bits depend on the shapes of the products that compute it: on this machine's kernels,
     a score's last bits move with the number of keys in its product, and a weighted sum's with the
@@ -371,7 +372,7 @@ def _key_span(position: int) -> int:
 
 @functools.cache
 def _float32_keeps_rows(key_heads: int, group: int, width: int, threads: int) -> bool:
-    """Whether this machine's kernels give `_float32_decoding_attention`'s rows the same bits in a
+    """Whether this machine's kernels give `_span_attention`'s rows the same bits in a
     wide pass as alone, for `key_heads` key heads of `width`, each shared by `group` query heads,
     on `threads` threads.
 
@@ -393,51 +394,30 @@ def _rows_kept(key_heads: int, group: int, width: int, context: int, rows: int, 
     query = torch.randn(1, key_heads * group, rows, width, generator=generator) * 3
     key, value = (torch.randn(1, key_heads, context + rows, width, generator=generator) * 3 for _ in range(2))
     with torch.inference_mode():
-        wide, _ = _float32_decoding_attention(None, query, key, value, None)
+        wide, _ = _span_attention(None, query, key, value, None)
         for row in range(rows):
             seen = context + row + 1
-            alone, _ = _float32_decoding_attention(None, query[:, :, row:row + 1], key[:, :, :seen],
+            alone, _ = _span_attention(None, query[:, :, row:row + 1], key[:, :, :seen],
                                                    value[:, :, :seen], None)
             if not torch.equal(alone[0, 0], wide[0, row]):
                 return False
     return True
 
 
-def _float64_decoding_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
+def _float64_decoding_attention(module, query, key, value, attention_mask, **kwargs):
     """Decoding attention where float32 would not keep each row's bits (`_float32_keeps_rows`):
-    float64, rounded back, so a summation order that moves with the pass's shape vanishes in the
-    rounding. Slower: a 64-token pass at 2,000 tokens of context spent 132 of 266 ms in it (0.5B).
-    Its grouping and blocks are `_float32_decoding_attention`'s, without the buckets.
+    `_span_attention` in float64, rounded back, so a summation order that moves with the pass's
+    shape vanishes in the rounding. Slower: a 64-token pass at 2,000 tokens of context spent 132
+    of 266 ms in float64 attention (0.5B).
     """
-    batch, heads, rows, width = query.shape
-    key_heads, keys = key.shape[1], key.shape[2]
-    group = heads // key_heads
-    grouped = query.double().view(batch, key_heads, group, rows, width).transpose(2, 3).reshape(
-        batch, key_heads, rows * group, width)
-    keys64, values64 = key.double(), value.double()
-    scale = width ** -0.5 if scaling is None else scaling
-    pieces = []
-    for first in range(0, rows, DECODING_ATTENTION_BLOCK):
-        last = min(first + DECODING_ATTENTION_BLOCK, rows)
-        count, seen = last - first, keys - rows + last  # the block's positions; the keys its last one sees
-        scores = (grouped[:, :, first * group:last * group] @ keys64[:, :, :seen].transpose(-1, -2)).mul_(scale)
-        by_position = scores.view(batch, key_heads, count, group, seen)
-        if attention_mask is not None:
-            visible = attention_mask.bool()[:, :, first:last, -keys:][..., :seen]
-            by_position.masked_fill_(~visible.unsqueeze(3), float("-inf"))
-        elif count > 1:  # causal within the block: a position sees the keys up to its own
-            hidden = torch.ones(count, count, dtype=torch.bool, device=query.device).triu(1).unsqueeze(1)
-            by_position[..., seen - count:].masked_fill_(hidden, float("-inf"))
-        pieces.append(torch.softmax(scores, dim=-1) @ values64[:, :, :seen])
-    out = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=2)
-    return out.view(batch, key_heads, rows, group, width).transpose(1, 2).to(query.dtype).reshape(
-        batch, rows, heads, width), None
+    out, _ = _span_attention(module, query.double(), key.double(), value.double(), attention_mask, **kwargs)
+    return out.to(query.dtype), None
 
 
 def _decoding_attention(module, query, key, value, attention_mask, **kwargs):
     key_heads, width = key.shape[1], query.shape[-1]
     keeps_rows = _float32_keeps_rows(key_heads, query.shape[1] // key_heads, width, torch.get_num_threads())
-    exact = _float32_decoding_attention if keeps_rows else _float64_decoding_attention
+    exact = _span_attention if keeps_rows else _float64_decoding_attention
     return exact(module, query, key, value, attention_mask, **kwargs)
 
 
