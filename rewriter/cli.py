@@ -40,8 +40,8 @@ def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from .edits.batch import apply_command
-    from .edits.plans import Options
+    from .apply.batch import apply_command
+    from .apply.plans import Options
     from .edits.scopes import parse_line_range
 
     options = Options(

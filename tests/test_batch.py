@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from rewriter.apply import batch
+from rewriter.apply.batch import apply_command, plan
+from rewriter.apply.collect import collect
+from rewriter.apply.plans import BatchError, Options
+from rewriter.apply.report import TerminalReport
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import ContextTooLarge, Progress, RewriteResult
-from rewriter.edits import batch
-from rewriter.edits.batch import apply_command, plan
-from rewriter.edits.collect import collect
-from rewriter.edits.plans import BatchError, Options
-from rewriter.edits.report import TerminalReport
 from rewriter.prompt import NoCodeBlock
 
 ROOT = Path(__file__).resolve().parent.parent

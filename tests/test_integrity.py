@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
+from rewriter.apply.batch import apply_command
+from rewriter.apply.plans import Options
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
-from rewriter.edits.batch import apply_command
 from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity, check_edit
-from rewriter.edits.plans import Options
 
 SHAPES = '''"""Shapes and helpers."""
 import math

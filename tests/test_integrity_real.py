@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from rewriter.edits.batch import apply_command
-from rewriter.edits.plans import Options
+from rewriter.apply.batch import apply_command
+from rewriter.apply.plans import Options
 from rewriter.edits.scopes import SyntaxTree, definitions
 from rewriter.edits.syntax import compiles
 from tests.helpers.samples import INTRANGES

@@ -55,8 +55,8 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_imports_inside_functions():
     graph = import_graph()
-    assert "rewriter.edits.batch" in graph["rewriter.cli"]  # cmd_apply imports it lazily
-    assert "rewriter.results" in graph["rewriter.edits.batch"]  # `from ..results import`
+    assert "rewriter.apply.batch" in graph["rewriter.cli"]  # cmd_apply imports it lazily
+    assert "rewriter.results" in graph["rewriter.apply.batch"]  # `from ..results import`
     assert "rewriter.edits.session" in graph["rewriter.serve.backend"]
     assert "lsp.editor_rewrite" in graph["lsp.server"]
 
@@ -160,7 +160,7 @@ def test_result_types_keep_their_old_homes():
 # ---- layers ---------------------------------------------------------------------------------
 
 CORE = ("rewriter.decoding", "torch", "transformers")  # the decoding core and what it loads
-FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.edits",
+FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.apply", "rewriter.edits",
                         "rewriter.bench.cases", "rewriter.bench.endpoint_bench")  # `bench --endpoint`
 # The HTTP service serves a model it loads itself: its backend (and the app that makes one) are the
 # front-end modules that hold the core. Nothing torch-free may import them at module level (the
@@ -273,7 +273,7 @@ def test_the_layer_check_sees_a_chain_through_other_modules():
 def test_front_ends_and_edits_never_import_the_decoding_core_at_module_level():
     imports = module_level_imports()
     checked = [name for name in imports if _in(name, FRONT_ENDS_AND_EDITS) and name not in MODEL_OWNERS]
-    assert "lsp.server" in checked and "rewriter.edits.batch" in checked and "rewriter.serve.client" in checked
+    assert "lsp.server" in checked and "rewriter.apply.batch" in checked and "rewriter.serve.client" in checked
     assert "rewriter.bench.endpoint_bench" in checked
     chains = {name: " -> ".join(chain) for name in checked if (chain := core_reached(imports, name))}
     assert chains == {}

@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
+from rewriter.apply.batch import apply_command
+from rewriter.apply.plans import Options
 from rewriter.bench.integrity_bench import audit
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
-from rewriter.edits.batch import apply_command
 from rewriter.edits.integrity import check_edit
 from rewriter.edits.pipeline import INTEGRITY, SYNTAX, SpanEdit
-from rewriter.edits.plans import Options
 from rewriter.edits.scopes import SyntaxTree, definitions, syntax_error_line
 from rewriter.edits.syntax import compiles
 from tests.helpers.samples import INTRANGES

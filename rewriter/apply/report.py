@@ -8,9 +8,9 @@ import threading
 import time
 from typing import TextIO
 
+from ..edits.scopes import Span
 from ..results import Stats
 from .plans import FilePlan, Options, Unit
-from .scopes import Span
 
 
 class Report:

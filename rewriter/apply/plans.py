@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..edits.files import SourceFile
+from ..edits.scopes import Span
 from ..results import Stats
-from .files import SourceFile
-from .scopes import Span
 
 
 class BatchError(ValueError):

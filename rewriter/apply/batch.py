@@ -17,18 +17,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TextIO
 
-from ..engine import Engine
-from ..prompt import NoCodeBlock, language_for
-from ..results import ContextTooLarge, RewriteError, ServiceError
-from .collect import collect
-from .diffs import colorize, unified_diff
-from .files import FileError, SourceFile, atomic_write, read_source
-from .integrity import FileIntegrity
-from .node_kinds import tree_language
-from .pipeline import CUT, INTEGRITY
-from .plans import BatchError, FilePlan, Options, Unit
-from .report import Report, TerminalReport, exit_code, json_report, plural, summary_table
-from .scopes import (
+from ..edits.diffs import colorize, unified_diff
+from ..edits.files import FileError, SourceFile, atomic_write, read_source
+from ..edits.integrity import FileIntegrity
+from ..edits.node_kinds import tree_language
+from ..edits.pipeline import CUT, INTEGRITY
+from ..edits.scopes import (
     ScopeError,
     Span,
     SyntaxTree,
@@ -37,7 +31,13 @@ from .scopes import (
     select_nodes,
     split_span,
 )
-from .session import EditSession, Finished
+from ..edits.session import EditSession, Finished
+from ..engine import Engine
+from ..prompt import NoCodeBlock, language_for
+from ..results import ContextTooLarge, RewriteError, ServiceError
+from .collect import collect
+from .plans import BatchError, FilePlan, Options, Unit
+from .report import Report, TerminalReport, exit_code, json_report, plural, summary_table
 
 MAX_FILE_BYTES = 1 << 20  # larger files are generated or data, not code to rewrite by model
 # How much of the file around a span goes along as context: all of it first, then less when
