@@ -29,14 +29,14 @@ def _progress(args: argparse.Namespace):
 
 
 def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
-    from .decoding.rewrite import Rewriter
-    from .weights.models import load_model
+    from .engines import EngineSettings, load_rewriter
 
     started = time.perf_counter()
     say = _progress(args)
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=say)
-    say(f"model ready ({loaded.dtype}) in {time.perf_counter() - started:.1f}s")
-    return Rewriter(loaded, prefix_cache=prefix_cache)
+    rewriter = load_rewriter(EngineSettings(model=args.model, device=args.device, dtype=args.dtype,
+                                            prefix_cache=prefix_cache), say)
+    say(f"model ready ({rewriter.loaded.dtype}) in {time.perf_counter() - started:.1f}s")
+    return rewriter
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -52,22 +52,22 @@ def cmd_apply(args: argparse.Namespace) -> int:
     )
     params = _sampling_params(args)  # refuses bad settings before any model loads
     if args.endpoint:
-        from .serve.client import RemoteRewriter
+        from .engines import EngineError, EngineSettings, api_key, build_engine
 
         if params != _default_sampling() or args.draft_model or args.mjsd is not None:
             _say("--temperature, --top-p, --top-k, --seed, --verification, --draft-model and --mjsd "
                  "apply to the local model, not to --endpoint")
             return 2
 
-        key = None
-        if args.api_key_env:
-            key = os.environ.get(args.api_key_env)
-            if not key:
-                _say(f"--api-key-env {args.api_key_env}: that environment variable is not set")
-                return 2
+        try:
+            key = api_key(args.api_key_env, "--api-key-env")
+        except EngineError as error:
+            _say(str(error))
+            return 2
+        settings = EngineSettings(url=args.endpoint, model=args.model, api_key=key)
 
         def make_engine():
-            return RemoteRewriter(args.endpoint, api_key=key, model=args.model)
+            return build_engine(settings)
 
         workers = args.jobs
     else:
@@ -101,7 +101,8 @@ def _sampling_params(args: argparse.Namespace):
 
 def _configure(rewriter, args: argparse.Namespace, params):
     """The rewriter, decoding with the sampling, draft-model and MJSD flags."""
-    from .decoding.sampling import ConfiguredEngine, decoding_options
+    from .decoding.sampling import decoding_options
+    from .engines import ConfiguredEngine
 
     draft = None
     if args.draft_model:

@@ -230,9 +230,10 @@ def test_mjsd_decodes_and_is_never_the_default():
 def test_decoding_options_build_what_a_request_asks_for():
     from types import SimpleNamespace
 
-    from rewriter.decoding.sampling import ConfiguredEngine, decoding_options
+    from rewriter.decoding.sampling import decoding_options
     from rewriter.decoding.verify import BlockVerifier
     from rewriter.engine import EditRequest
+    from rewriter.engines import ConfiguredEngine
 
     class Vocab:
         eos_token_id = 0

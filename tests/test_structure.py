@@ -161,7 +161,9 @@ def test_result_types_keep_their_old_homes():
 
 CORE = ("rewriter.decoding", "torch", "transformers")  # the decoding core and what it loads
 FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.apply", "rewriter.edits",
-                        "rewriter.bench.cases", "rewriter.bench.endpoint_bench")  # `bench --endpoint`
+                        "rewriter.engines",  # the engine factory: local engines load the core when built
+                        "rewriter.bench.command", "rewriter.bench.cases",
+                        "rewriter.bench.endpoint_bench")  # `bench --endpoint`
 # The HTTP service serves a model it loads itself: its backend (and the app that makes one) are the
 # front-end modules that hold the core. Nothing torch-free may import them at module level (the
 # check below follows imports through them); its request parsing is torch-free.
@@ -265,7 +267,7 @@ def test_the_layer_check_sees_a_chain_through_other_modules():
     assert core_reached(imports, "rewriter.serve.backend")[-1].startswith(("rewriter.decoding", "torch"))
     assert "rewriter.edits.scopes" in imports["rewriter.edits.integrity"]
     assert "rewriter.weights.models" not in imports["rewriter.cli"]  # imported inside a function
-    assert "rewriter.decoding.rewrite" not in imports["lsp.engines"]  # only under TYPE_CHECKING
+    assert "rewriter.decoding.rewrite" not in imports["rewriter.engines"]  # only under TYPE_CHECKING
     fake = {**imports, "lsp.fake": {"rewriter.edits.integrity"}, "rewriter.edits.integrity": {"rewriter.decoding.x"}}
     assert core_reached(fake, "lsp.fake") == ["lsp.fake", "rewriter.edits.integrity", "rewriter.decoding.x"]
 

@@ -1,10 +1,9 @@
-"""Sampling: the verifier a request's settings pick, draft-model drafters, and the CLI's configured engine."""
+"""Sampling: the verifier a request's settings pick, and draft-model drafters."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..engine import EditRequest, SamplingParams
+from ..engine import SamplingParams
 
 if TYPE_CHECKING:  # the verifiers bring in torch; settings are checked without it
     from .verify import LogitsShaper, Verifier
@@ -71,26 +70,3 @@ def model_drafter(rewriter, draft_model, params: SamplingParams, beam: bool = Fa
     return DraftModelDrafter(draft_model.model, shaper=None if params.greedy else shaper(params),
                              seed=params.seed, vocab_size=vocab_size, lookahead=lookahead)
 
-
-class ConfiguredEngine:
-    """The in-process engine with the CLI's decoding flags: requests that name no sampling
-    sample as the flags say, with their drafter and verifier (decoding_options)."""
-
-    concurrent = False
-    ready = True
-
-    def __init__(self, rewriter, options: dict):
-        self.rewriter = rewriter
-        self.sampling = options.get("sampling")
-        self.decoding = {name: options[name] for name in ("drafter", "verifier") if options.get(name) is not None}
-
-    def stream(self, request: EditRequest):
-        if request.sampling is None and self.sampling is not None:
-            request = replace(request, sampling=self.sampling)
-        return self.rewriter.stream(request, **self.decoding)
-
-    def load(self, say) -> None:
-        self.rewriter.load(say)
-
-    def close(self) -> None:
-        self.rewriter.close()

@@ -21,6 +21,7 @@ from ..edits.hunks import Hunk
 from ..edits.integrity import STRIPPED
 from ..edits.pipeline import grammar_of
 from ..edits.session import Delta, EditSession
+from ..engines import local_engine
 from ..prompt import language_for, prediction_ids
 from ..weights.models import LoadedModel
 from .schema import ApiError, ChatRequest, Limits, RewriteRequest
@@ -141,7 +142,7 @@ class Backend:
         self.limits = limits
         self.decoder = Decoder(loaded.model, loaded.tokenizer, prefix_cache=True, pass_costs=loaded.pass_costs())
         # What answers /v1/rewrites: the model's Rewriter (tests script one with the same interface).
-        self.rewriter = rewriter or Rewriter(loaded, decoder=self.decoder)
+        self.rewriter = rewriter or local_engine(loaded, decoder=self.decoder)
         self.context_length = loaded.context_length
         self.max_prompt_tokens = min(limits.max_prompt_tokens or self.context_length, self.context_length - 1)
         # Totals over completed requests, for /health.

@@ -1,0 +1,157 @@
+"""Engines built for every front end, in one place: `rewriter apply`, the language server and the
+service call `build_engine` (or, with a model already loaded, `local_engine`).
+
+An engine (the `Engine` protocol in engine.py) is the model in this process, loaded at once or on
+first use, or a remote endpoint: our service or any OpenAI-compatible API. Torch-free when
+imported: a local engine imports the decoding core only when it is built or loaded, so
+`apply --endpoint` and the language server with a remote engine never load torch.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from .engine import EditRequest, Engine
+from .results import ModelError, Progress, RewriteResult
+
+if TYPE_CHECKING:  # loaded lazily, by local engines only
+    from .decoding.decode import Decoder
+    from .decoding.rewrite import Rewriter
+    from .weights.models import LoadedModel
+
+Say = Callable[[str], None]
+
+
+class EngineError(ValueError):
+    """An engine could not be built or loaded from its settings; the message says why."""
+
+
+def api_key(variable: str | None, setting: str) -> str | None:
+    """The API key in the environment variable `variable`, which the option `setting` named.
+    None when no variable is named: the client then reads REWRITER_API_KEY, then OPENAI_API_KEY."""
+    if not variable:
+        return None
+    key = os.environ.get(variable)
+    if not key:
+        raise EngineError(f"{setting} names {variable}, an environment variable not set for this process")
+    return key
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Which engine to build: a remote one when `url` is set, else the model in this process."""
+
+    url: str | None = None  # remote: the API root, e.g. http://127.0.0.1:8000/v1
+    model: str | None = None  # local: path, hub id or .gguf (None: the embedded model); remote: its name
+    api_key: str | None = None  # remote: read with api_key() (None: the client's environment defaults)
+    protocol: str = "auto"  # remote: rewriter (our service), openai, or auto (ask the server once)
+    timeout_s: float = 600.0  # remote: per request
+    device: str | None = None  # local
+    dtype: str = "auto"  # local
+    prefix_cache: bool = False  # local: keep a prompt's cache for the next request sharing its prefix
+    lazy: bool = False  # local: load on first use, through load(say), instead of now
+
+
+def build_engine(settings: EngineSettings, progress: Say = lambda message: None) -> Engine:
+    """The engine `settings` ask for; a local one not `lazy` is loaded now, reporting through `progress`."""
+    if settings.url:
+        return remote_engine(settings)
+    if settings.lazy:
+        return LazyLocalEngine(settings)
+    return load_rewriter(settings, progress)
+
+
+def remote_engine(settings: EngineSettings) -> Engine:
+    """Our service or any OpenAI-compatible endpoint at `settings.url`, over HTTP."""
+    from .serve.client import RemoteRewriter
+
+    assert settings.url
+    try:
+        return RemoteRewriter(settings.url, api_key=settings.api_key, model=settings.model,
+                              protocol=settings.protocol, timeout=settings.timeout_s)
+    except ValueError as error:  # the URL or the protocol
+        raise EngineError(str(error)) from error
+
+
+def load_rewriter(settings: EngineSettings, progress: Say) -> Rewriter:
+    """The model in this process, loaded now (ModelError when it cannot be)."""
+    from .weights.models import load_model
+
+    loaded = load_model(settings.model, device=settings.device, dtype=settings.dtype, progress=progress)
+    return local_engine(loaded, prefix_cache=settings.prefix_cache)
+
+
+def local_engine(loaded: LoadedModel, prefix_cache: bool = False, decoder: Decoder | None = None) -> Rewriter:
+    """An engine on a model already loaded; `decoder` shares one with other users of the model
+    (the service's chat completions)."""
+    from .decoding.rewrite import Rewriter
+
+    return Rewriter(loaded, decoder=decoder, prefix_cache=prefix_cache)
+
+
+class LazyLocalEngine:
+    """The model in this process, loaded on first use (the language server's: it starts at once
+    and reports the load as progress); one rewrite at a time (a Decoder is not thread-safe)."""
+
+    concurrent = False
+
+    def __init__(self, settings: EngineSettings):
+        self.settings = settings
+        self._rewriter: Rewriter | None = None
+        self._load_lock = threading.Lock()
+
+    @property
+    def dtype(self) -> str:
+        return self.settings.dtype
+
+    @property
+    def ready(self) -> bool:
+        return self._rewriter is not None
+
+    def load(self, say: Say) -> None:
+        with self._load_lock:
+            if self._rewriter is not None:
+                return
+            from .weights.models import hide_progress_bars
+
+            hide_progress_bars(route_warnings=True)  # `say` reports the load through progress
+            try:
+                self._rewriter = load_rewriter(self.settings, say)
+            except ModelError as error:
+                raise EngineError(str(error)) from error
+
+    def stream(self, request: EditRequest) -> Generator[Progress | RewriteResult, None, None]:
+        if self._rewriter is None:
+            self.load(lambda message: None)
+        assert self._rewriter is not None
+        return self._rewriter.stream(request)
+
+    def close(self) -> None:
+        """The model stays loaded as long as the process runs."""
+
+
+class ConfiguredEngine:
+    """A local engine decoding as the CLI's flags say: requests that name no sampling sample as
+    `options` do, with their drafter and verifier (decoding/sampling.py's decoding_options)."""
+
+    concurrent = False
+    ready = True
+
+    def __init__(self, rewriter, options: dict):
+        self.rewriter = rewriter
+        self.sampling = options.get("sampling")
+        self.decoding = {name: options[name] for name in ("drafter", "verifier") if options.get(name) is not None}
+
+    def stream(self, request: EditRequest):
+        if request.sampling is None and self.sampling is not None:
+            request = replace(request, sampling=self.sampling)
+        return self.rewriter.stream(request, **self.decoding)
+
+    def load(self, say: Say) -> None:
+        self.rewriter.load(say)
+
+    def close(self) -> None:
+        self.rewriter.close()
