@@ -136,100 +136,9 @@ def sampling_options(command: argparse.ArgumentParser) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench.cases import load_cases, select
+    from .bench.command import bench_command
 
-    if args.every is not None and args.every < 1:
-        _say("--every takes a whole number of at least 1")
-        return 2
-    cases = load_cases(args.cases)
-    params = _sampling_params(args)
-    sampling = params != _default_sampling() or args.draft_model or args.mjsd is not None
-    if args.endpoint:  # servers decode: no local model is loaded, nor torch
-        from .bench.endpoint_bench import DEFAULT_MAX_NEW_TOKENS, parse_endpoints, run_endpoint_bench
-        from .serve.client import ServiceError
-
-        local = [flag for flag, given in (
-            ("--tests", args.tests), ("--integrity", args.integrity), ("--baselines", args.baselines),
-            ("--max-file-tokens", args.max_file_tokens), ("--no-float32-reference", args.no_float32_reference),
-            ("--device", args.device), ("--dtype", args.dtype != "auto"),
-            ("the sampling and draft-model options", sampling)) if given]
-        if local:
-            _say(f"{', '.join(local)}: for a local model; --endpoint measures servers, decoding greedily")
-            return 2
-        if args.settle < 0:
-            _say("--settle takes a number of seconds, 0 or more")
-            return 2
-        endpoints = parse_endpoints(args.endpoint)
-        cases = select(cases, args.every, args.limit)
-        if not cases:
-            _say("no cases selected")
-            return 2
-        _say(f"{len(cases)} cases, each sent to {', '.join(e.name for e in endpoints)} in turn (greedy, at most "
-             f"{args.max_new_tokens or DEFAULT_MAX_NEW_TOKENS} new tokens); the reference: {endpoints[0].name}")
-        try:
-            run_endpoint_bench(endpoints, cases, args.max_new_tokens, args.json, model=args.model, say=_say,
-                               settle_s=args.settle)
-        except ServiceError as error:
-            _say(str(error))
-            return 1
-        return 0
-    if args.compare and not args.tests:
-        _say("--compare is for --tests: each model and path's edits judged by the cases' tests")
-        return 2
-    if args.tests:
-        if sampling:
-            _say("--tests measures greedy decoding; leave out the sampling and draft-model options")
-            return 2
-        with_tests = [case for case in cases if case.tests]
-        if len(with_tests) < len(cases):
-            _say(f"{len(cases) - len(with_tests)} cases without tests left out")
-        cases = with_tests
-    rewriter = _load_rewriter(args, prefix_cache=args.integrity)  # functions of one file share a prefix
-    if args.max_file_tokens:
-        cases = [c for c in cases if len(rewriter.tokenizer.encode(c.before)) <= args.max_file_tokens]
-    cases = select(cases, args.every, args.limit)
-    if not cases:
-        _say("no cases selected")
-        return 2
-    if args.integrity:
-        from .bench.integrity_bench import run_integrity_bench
-
-        _say(f"integrity: up to {args.spans} functions of {len(cases)} files, each rewritten on its own")
-        run_integrity_bench(rewriter, cases, args.spans, args.max_new_tokens, args.json, say=_say)
-        return 0
-    if args.tests:
-        return _tests_bench(args, rewriter, cases)
-    if sampling:
-        return _sampling_bench(args, rewriter, cases, params)
-    reference = None
-    if rewriter.loaded.dtype != "float32" and not args.no_float32_reference:
-        from .decoding.rewrite import Rewriter
-        from .weights.models import load_model
-
-        reference = Rewriter(load_model(args.model, device=args.device, dtype="float32", progress=_say))
-    pass_costs = None
-    if rewriter.loaded.device.type == "cpu":
-        pass_costs = _candidate_pass_costs(reference or rewriter, rewriter.loaded.dtype)
-    ways = "plain greedy, prompt lookup, ours" + (", and plain float32 greedy as the reference" if reference else "")
-    _say(f"{len(cases)} cases in {rewriter.loaded.dtype}, each decoded: {ways}")
-    from .bench.bench import run_bench
-
-    run_bench(rewriter, cases, args.max_new_tokens, args.json, float32_reference=reference, pass_costs=pass_costs)
-    return 0
-
-
-def _candidate_pass_costs(float32_rewriter, dtype: str) -> dict | None:
-    """Each CPU path's pass costs, timed on a float32 model, and what `auto` picks from them."""
-    from .weights.cpu_choice import choose, describe, measure_candidates
-
-    if float32_rewriter.loaded.dtype != "float32":
-        return None  # no float32 model in this run (--no-float32-reference) to time the others on
-    costs = measure_candidates(float32_rewriter.loaded.model, say=_say)
-    chosen = choose(costs)
-    _say(f"candidates timed for this run; {describe(chosen, costs).replace('dtype auto: ', 'auto would pick ')}; "
-         f"this run decodes in {dtype}")
-    return {"auto_choice": chosen, "ms": {name: {str(w): 1000 * t for w, t in measured.items()}
-                                          for name, measured in costs.items()}}
+    return bench_command(args, _sampling_params(args), _load_rewriter, _say)
 
 
 def _model_and_dtype(value: str) -> tuple[str | None, str]:
@@ -240,50 +149,6 @@ def _model_and_dtype(value: str) -> tuple[str | None, str]:
     if not model:
         raise argparse.ArgumentTypeError(f"no model in {value!r} (MODEL or MODEL:DTYPE, e.g. embedded:float32)")
     return (None if model == "embedded" else model), dtype
-
-
-def _tests_bench(args: argparse.Namespace, rewriter, cases) -> int:
-    from .bench.bench import integrity_refusal, run_tests_bench
-
-    ways = "plain greedy, prompt lookup and ours" if args.baselines else "ours only (--baselines adds the others)"
-    runs = [(args.model, args.dtype), *(args.compare or [])]
-    reports = []
-    for index, (model, dtype) in enumerate(runs):
-        if index:
-            rewriter = _load_rewriter(argparse.Namespace(**{**vars(args), "model": model, "dtype": dtype}))
-        name = model or "embedded"
-        _say(f"{len(cases)} cases on {name} in {rewriter.loaded.dtype}, decoded by {ways}; "
-             f"tests run on each edit ({args.test_timeout:g}s limit)")
-        report = run_tests_bench(rewriter, cases, args.max_new_tokens, None if args.compare else args.json,
-                                 baselines=args.baselines, refusal=integrity_refusal, timeout_s=args.test_timeout)
-        reports.append({"model": name, **report})
-    if args.compare:
-        from .bench.summary import format_tests_side_by_side
-
-        print(format_tests_side_by_side(reports), flush=True)
-        if args.json:
-            Path(args.json).write_text(json.dumps({"runs": reports}, indent=2) + "\n", encoding="utf-8")
-    return 0
-
-
-def _sampling_bench(args: argparse.Namespace, rewriter, cases, params) -> int:
-    from .bench.bench import run_sampling_bench
-    from .weights.models import load_model
-
-    draft = None
-    if args.draft_model:
-        from drafters.draft_model import check_same_tokenizer
-
-        draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=_say)
-        check_same_tokenizer(rewriter.tokenizer, draft.tokenizer)
-    if args.mjsd is not None:
-        from .decoding.mjsd import WARNING
-
-        _say(f"warning: MJSD is measured too. {WARNING}")
-    _say(f"{len(cases)} cases in sampling modes: plain decoding, token vs block verification, "
-         "prediction vs draft model vs both, MJSD vs greedy (as the flags ask)")
-    run_sampling_bench(rewriter, cases, args.max_new_tokens, params, draft, args.mjsd, args.json)
-    return 0
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:

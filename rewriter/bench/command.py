@@ -1,0 +1,167 @@
+"""`rewriter bench`: the parsed options checked and the run they ask for started: servers
+(`--endpoint`), edit quality (`--tests`), the integrity check (`--integrity`), the sampling modes,
+or speed. Torch-free when imported: `bench --endpoint` loads no model."""
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..engine import SamplingParams
+from .cases import Case, load_cases, select
+
+if TYPE_CHECKING:
+    from ..decoding.rewrite import Rewriter
+
+Say = Callable[[str], None]
+# The CLI's model loader: (options, prefix_cache) -> a Rewriter on --model, --device and --dtype.
+LoadRewriter = Callable[..., "Rewriter"]
+
+
+def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRewriter, say: Say) -> int:
+    """The exit code: 0 done, 1 a server failed, 2 options that do not go together or no cases."""
+    if args.every is not None and args.every < 1:
+        say("--every takes a whole number of at least 1")
+        return 2
+    cases = load_cases(args.cases)
+    sampling = params != SamplingParams() or bool(args.draft_model) or args.mjsd is not None
+    if args.endpoint:  # servers decode: no local model is loaded, nor torch
+        return _endpoint_bench(args, cases, sampling, say)
+    if args.compare and not args.tests:
+        say("--compare is for --tests: each model and path's edits judged by the cases' tests")
+        return 2
+    if args.tests:
+        if sampling:
+            say("--tests measures greedy decoding; leave out the sampling and draft-model options")
+            return 2
+        with_tests = [case for case in cases if case.tests]
+        if len(with_tests) < len(cases):
+            say(f"{len(cases) - len(with_tests)} cases without tests left out")
+        cases = with_tests
+    rewriter = load(args, prefix_cache=args.integrity)  # functions of one file share a prefix
+    if args.max_file_tokens:
+        cases = [c for c in cases if len(rewriter.tokenizer.encode(c.before)) <= args.max_file_tokens]
+    cases = select(cases, args.every, args.limit)
+    if not cases:
+        say("no cases selected")
+        return 2
+    if args.integrity:
+        from .integrity_bench import run_integrity_bench
+
+        say(f"integrity: up to {args.spans} functions of {len(cases)} files, each rewritten on its own")
+        run_integrity_bench(rewriter, cases, args.spans, args.max_new_tokens, args.json, say=say)
+        return 0
+    if args.tests:
+        return _tests_bench(args, rewriter, cases, load, say)
+    if sampling:
+        return _sampling_bench(args, rewriter, cases, params, say)
+    return _speed_bench(args, rewriter, cases, say)
+
+
+def _endpoint_bench(args: argparse.Namespace, cases: list[Case], sampling: bool, say: Say) -> int:
+    from ..serve.client import ServiceError
+    from .endpoint_bench import DEFAULT_MAX_NEW_TOKENS, parse_endpoints, run_endpoint_bench
+
+    local = [flag for flag, given in (
+        ("--tests", args.tests), ("--integrity", args.integrity), ("--baselines", args.baselines),
+        ("--max-file-tokens", args.max_file_tokens), ("--no-float32-reference", args.no_float32_reference),
+        ("--device", args.device), ("--dtype", args.dtype != "auto"),
+        ("the sampling and draft-model options", sampling)) if given]
+    if local:
+        say(f"{', '.join(local)}: for a local model; --endpoint measures servers, decoding greedily")
+        return 2
+    if args.settle < 0:
+        say("--settle takes a number of seconds, 0 or more")
+        return 2
+    endpoints = parse_endpoints(args.endpoint)
+    cases = select(cases, args.every, args.limit)
+    if not cases:
+        say("no cases selected")
+        return 2
+    say(f"{len(cases)} cases, each sent to {', '.join(e.name for e in endpoints)} in turn (greedy, at most "
+        f"{args.max_new_tokens or DEFAULT_MAX_NEW_TOKENS} new tokens); the reference: {endpoints[0].name}")
+    try:
+        run_endpoint_bench(endpoints, cases, args.max_new_tokens, args.json, model=args.model, say=say,
+                           settle_s=args.settle)
+    except ServiceError as error:
+        say(str(error))
+        return 1
+    return 0
+
+
+def _speed_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case], say: Say) -> int:
+    from ..engines import EngineSettings, load_rewriter
+    from .bench import run_bench
+
+    reference = None
+    if rewriter.loaded.dtype != "float32" and not args.no_float32_reference:
+        reference = load_rewriter(EngineSettings(model=args.model, device=args.device, dtype="float32"), say)
+    pass_costs = None
+    if rewriter.loaded.device.type == "cpu":
+        pass_costs = _candidate_pass_costs(reference or rewriter, rewriter.loaded.dtype, say)
+    ways = "plain greedy, prompt lookup, ours" + (", and plain float32 greedy as the reference" if reference else "")
+    say(f"{len(cases)} cases in {rewriter.loaded.dtype}, each decoded: {ways}")
+    run_bench(rewriter, cases, args.max_new_tokens, args.json, float32_reference=reference, pass_costs=pass_costs)
+    return 0
+
+
+def _candidate_pass_costs(float32_rewriter: Rewriter, dtype: str, say: Say) -> dict | None:
+    """Each CPU path's pass costs, timed on a float32 model, and what `auto` picks from them."""
+    from ..weights.cpu_choice import choose, describe, measure_candidates
+
+    if float32_rewriter.loaded.dtype != "float32":
+        return None  # no float32 model in this run (--no-float32-reference) to time the others on
+    costs = measure_candidates(float32_rewriter.loaded.model, say=say)
+    chosen = choose(costs)
+    say(f"candidates timed for this run; {describe(chosen, costs).replace('dtype auto: ', 'auto would pick ')}; "
+        f"this run decodes in {dtype}")
+    return {"auto_choice": chosen, "ms": {name: {str(w): 1000 * t for w, t in measured.items()}
+                                          for name, measured in costs.items()}}
+
+
+def _tests_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case], load: LoadRewriter,
+                 say: Say) -> int:
+    from .bench import integrity_refusal, run_tests_bench
+
+    ways = "plain greedy, prompt lookup and ours" if args.baselines else "ours only (--baselines adds the others)"
+    runs = [(args.model, args.dtype), *(args.compare or [])]
+    reports = []
+    for index, (model, dtype) in enumerate(runs):
+        if index:
+            rewriter = load(argparse.Namespace(**{**vars(args), "model": model, "dtype": dtype}))
+        name = model or "embedded"
+        say(f"{len(cases)} cases on {name} in {rewriter.loaded.dtype}, decoded by {ways}; "
+            f"tests run on each edit ({args.test_timeout:g}s limit)")
+        report = run_tests_bench(rewriter, cases, args.max_new_tokens, None if args.compare else args.json,
+                                 baselines=args.baselines, refusal=integrity_refusal, timeout_s=args.test_timeout)
+        reports.append({"model": name, **report})
+    if args.compare:
+        from .summary import format_tests_side_by_side
+
+        print(format_tests_side_by_side(reports), flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"runs": reports}, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def _sampling_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case], params: SamplingParams,
+                    say: Say) -> int:
+    from ..weights.models import load_model
+    from .bench import run_sampling_bench
+
+    draft = None
+    if args.draft_model:
+        from drafters.draft_model import check_same_tokenizer
+
+        draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=say)
+        check_same_tokenizer(rewriter.tokenizer, draft.tokenizer)
+    if args.mjsd is not None:
+        from ..decoding.mjsd import WARNING
+
+        say(f"warning: MJSD is measured too. {WARNING}")
+    say(f"{len(cases)} cases in sampling modes: plain decoding, token vs block verification, "
+        "prediction vs draft model vs both, MJSD vs greedy (as the flags ask)")
+    run_sampling_bench(rewriter, cases, args.max_new_tokens, params, draft, args.mjsd, args.json)
+    return 0
