@@ -1,2 +1,2 @@
-"""What an answer does to the user's files: scopes, the integrity check, hunks, diffs, file I/O,
-batch rewrites. Torch-free."""
+"""The edit core every front end shares: scopes, the edit session and pipeline, the integrity
+check, hunks, diffs, file I/O. Torch-free."""
