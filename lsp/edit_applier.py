@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
@@ -17,9 +16,7 @@ from rewriter.edits.hunks import Hunk
 from rewriter.prompt import SourceText
 
 from .document_sync import DocumentSync
-
-if TYPE_CHECKING:
-    from .editor_rewrite import RewriteHost
+from .host import RewriteHost
 
 log = logging.getLogger(__name__)
 

@@ -17,68 +17,25 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from lsprotocol import types
-from pygls.progress import Progress as ProgressReporter
-from pygls.workspace import Workspace
 
 from rewriter.edits.hunks import Hunk
 from rewriter.edits.integrity import STRIPPED
 from rewriter.edits.pipeline import grammar_of
 from rewriter.edits.session import Delta, EditSession, Finished
-from rewriter.engine import Engine
 from rewriter.prompt import NoCodeBlock, SourceText
 from rewriter.results import RewriteError, ServiceError
 
 from .document_sync import DocumentSync
 from .edit_applier import EditApplier
-from .options import Options
+from .host import RewriteHost
 from .targets import document_target
 
 log = logging.getLogger(__name__)
 
 REPORT_INTERVAL_S = 0.25
 _ids = itertools.count(1)
-
-
-class RewriteHost(Protocol):
-    """What a rewrite needs from the language server (lsp/server.py), named here so this module
-    does not import it."""
-
-    options: Options
-    decode_lock: asyncio.Lock
-
-    async def get_engine(self, report) -> Engine: ...
-
-    def language_of(self, document) -> str: ...
-
-    def supports_progress(self) -> bool: ...
-
-    def versioned_edits(self) -> bool: ...
-
-    def supports_message_actions(self) -> bool: ...
-
-    def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None: ...
-
-    def progress_started(self, token: str, job: EditorRewrite) -> None: ...
-
-    def progress_ended(self, token: str) -> None: ...
-
-    # from pygls's LanguageServer
-    @property
-    def workspace(self) -> Workspace: ...
-
-    @property
-    def work_done_progress(self) -> ProgressReporter: ...
-
-    def window_show_message(self, params: types.ShowMessageParams) -> None: ...
-
-    async def window_show_message_request_async(
-            self, params: types.ShowMessageRequestParams) -> types.MessageActionItem | None: ...
-
-    async def workspace_apply_edit_async(
-            self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult: ...
 
 
 @dataclass
