@@ -1,7 +1,7 @@
 """The language server: rewrite code actions and commands, one handler per LSP method.
 
-Handlers stay cheap; a rewrite runs as a EditorRewrite (lsp/editor_rewrite.py) whose engine decodes in a
-worker thread, so the server keeps answering while it runs.
+Handlers stay cheap; a rewrite runs as an EditorRewrite (lsp/editor_rewrite.py) whose engine decodes in a
+worker thread, so the server keeps answering while it runs. The server's job tables are written here only.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from rewriter.prompt import language_for
 from .editor_rewrite import EditorRewrite, Outcome
 from .engines import EngineError, make_engine
 from .options import DIAGNOSTIC_PRESET, Options, parse_options
-from .regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
+from .targets import comment_instruction, enclosing_definition, lines_after_comment, selection_lines
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,13 @@ class RewriterServer(LanguageServer):
 
     # --- rewrites --------------------------------------------------------------------------------
 
-    async def start_rewrite(self, uri: str, region: Region, instruction: str, wait: bool = False) -> dict:
+    def progress_started(self, token: str, job: EditorRewrite) -> None:
+        self.jobs_by_token[token] = job
+
+    def progress_ended(self, token: str) -> None:
+        self.jobs_by_token.pop(token, None)
+
+    async def start_rewrite(self, uri: str, lines: range, instruction: str, wait: bool = False) -> dict:
         """Start a rewrite and answer at once ({status: "started", job}); the end comes through
         progress and window/showMessage. With `wait` (or rewriter.wait), answer with its outcome."""
         if uri not in self.workspace.text_documents:
@@ -111,9 +117,8 @@ class RewriterServer(LanguageServer):
             raise invalid("the instruction is empty")
         if not self._capability("workspace", "apply_edit", default=False):
             raise invalid("this editor does not accept workspace/applyEdit, so a rewrite cannot be applied")
-        lines = region.end - region.start
-        if lines > self.options.max_rewrite_lines:
-            message = (f"the region has {lines} lines, more than maxRewriteLines "
+        if len(lines) > self.options.max_rewrite_lines:
+            message = (f"the region has {len(lines)} lines, more than maxRewriteLines "
                        f"({self.options.max_rewrite_lines}); select a smaller part")
             self.show(message, types.MessageType.Warning)
             return {"status": "refused", "message": message, "edits": 0, "stats": {}}
@@ -121,7 +126,7 @@ class RewriterServer(LanguageServer):
             message = "a rewrite is already running in this document; cancel it first (rewriter.cancel)"
             self.show(message, types.MessageType.Warning)
             return {"status": "busy", "message": message, "edits": 0, "stats": {}}
-        job = EditorRewrite(self, uri, region, instruction.strip(), self.streams(), announce_end=not wait)
+        job = EditorRewrite(self, uri, lines, instruction.strip(), self.streams(), announce_end=not wait)
         self.jobs[job.id] = job
         self.runs[job.id] = asyncio.ensure_future(self._run(job))
         for old in list(self.runs)[:-KEEP_OUTCOMES]:
@@ -227,8 +232,7 @@ def did_change(ls: RewriterServer, params: types.DidChangeTextDocumentParams) ->
 def did_close(ls: RewriterServer, params: types.DidCloseTextDocumentParams) -> None:
     for job in list(ls.jobs.values()):
         if job.uri == params.text_document.uri:
-            job.conflict = "the document was closed"
-            job.cancel()
+            job.stop("the document was closed")
 
 
 @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -249,23 +253,22 @@ def code_actions(ls: RewriterServer, params: types.CodeActionParams):
     language = ls.language_of(document)
     rng = params.range
     if rng.start == rng.end:
-        region = (region_after_comment(text, language, rng.start.line)
-                  or enclosing_definition(text, language, rng.start.line))
+        taken = (lines_after_comment(text, language, rng.start.line)
+                 or enclosing_definition(text, language, rng.start.line))
     else:
-        region = selection_lines(rng.start.line, rng.start.character, rng.end.line, rng.end.character, len(lines))
-    if region is None or not lines:
+        taken = selection_lines(rng.start.line, rng.start.character, rng.end.line, rng.end.character, len(lines))
+    if taken is None or not lines:
         return None
-    if region.end - region.start > ls.options.max_rewrite_lines:
+    if len(taken) > ls.options.max_rewrite_lines:
         return None
-    target = types.Range(types.Position(region.start, 0), types.Position(region.end, 0))
     literal = ls._capability("text_document", "code_action", "code_action_literal_support") is not None
     actions: list[types.CodeAction | types.Command] = []
 
     def add(title: str, instruction: str, diagnostics=None):
         command = types.Command(title=title, command=REWRITE, arguments=[{
             "uri": params.text_document.uri,
-            "range": {"start": {"line": region.start, "character": 0},
-                      "end": {"line": region.end, "character": 0}},
+            "range": {"start": {"line": taken.start, "character": 0},
+                      "end": {"line": taken.stop, "character": 0}},
             "instruction": instruction,
         }])
         if literal:
@@ -273,26 +276,26 @@ def code_actions(ls: RewriterServer, params: types.CodeActionParams):
         else:
             actions.append(command)
 
-    from_comment = comment_instruction(list(lines), region)
+    from_comment = comment_instruction(list(lines), taken)
     if from_comment:
         add(f"Rewrite from comment: {from_comment}", from_comment)
     for preset in ls.options.presets:
         if preset == DIAGNOSTIC_PRESET:
             touching = [d for d in params.context.diagnostics
-                        if d.range.start.line < max(region.end, region.start + 1) and d.range.end.line >= region.start]
+                        if d.range.start.line < max(taken.stop, taken.start + 1) and d.range.end.line >= taken.start]
             if touching:
-                add(f"Rewrite: {preset}", diagnostic_instruction(touching, region), touching)
+                add(f"Rewrite: {preset}", diagnostic_instruction(touching, taken), touching)
             continue
         add(f"Rewrite: {preset}", preset)
     log.debug("%d code actions for %s lines %d-%d", len(actions), params.text_document.uri,
-              target.start.line, target.end.line)
+              taken.start, taken.stop)
     return actions
 
 
-def diagnostic_instruction(diagnostics: list[types.Diagnostic], region: Region) -> str:
+def diagnostic_instruction(diagnostics: list[types.Diagnostic], lines: range) -> str:
     problems = []
     for diagnostic in diagnostics:
-        where = diagnostic.range.start.line - region.start + 1
+        where = diagnostic.range.start.line - lines.start + 1
         source = f" ({diagnostic.source})" if diagnostic.source else ""
         problems.append(f"line {where} of the code: {diagnostic.message}{source}")
     return "Fix these problems reported by the editor, changing nothing else: " + "; ".join(problems)
@@ -341,15 +344,15 @@ async def rewrite_command(ls: RewriterServer, *args):
         if line < 0 or character < 0 or line > line_count or (line == line_count and character > 0):
             raise invalid(f"range {rng} is outside the document, which has {line_count} lines")
     if positions[:2] == positions[2:]:
-        region = enclosing_definition(document.source, ls.language_of(document), positions[0])
-        if region is None:
+        taken = enclosing_definition(document.source, ls.language_of(document), positions[0])
+        if taken is None:
             message = (f"no function or class around line {positions[0] + 1} to rewrite; "
                        "select the lines to rewrite")
             ls.show(message, types.MessageType.Warning)
             return {"status": "refused", "message": message, "edits": 0, "stats": {}}
     else:
-        region = selection_lines(*positions, max(line_count, 1))
-    return await ls.start_rewrite(uri, region, instruction, _wait(args))
+        taken = selection_lines(*positions, max(line_count, 1))
+    return await ls.start_rewrite(uri, taken, instruction, _wait(args))
 
 
 @server.command(REWRITE_FILE)
@@ -360,7 +363,7 @@ async def rewrite_file_command(ls: RewriterServer, *args):
     if uri not in ls.workspace.text_documents:
         raise invalid(f"{uri} is not open in the editor")
     lines = ls.workspace.get_text_document(uri).lines
-    return await ls.start_rewrite(uri, Region(0, max(len(lines), 1)), instruction, _wait(args))
+    return await ls.start_rewrite(uri, range(0, max(len(lines), 1)), instruction, _wait(args))
 
 
 @server.command(WAIT)

@@ -42,7 +42,7 @@ def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
 def cmd_apply(args: argparse.Namespace) -> int:
     from .apply.batch import apply_command
     from .apply.plans import Options
-    from .edits.scopes import parse_line_range
+    from .edits.target import parse_line_range
 
     options = Options(
         instruction=args.instruction, lines=parse_line_range(args.lines) if args.lines else None,

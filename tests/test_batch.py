@@ -337,7 +337,7 @@ def test_too_large_requests_shrink_the_context_then_split(tree):
 def test_plan_of_an_unknown_language_whole_file_only(tree):
     (tree / "notes.txt").write_text("remember the milk\n")
     job = plan(collect(["notes.txt"])[0], Options("x"))
-    assert job.status == "pending" and job.units[0].span.kind == "file"
+    assert job.status == "pending" and job.units[0].target.kind == "file"
     job = plan(collect(["notes.txt"])[0], Options("x", each="function"))
     assert job.status == "skipped" and "no syntax tree" in job.reason
 

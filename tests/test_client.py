@@ -9,6 +9,7 @@ import pytest
 from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 from rewriter.edits.hunks import Hunk, apply_hunks
 from rewriter.edits.session import Delta, EditSession, Finished
+from rewriter.edits.target import Target
 from rewriter.engine import EditRequest
 from rewriter.prompt import NoCodeBlock, build_prompt
 from rewriter.results import Stats
@@ -46,7 +47,7 @@ class Answering:
 
 
 def whole_file_session(engine, text: str, instruction: str, language: str = "python", **options) -> list:
-    return list(EditSession(engine, text, 0, len(text), instruction, language, **options).run())
+    return list(EditSession(engine, Target.whole(text), instruction, language, **options).run())
 
 
 def session_hunks(events: list) -> tuple[list[Hunk], list[Hunk]]:
@@ -175,7 +176,7 @@ def test_an_answer_that_goes_on_copying_the_file_is_cut_and_its_stream_closed():
 
     engine = RemoteRewriter("https://llm.example/v1", http=httpx.Client(transport=httpx.MockTransport(handle)))
     start = context.index(span)
-    events = list(EditSession(engine, context, start, start + len(span), "add type hints", "python").run())
+    events = list(EditSession(engine, Target.of_span(context, start, start + len(span)), "add type hints", "python").run())
     result = events[-1].result
     assert seen[0]["messages"] == build_prompt(span, "add type hints", "python", context).messages
     assert isinstance(result, RewriteResult) and result.text == "def f(a: int) -> int:\n    return a + 1\n"

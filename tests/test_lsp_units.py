@@ -1,11 +1,11 @@
-"""The language server's pure parts: options, regions, comment instructions, change tracking."""
+"""The language server's pure parts: options, the lines a rewrite takes, comment instructions, change tracking."""
 from __future__ import annotations
 
 import pytest
 
-from lsp.editor_rewrite import changed_lines
+from lsp.document_sync import changed_lines
 from lsp.options import DEFAULT_PRESETS, parse_options
-from lsp.regions import Region, comment_instruction, enclosing_definition, region_after_comment, selection_lines
+from lsp.targets import comment_instruction, enclosing_definition, lines_after_comment, selection_lines
 from rewriter.edits.scopes import SyntaxTree, kind_spans, select_nodes
 
 PY = '''import os
@@ -55,24 +55,24 @@ def test_engine_dtype_is_an_option_and_reaches_the_embedded_engine():
 
 
 def test_selection_covers_whole_lines():
-    assert selection_lines(3, 2, 5, 1, 10) == Region(3, 6)
-    assert selection_lines(3, 0, 5, 0, 10) == Region(3, 5)  # ends at a line start: that line is out
-    assert selection_lines(5, 4, 3, 0, 10) == Region(3, 6)  # backwards
-    assert selection_lines(4, 2, 4, 2, 10) == Region(4, 5)
-    assert selection_lines(8, 0, 12, 3, 10) == Region(8, 10)  # clipped to the document
+    assert selection_lines(3, 2, 5, 1, 10) == range(3, 6)
+    assert selection_lines(3, 0, 5, 0, 10) == range(3, 5)  # ends at a line start: that line is out
+    assert selection_lines(5, 4, 3, 0, 10) == range(3, 6)  # backwards
+    assert selection_lines(4, 2, 4, 2, 10) == range(4, 5)
+    assert selection_lines(8, 0, 12, 3, 10) == range(8, 10)  # clipped to the document
 
 
-@pytest.mark.parametrize("line, region", [(6, Region(3, 8)), (3, Region(3, 8)), (12, Region(11, 13)),
-                                          (10, Region(10, 13)), (0, None)])
+@pytest.mark.parametrize("line, region", [(6, range(3, 8)), (3, range(3, 8)), (12, range(11, 13)),
+                                          (10, range(10, 13)), (0, None)])
 def test_enclosing_definition_with_tree_sitter(line, region):
     assert enclosing_definition(PY, "python", line) == region
 
 
 def test_enclosing_definition_in_other_languages_and_none():
     js = "const a = 1;\nfunction f(x) {\n  return x + 1;\n}\n"
-    assert enclosing_definition(js, "javascript", 2) == Region(1, 4)
+    assert enclosing_definition(js, "javascript", 2) == range(1, 4)
     go = "package main\n\nfunc add(a, b int) int {\n\treturn a + b\n}\n"
-    assert enclosing_definition(go, "go", 3) == Region(2, 5)
+    assert enclosing_definition(go, "go", 3) == range(2, 5)
     assert enclosing_definition("x = 1\n", "no-such-language", 0) is None
 
 
@@ -139,9 +139,9 @@ def test_the_definition_at_the_cursor_is_what_each_function_or_class_rewrites(la
     """Decorators, doc comments and attributes count as `rewriter apply --each function` counts them."""
     text = NESTED[language]
     spans = [span for span in select_nodes(SyntaxTree(text, language), kind)
-             if span.name == name and span.start_line <= line + 1 <= span.end_line]
+             if span.name == name and line in span.lines]
     assert len(spans) == 1
-    assert enclosing_definition(text, language, line) == Region(spans[0].start_line - 1, spans[0].end_line)
+    assert enclosing_definition(text, language, line) == spans[0].lines
 
 
 @pytest.mark.parametrize("line, kind, name", [(6, "class", "Inner"), (13, "function", "count"),
@@ -150,20 +150,20 @@ def test_nested_definitions_at_the_cursor_are_the_innermost(line, kind, name):
     """Nested ones, which select_nodes leaves to the outer one, come out as kind_spans finds them."""
     text = NESTED["python"]
     [span] = [span for span in kind_spans(SyntaxTree(text, "python"), kind) if span.name == name]
-    assert enclosing_definition(text, "python", line) == Region(span.start_line - 1, span.end_line)
+    assert enclosing_definition(text, "python", line) == span.lines
     assert enclosing_definition(text, "python", 0) is None
 
 
 def test_comment_instructions_inside_or_just_above():
     lines = PY.splitlines(keepends=True)
-    assert comment_instruction(lines, Region(3, 8)) == "make this async"
-    assert comment_instruction(lines, Region(6, 8)) == "make this async"  # the comment right above
-    assert comment_instruction(lines, Region(10, 13)) is None
-    assert comment_instruction(["// rewrite: use const\n", "let a = 1;\n"], Region(1, 2)) == "use const"
-    assert comment_instruction(["/* rewrite: inline it */\n", "x();\n"], Region(0, 2)) == "inline it"
+    assert comment_instruction(lines, range(3, 8)) == "make this async"
+    assert comment_instruction(lines, range(6, 8)) == "make this async"  # the comment right above
+    assert comment_instruction(lines, range(10, 13)) is None
+    assert comment_instruction(["// rewrite: use const\n", "let a = 1;\n"], range(1, 2)) == "use const"
+    assert comment_instruction(["/* rewrite: inline it */\n", "x();\n"], range(0, 2)) == "inline it"
     # With the cursor on a comment above a definition, the definition below is the region.
     text = "# rewrite: add a docstring\ndef f():\n    pass\n"
-    assert region_after_comment(text, "python", 0) == Region(1, 3)
+    assert lines_after_comment(text, "python", 0) == range(1, 3)
 
 
 def test_changed_lines():

@@ -9,23 +9,24 @@ from rewriter.edits.pipeline import (
     CUT,
     INTEGRITY,
     SYNTAX,
-    SpanEdit,
+    TargetEdit,
     context_for,
     dedent,
     grammar_of,
     keep_trailing_blank_lines,
     reindent,
 )
-from rewriter.edits.scopes import guess_language, line_span
+from rewriter.edits.scopes import guess_language
+from rewriter.edits.target import Target
 from rewriter.prompt import common_indent
 from tests.helpers.samples import SHAPES
 
 AREA = SHAPES[SHAPES.index("    def area"): SHAPES.index("\n\ndef unit") + 2]  # with its two blank lines
 
 
-def area_edit(instruction: str = "Add a docstring") -> SpanEdit:
+def area_edit(instruction: str = "Add a docstring") -> TargetEdit:
     start = SHAPES.index(AREA)
-    return SpanEdit(SHAPES, start, start + len(AREA), instruction, "python")
+    return TargetEdit(Target.of_span(SHAPES, start, start + len(AREA)), instruction, "python")
 
 
 def test_an_indented_span_goes_in_dedented_and_comes_back_indented():
@@ -58,7 +59,7 @@ def test_partial_text_waits_for_the_opening_fence_line_and_indents_as_it_grows()
     assert edit.partial_text("```pyt") is None
     assert edit.partial_text("Sure") is None
     assert edit.partial_text("```python\ndef area(self):\n    ret") == "    def area(self):\n        ret"
-    crlf = SpanEdit("x = 1\r\ny = 2\r\n", 0, 14, "x")
+    crlf = TargetEdit(Target.of_span("x = 1\r\ny = 2\r\n", 0, 14), "x")
     assert crlf.partial_text("```\nx = 1\ny = 3\n```\n") == "x = 1\r\ny = 3\r\n"
 
 
@@ -94,7 +95,7 @@ def test_each_refusal_with_its_reason_and_the_refused_text():
 def test_a_file_that_does_not_parse_gets_no_syntax_refusal():
     broken = SHAPES + "\nconst = ;\n"
     start = broken.index(AREA)
-    edit = SpanEdit(broken, start, start + len(AREA), "x", "python")
+    edit = TargetEdit(Target.of_span(broken, start, start + len(AREA)), "x", "python")
     assert edit.finish("def area(self:\n    pass\n", "stop").status == APPLIED
 
 
@@ -117,7 +118,7 @@ def test_the_language_of_code_without_a_name_is_guessed_from_its_definitions(lan
 
 def test_context_windows_keep_the_span_and_say_what_was_left_out():
     text = "".join(f"line {i}\n" for i in range(1, 201))
-    span = line_span(text, 100, 101)
+    span = Target.of_lines(text, range(99, 101))
     assert context_for(text, span.start, span.end, None) == text
     assert context_for(text, span.start, span.end, 0) is None
     assert context_for(text, 0, len(text), None) is None  # a whole file has no context

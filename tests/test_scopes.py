@@ -8,15 +8,13 @@ import pytest
 from rewriter.edits.node_kinds import tree_language
 from rewriter.edits.scopes import (
     ScopeError,
-    Span,
     expand_to_nodes,
-    line_span,
     parse,
-    parse_line_range,
     select_nodes,
     split_span,
     syntax_error_line,
 )
+from rewriter.edits.target import Target, parse_line_range
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
@@ -110,9 +108,9 @@ def test_raw_node_types_and_queries():
     text = (SAMPLES / "report.py").read_text()
     tree = parse(text, "python")
     ifs = select_nodes(tree, "if_statement")
-    assert [s.start_line for s in ifs] == [13, 50, 59]
+    assert [s.lines.start for s in ifs] == [12, 49, 58]
     prints = select_nodes(tree, '((call function: (identifier) @name) @scope (#eq? @name "print"))')
-    assert [s.start_line for s in prints] == [29, 42, 46, 51]
+    assert [s.lines.start for s in prints] == [28, 41, 45, 50]
     assert all(text[s.start:s.end].lstrip().startswith("print(") for s in prints)
 
 
@@ -134,26 +132,26 @@ def test_line_ranges():
         with pytest.raises(ScopeError):
             parse_line_range(bad)
     text = "a\nb\nc\nd"
-    span = line_span(text, 2, 3)
+    span = Target.of_lines(text, range(1, 3))
     assert text[span.start:span.end] == "b\nc\n"
-    last = line_span(text, 4, 9)
-    assert text[last.start:last.end] == "d" and (last.start_line, last.end_line) == (4, 4)
+    last = Target.of_lines(text, range(3, 9))
+    assert text[last.start:last.end] == "d" and last.lines == range(3, 4)
     with pytest.raises(ScopeError, match="past the end"):
-        line_span(text, 5, 6)
+        Target.of_lines(text, range(4, 6))
 
 
 def test_expansion_grows_to_whole_nodes_only_as_far_as_needed():
     text = (SAMPLES / "inventory.py").read_text()
     tree = parse(text, "python")
     # Lines 10-12 are whole statements of the class body: nothing to grow.
-    same = expand_to_nodes(tree, line_span(text, 10, 12))
-    assert (same.start_line, same.end_line) == (10, 12)
+    same = expand_to_nodes(tree, Target.of_lines(text, range(9, 12)))
+    assert same.lines == range(9, 12)
     # Line 28 is inside `remove`, 31 inside `restock`: both methods, whole.
-    grown = expand_to_nodes(tree, line_span(text, 28, 31))
-    assert (grown.start_line, grown.end_line) == (24, 32)
+    grown = expand_to_nodes(tree, Target.of_lines(text, range(27, 31)))
+    assert grown.lines == range(23, 32)
     # The header of an if statement alone grows to the statement.
-    grown = expand_to_nodes(tree, line_span(text, 20, 20))
-    assert (grown.start_line, grown.end_line) == (20, 21)
+    grown = expand_to_nodes(tree, Target.of_lines(text, range(19, 20)))
+    assert grown.lines == range(19, 21)
     assert text[grown.start:grown.end].startswith("        if item.sku")
 
 
@@ -166,19 +164,19 @@ def test_non_ascii_text_keeps_character_offsets():
 def test_split_cuts_where_a_node_starts_and_covers_everything():
     text = (SAMPLES / "inventory.py").read_text()
     tree = parse(text, "python")
-    whole = Span(0, len(text), 1, text.count("\n"))
-    first, second = split_span(text, whole, tree)
+    whole = Target.whole(text)
+    first, second = split_span(whole, tree)
     assert (first.start, second.end) == (0, len(text)) and first.end == second.start
     assert text[second.start:].lstrip().startswith(("class", "@"))
     # A class alone is cut between its methods.
     inventory = select_nodes(tree, "class")[1]
-    pieces = split_span(text, inventory, tree)
+    pieces = split_span(inventory, tree)
     assert len(pieces) == 2 and text[pieces[1].start:pieces[1].end].lstrip().startswith("def ")
     # No grammar: cut at a blank line.
     plain = "one\ntwo\n\nthree\nfour\n"
-    a, b = split_span(plain, Span(0, len(plain), 1, 5))
+    a, b = split_span(Target.whole(plain))
     assert plain[a.start:a.end] == "one\ntwo\n\n" and plain[b.start:b.end] == "three\nfour\n"
-    assert split_span("x = 1\n", Span(0, 6, 1, 1), parse("x = 1\n", "python")) == []
+    assert split_span(Target.whole("x = 1\n"), parse("x = 1\n", "python")) == []
 
 
 def test_syntax_error_line():

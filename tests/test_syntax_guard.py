@@ -18,9 +18,10 @@ from rewriter.bench.integrity_bench import audit
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
 from rewriter.edits.integrity import check_edit
-from rewriter.edits.pipeline import INTEGRITY, SYNTAX, SpanEdit
+from rewriter.edits.pipeline import INTEGRITY, SYNTAX, TargetEdit
 from rewriter.edits.scopes import SyntaxTree, definitions, syntax_error_line
 from rewriter.edits.syntax import compiles
+from rewriter.edits.target import Target
 from tests.helpers.samples import INTRANGES
 
 DOCSTRING_INSTRUCTION = "Add a one-line docstring to each function."
@@ -32,9 +33,9 @@ COPIED_DOCSTRING = INTRANGES[INTRANGES.index('    """Represent'): INTRANGES.inde
 MODEL_ANSWER = ENCODE.splitlines(keepends=True)[0] + COPIED_DOCSTRING
 
 
-def encode_edit(answer_instruction: str = DOCSTRING_INSTRUCTION) -> SpanEdit:
+def encode_edit(answer_instruction: str = DOCSTRING_INSTRUCTION) -> TargetEdit:
     start = INTRANGES.index(ENCODE)
-    return SpanEdit(INTRANGES, start, start + len(ENCODE), answer_instruction, "python")
+    return TargetEdit(Target.of_span(INTRANGES, start, start + len(ENCODE)), answer_instruction, "python")
 
 
 def test_tree_sitter_accepts_the_emptied_file_and_python_does_not():
@@ -126,17 +127,17 @@ def test_a_header_without_its_body_is_a_lost_definition_in_every_language(langua
 def test_python_files_are_judged_by_python_s_compiler(answer, reason):
     text = "def area(width, height):\n    return width * height\n"
     assert syntax_error_line(text[:0] + answer, "python") is None  # tree-sitter sees nothing wrong
-    decision = SpanEdit(text, 0, len(text), "Tidy", "python").finish(answer, "stop")
+    decision = TargetEdit(Target.whole(text), "Tidy", "python").finish(answer, "stop")
     assert decision.refused and decision.refusal == SYNTAX and reason in decision.reason
 
 
 def test_warnings_are_no_errors_and_python_2_files_keep_tree_sitter_s_rule():
     text = "def pattern():\n    return 1\n"
-    warned = SpanEdit(text, 0, len(text), "Tidy", "python").finish('def pattern():\n    return "\\d+"\n', "stop")
+    warned = TargetEdit(Target.whole(text), "Tidy", "python").finish('def pattern():\n    return "\\d+"\n', "stop")
     assert not warned.refused  # an invalid escape is a SyntaxWarning, not an error
     python2 = 'def greet(name):\n    print "hello", name\n'
     assert not compiles(python2) and syntax_error_line(python2, "python") is None
-    edit = SpanEdit(python2, 0, len(python2), "Tidy", "python")
+    edit = TargetEdit(Target.whole(python2), "Tidy", "python")
     assert not edit.finish('def greet(name):\n    print "hi", name\n', "stop").refused
     broken = edit.finish('def greet(name:\n    print "hi", name\n', "stop")
     assert broken.refused and broken.refusal == SYNTAX

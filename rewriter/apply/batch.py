@@ -24,14 +24,13 @@ from ..edits.node_kinds import tree_language
 from ..edits.pipeline import CUT, INTEGRITY
 from ..edits.scopes import (
     ScopeError,
-    Span,
     SyntaxTree,
     expand_to_nodes,
-    line_span,
     select_nodes,
     split_span,
 )
 from ..edits.session import EditSession, Finished
+from ..edits.target import Target, numbered_lines
 from ..engine import Engine
 from ..prompt import NoCodeBlock, language_for
 from ..results import ContextTooLarge, RewriteError, ServiceError
@@ -81,14 +80,14 @@ def plan(job: FilePlan, options: Options) -> FilePlan:
         except ScopeError as error:
             return job.skip(str(error))
         if options.lines:
-            first, last = options.lines
-            spans = [s for s in spans if s.start_line <= last and s.end_line >= first]
+            lines = numbered_lines(*options.lines)
+            spans = [s for s in spans if s.lines.start < lines.stop and lines.start < s.lines.stop]
         if not spans:
             where = f" in lines {options.lines[0]}-{options.lines[1]}" if options.lines else ""
             return job.skip(f"no '{options.each}' nodes{where}")
     elif options.lines:
         try:
-            span = line_span(text, *options.lines)
+            span = Target.of_lines(text, numbered_lines(*options.lines))
         except ScopeError as error:
             raise BatchError(f"{job.display}: {error}") from error
         if options.expand:
@@ -99,13 +98,13 @@ def plan(job: FilePlan, options: Options) -> FilePlan:
             # A range that cuts a node in two makes the model complete the node: the lines after
             # the range would then appear twice. Whole nodes only.
             whole = expand_to_nodes(tree, span)
-            if (whole.start_line, whole.end_line) != (span.start_line, span.end_line):
-                job.notes.append(f"lines {span.start_line}-{span.end_line} cut a syntax node in two; "
-                                 f"rewriting lines {whole.start_line}-{whole.end_line} instead")
+            if whole.lines != span.lines:
+                job.notes.append(f"lines {'-'.join(map(str, span.shown_lines))} cut a syntax node in two; "
+                                 f"rewriting lines {'-'.join(map(str, whole.shown_lines))} instead")
                 span = whole
         spans = [span]
     else:
-        spans = [Span(0, len(text), 1, max(1, text.count("\n") + (not text.endswith("\n"))), "file")]
+        spans = [Target.whole(text)]
     job.units = [Unit(span) for span in spans]
     return job
 
@@ -132,14 +131,14 @@ class Runner:
         integrity = FileIntegrity(text, job.grammar)
         done: list[Unit] = []
         for unit in job.units:
-            done += self._rewrite_unit(job, text, tree, integrity, unit.span, part_of="")
+            done += self._rewrite_unit(job, text, tree, integrity, unit.target, part_of="")
             self.report.span_done(job)
         job.units = done
         self._assemble(job, text, integrity)
         job.seconds = time.perf_counter() - started
         return job
 
-    def _rewrite_unit(self, job: FilePlan, text: str, tree, integrity: FileIntegrity, span: Span,
+    def _rewrite_unit(self, job: FilePlan, text: str, tree, integrity: FileIntegrity, span: Target,
                       part_of: str) -> list[Unit]:
         whole_file = span.start == 0 and span.end == len(text)
         self.report.unit_started(job, span)
@@ -156,11 +155,11 @@ class Runner:
                     unit = Unit(span, "failed", _describe(error), part_of=part_of)
                     self.report.unit_done(job, unit)
                     return [unit]
-        pieces = split_span(text, span, tree)
+        pieces = split_span(span, tree)
         if not pieces:
             unit = Unit(span, "failed", f"{span.label()} does not fit the model's context even without "
                         "the rest of the file; choose a smaller scope (--each method, --each function, "
-                        f"or --lines with fewer than {span.end_line - span.start_line + 1} lines)",
+                        f"or --lines with fewer than {len(span.lines)} lines)",
                         part_of=part_of)
             self.report.unit_done(job, unit)
             return [unit]
@@ -170,9 +169,9 @@ class Runner:
             units += self._rewrite_unit(job, text, tree, integrity, piece, part_of or span.label())
         return units
 
-    def _request(self, job: FilePlan, text: str, integrity: FileIntegrity, span: Span,
+    def _request(self, job: FilePlan, text: str, integrity: FileIntegrity, span: Target,
                  window: int | None) -> Unit:
-        session = EditSession(self.engine, text, span.start, span.end, self.options.instruction, job.language,
+        session = EditSession(self.engine, span, self.options.instruction, job.language,
                               integrity=integrity, max_new_tokens=self.options.max_new_tokens)
         finished = None
         stats = None
@@ -202,9 +201,9 @@ class Runner:
 
     def _assemble(self, job: FilePlan, text: str, integrity: FileIntegrity) -> None:
         new = text
-        for unit in sorted(job.units, key=lambda u: u.span.start, reverse=True):
+        for unit in sorted(job.units, key=lambda u: u.target.start, reverse=True):
             if unit.status == "changed" and unit.text is not None:
-                new = new[: unit.span.start] + unit.text + new[unit.span.end:]
+                new = new[: unit.target.start] + unit.text + new[unit.target.end:]
         if new != text and not self.options.allow_syntax_errors:
             problem = integrity.syntax.problem(0, len(text), new)
             if problem is not None:  # each span parsed alone, but not all of them together
@@ -259,10 +258,10 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
         for unit in job.units:
             if unit.refused_text is not None:
                 unit.refused_diff = unified_diff(
-                    text, text[: unit.span.start] + unit.refused_text + text[unit.span.end:], job.display)
+                    text, text[: unit.target.start] + unit.refused_text + text[unit.target.end:], job.display)
                 if options.show_refused and diff_out is not None:
                     report.clear()
-                    diff_out.write(f"# refused, not applied: {job.display}: {unit.span.label()}: {unit.reason}\n")
+                    diff_out.write(f"# refused, not applied: {job.display}: {unit.target.label()}: {unit.reason}\n")
                     diff_out.write(colorize(unit.refused_diff) if diff_out.isatty() else unit.refused_diff)
                     diff_out.flush()
         report.file_done(job)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..edits.files import SourceFile
-from ..edits.scopes import Span
+from ..edits.target import Target
 from ..results import Stats
 
 
@@ -17,7 +17,7 @@ class BatchError(ValueError):
 @dataclass
 class Options:
     instruction: str
-    lines: tuple[int, int] | None = None
+    lines: tuple[int, int] | None = None  # --lines as the user numbers them (target.numbered_lines)
     expand: bool = False
     each: str | None = None
     write: bool = False
@@ -30,9 +30,9 @@ class Options:
 
 @dataclass
 class Unit:
-    """One rewrite request: a span of the file and what became of it."""
+    """One rewrite request: a target in the file and what became of it."""
 
-    span: Span
+    target: Target
     status: str = "pending"  # unchanged, changed, failed, refused (by the syntax or integrity guard)
     reason: str = ""
     text: str | None = None  # the span's new text

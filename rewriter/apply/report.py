@@ -8,7 +8,7 @@ import threading
 import time
 from typing import TextIO
 
-from ..edits.scopes import Span
+from ..edits.target import Target
 from ..results import Stats
 from .plans import FilePlan, Options, Unit
 
@@ -28,7 +28,7 @@ class Report:
         self.files = sum(1 for j in jobs if j.status == "pending")
         self.units = sum(len(j.units) for j in jobs if j.status == "pending")
 
-    def unit_started(self, job: FilePlan, span: Span) -> None:
+    def unit_started(self, job: FilePlan, span: Target) -> None:
         with self.lock:
             self.live[threading.get_ident()] = 0
             self.current = f"{job.display}: {span.label()}"
@@ -51,7 +51,7 @@ class Report:
             self.units_done += 1
         self.draw()
 
-    def split(self, job: FilePlan, span: Span, pieces: int) -> None:
+    def split(self, job: FilePlan, span: Target, pieces: int) -> None:
         pass
 
     def file_done(self, job: FilePlan) -> None:
@@ -222,8 +222,8 @@ def json_report(jobs: list[FilePlan], options: Options, seconds: float, code: in
             "status": job.status,
             "reason": job.reason,
             "spans": [{
-                "kind": u.span.kind, "name": u.span.name,
-                "lines": [u.span.start_line, u.span.end_line],
+                "kind": u.target.kind, "name": u.target.name,
+                "lines": list(u.target.shown_lines),
                 "status": u.status, "reason": u.reason, "part_of": u.part_of,
                 **({"refused_diff": u.refused_diff} if u.refused_diff else {}),
                 **({"stats": _stats_dict(u.stats)} if u.stats else {}),

@@ -21,7 +21,7 @@ from statistics import median
 
 from ..edits.integrity import FileIntegrity, lost_bodies, lost_definitions, significant
 from ..edits.node_kinds import grammar_for
-from ..edits.pipeline import CUT, SpanEdit
+from ..edits.pipeline import CUT, TargetEdit
 from ..edits.scopes import SyntaxTree, definitions, select_nodes
 from ..edits.syntax import compile_regression
 from .cases import Case
@@ -96,7 +96,7 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
             turn += 1
             outcome = SpanOutcome(case.id, span.label(), instruction, "failed")
             outcomes.append(outcome)
-            edit = SpanEdit(text, span.start, span.end, instruction, integrity=check)
+            edit = TargetEdit(span, instruction, integrity=check)
             try:
                 result = rewriter.rewrite(edit.code, instruction, case.language, context=edit.context(),
                                           max_new_tokens=max_new_tokens)

@@ -1,4 +1,4 @@
-"""From a span of a file to what may be applied: the one path of `rewriter apply`, the language
+"""From a target in a file (target.py) to what may be applied: the one path of `rewriter apply`, the language
 server and `/v1/rewrites`.
 
 On the way in, the span is dedented (a method is rewritten as if it stood at the top level) and
@@ -23,6 +23,7 @@ from ..prompt import NoCodeBlock, SourceText, common_indent, extract_code
 from .integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
 from .node_kinds import grammar_for
 from .scopes import guess_language
+from .target import Target
 
 CUT, INTEGRITY, SYNTAX = "cut", "integrity", "syntax"  # why a Decision refused
 CUT_REASON = "the answer stopped at the token limit"
@@ -49,18 +50,19 @@ class Decision:
         return self.refused and self.refusal != CUT
 
 
-class SpanEdit:
-    """One span of a file, file_text[start:end], on its way through the model.
+class TargetEdit:
+    """One target's way through the model.
 
     `code` is what the model is sent; `finish(answer_text, finish_reason)` decides what of the
-    answer may be applied. `integrity` may be shared by the spans of one file (parsed once).
+    answer may be applied. `integrity` may be shared by the targets of one file (parsed once).
     """
 
-    def __init__(self, file_text: str, start: int, end: int, instruction: str, grammar: str | None = None,
+    def __init__(self, target: Target, instruction: str, grammar: str | None = None,
                  integrity: FileIntegrity | None = None):
-        self.file_text = file_text
-        self.start, self.end = start, end
-        self.original = file_text[start:end]
+        self.target = target
+        self.file_text = target.text
+        self.start, self.end = target.start, target.end
+        self.original = target.code
         self.instruction = instruction
         self.grammar = integrity.grammar if integrity is not None else grammar
         self._integrity = integrity

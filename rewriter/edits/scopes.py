@@ -1,4 +1,5 @@
-"""Which parts of a file to rewrite, found with tree-sitter: nodes of a kind, line ranges, splits.
+"""Which parts of a file to rewrite, found with tree-sitter: nodes of a kind, line ranges, splits;
+each one a Target (target.py) labelled with its kind and name.
 
 Every span covers whole lines where it can (indentation, decorators, doc comments and a
 trailing `;` included), so each rewrite sees a self-contained piece of code; spans never
@@ -9,7 +10,6 @@ the language server's "function at the cursor" is `definition_at` here, so it an
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,23 +30,10 @@ from .node_kinds import (
     query_nodes,
     walk,
 )
+from .target import Target, line_starts
 
 if TYPE_CHECKING:
     from tree_sitter import Node
-
-
-@dataclass(frozen=True)
-class Span:
-    start: int  # character offsets into the file's text
-    end: int
-    start_line: int  # 1-based, inclusive
-    end_line: int
-    kind: str = "lines"
-    name: str = ""
-
-    def label(self) -> str:
-        where = f"lines {self.start_line}-{self.end_line}"
-        return f"{self.kind} {self.name} ({where})" if self.name else f"{self.kind} ({where})"
 
 
 class SyntaxTree:
@@ -59,17 +46,13 @@ class SyntaxTree:
         self.tree = parser(language).parse(self.data)
         self.root = self.tree.root_node
         self._ascii = len(self.data) == len(text)
-        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.line_starts = line_starts(text)
 
     def char(self, byte_offset: int) -> int:
         return byte_offset if self._ascii else len(self.data[:byte_offset].decode("utf-8", "replace"))
 
     def byte(self, char_offset: int) -> int:
         return char_offset if self._ascii else len(self.text[:char_offset].encode("utf-8"))
-
-    def line_of(self, offset: int) -> int:
-        """1-based line of a character offset."""
-        return bisect_right(self._line_starts, offset)
 
     def has_errors(self) -> bool:
         return self.root.has_error
@@ -98,13 +81,13 @@ def syntax_error_line(text: str, language: str | None) -> int | None:
     return tree.first_error_line() if tree.has_errors() else None
 
 
-# ---- spans from offsets ------------------------------------------------------------------
+# ---- targets from offsets ----------------------------------------------------------------
 
 _TRAILER = re.compile(r"[ \t]*[;,]?[ \t]*(\r?\n|$)")
 
 
-def whole_lines(tree_or_text, start: int, end: int, kind: str = "lines", name: str = "") -> Span:
-    """A span grown to whole lines where only blanks (or a closing `;`) lie beside it."""
+def whole_lines(tree_or_text, start: int, end: int, kind: str = "lines", name: str = "") -> Target:
+    """The target text[start:end], grown to whole lines where only blanks (or a closing `;`) lie beside it."""
     text = tree_or_text.text if isinstance(tree_or_text, SyntaxTree) else tree_or_text
     line_start = text.rfind("\n", 0, start) + 1
     if not text[line_start:start].strip():
@@ -112,38 +95,7 @@ def whole_lines(tree_or_text, start: int, end: int, kind: str = "lines", name: s
     trailer = _TRAILER.match(text, end) if end and text[end - 1] != "\n" else None
     if trailer:
         end = trailer.end()
-    return _span(text, start, end, kind, name)
-
-
-def _span(text: str, start: int, end: int, kind: str, name: str) -> Span:
-    first = text.count("\n", 0, start) + 1
-    last = first + text.count("\n", start, max(start, end - 1))
-    return Span(start, end, first, last, kind, name)
-
-
-def line_span(text: str, first: int, last: int) -> Span:
-    """Lines first..last (1-based, inclusive) as one span."""
-    total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    if first < 1 or last < first:
-        raise ScopeError(f"bad line range {first}-{last}")
-    if first > total:
-        raise ScopeError(f"line {first} is past the end of the file ({total} lines)")
-    last = min(last, total)
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    start = starts[first - 1]
-    end = starts[last] if last < len(starts) else len(text)
-    return Span(start, end, first, last)
-
-
-def parse_line_range(value: str) -> tuple[int, int]:
-    match = re.fullmatch(r"\s*(\d+)\s*(?:[-:]\s*(\d+)\s*)?", value)
-    if not match:
-        raise ScopeError(f"--lines takes FIRST-LAST (like 10-40), not {value!r}")
-    first = int(match.group(1))
-    last = int(match.group(2) or first)
-    if first < 1 or last < first:
-        raise ScopeError(f"--lines {value}: the range must start at 1 or later and not run backwards")
-    return first, last
+    return Target.of_span(text, start, end, kind, name)
 
 
 # ---- nodes of a kind ---------------------------------------------------------------------
@@ -175,7 +127,7 @@ def _leading_start(tree: SyntaxTree, node) -> int:
     return start
 
 
-def _node_span(tree: SyntaxTree, node, kind: str) -> Span:
+def _node_target(tree: SyntaxTree, node, kind: str) -> Target:
     if node.type in JS_VALUE_FUNCTIONS and node.parent is not None and node.parent.type == "variable_declarator":
         name = name_of(node.parent)
     else:
@@ -188,22 +140,22 @@ def _node_span(tree: SyntaxTree, node, kind: str) -> Span:
     return whole_lines(tree, start, end, kind, name)
 
 
-def outermost(spans: list[Span]) -> list[Span]:
-    """Keep each outer span once; spans inside (or overlapping) one already kept are dropped."""
-    kept: list[Span] = []
-    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
-        if kept and span.start < kept[-1].end:
+def outermost(targets: list[Target]) -> list[Target]:
+    """Keep each outer target once; those inside (or overlapping) one already kept are dropped."""
+    kept: list[Target] = []
+    for target in sorted(targets, key=lambda t: (t.start, -t.end)):
+        if kept and target.start < kept[-1].end:
             continue
-        kept.append(span)
+        kept.append(target)
     return kept
 
 
-def select_nodes(tree: SyntaxTree, kind: str) -> list[Span]:
-    """Spans of every node of `kind`: an alias (function, method, class), a node type or a query."""
+def select_nodes(tree: SyntaxTree, kind: str) -> list[Target]:
+    """Targets of every node of `kind`: an alias (function, method, class), a node type or a query."""
     return outermost(kind_spans(tree, kind))
 
 
-def kind_spans(tree: SyntaxTree, kind: str) -> list[Span]:
+def kind_spans(tree: SyntaxTree, kind: str) -> list[Target]:
     """Like select_nodes, but nested matches are kept: a method inside a class inside a class."""
     if kind.lstrip().startswith(("(", "[")):
         nodes = query_nodes(tree.language, tree.root, kind)
@@ -221,7 +173,7 @@ def kind_spans(tree: SyntaxTree, kind: str) -> list[Span]:
                              f"(aliases: {', '.join(kinds_for(tree.language)) or 'none'}; or a query in parentheses)")
         nodes = [n for n in walk(tree.root) if n.type == kind]
         label = kind
-    return [_node_span(tree, node, label) for node in nodes]
+    return [_node_target(tree, node, label) for node in nodes]
 
 
 # ---- the definition around a line -------------------------------------------------------
@@ -230,14 +182,14 @@ def kind_spans(tree: SyntaxTree, kind: str) -> list[Span]:
 _WIDENING = WRAPPERS | {"lexical_declaration", "variable_declaration", "variable_declarator"}
 
 
-def definition_at(tree: SyntaxTree, line: int, aliases: tuple[str, ...] = ("function", "class")) -> Span | None:
-    """The innermost definition of one of `aliases` whose span holds `line` (1-based): the very
-    span kind_spans gives for it (decorators, doc comments and all), labelled with its alias.
+def definition_at(tree: SyntaxTree, line: int, aliases: tuple[str, ...] = ("function", "class")) -> Target | None:
+    """The innermost definition of one of `aliases` whose lines hold `line` (0-based): the very
+    target kind_spans gives for it (decorators, doc comments and all), labelled with its alias.
 
     Only the nodes around the line are looked at, not the whole tree: editors ask on every move."""
-    if not any(tree.language in ALIASES[alias] for alias in aliases) or not 1 <= line <= len(tree._line_starts):
+    if not any(tree.language in ALIASES[alias] for alias in aliases) or not 0 <= line < len(tree.line_starts):
         return None
-    line_start = tree._line_starts[line - 1]
+    line_start = tree.line_starts[line]
     indent = re.match(r"[ \t]*", tree.text[line_start:])
     aim = tree.byte(line_start + (indent.end() if indent else 0))
     node = tree.root.descendant_for_byte_range(aim, aim)
@@ -248,9 +200,9 @@ def definition_at(tree: SyntaxTree, line: int, aliases: tuple[str, ...] = ("func
         if outer is not None:
             for alias in aliases:
                 for found in of_kind(_widened_to(outer), alias, tree.language):
-                    span = _node_span(tree, found, alias)
-                    if span.start_line <= line <= span.end_line:
-                        return span
+                    target = _node_target(tree, found, alias)
+                    if line in target.lines:
+                        return target
         node = node.parent
     return None
 
@@ -268,9 +220,9 @@ def _widened_to(outer: Node) -> list[Node]:
 
 # ---- line ranges grown to whole syntax nodes ---------------------------------------------
 
-def expand_to_nodes(tree: SyntaxTree, span: Span) -> Span:
-    """Grow a span until it cuts no syntax node in two (nodes enclosing all of it may stay)."""
-    start, end = tree.byte(span.start), tree.byte(span.end)
+def expand_to_nodes(tree: SyntaxTree, target: Target) -> Target:
+    """Grow a target until it cuts no syntax node in two (nodes enclosing all of it may stay)."""
+    start, end = tree.byte(target.start), tree.byte(target.end)
     while True:
         changed = True
         while changed:
@@ -297,7 +249,7 @@ def expand_to_nodes(tree: SyntaxTree, span: Span) -> Span:
         if (grown_start, grown_end) == (start, end):
             break
         start, end = grown_start, grown_end
-    return _span(tree.text, tree.char(start), tree.char(end), "lines", "")
+    return Target.of_span(tree.text, tree.char(start), tree.char(end))
 
 
 def _takes_part_of(node, start: int, end: int) -> bool:
@@ -312,26 +264,26 @@ def _takes_part_of(node, start: int, end: int) -> bool:
     return any(node.field_name_for_child(i) for i in overlapping)
 
 
-# ---- splitting a span that is too large for the model ------------------------------------
+# ---- splitting a target that is too large for the model ------------------------------------
 
-def split_span(text: str, span: Span, tree: SyntaxTree | None = None) -> list[Span]:
-    """Two spans covering `span`, cut at a line where a syntax node starts (near the middle).
+def split_span(target: Target, tree: SyntaxTree | None = None) -> list[Target]:
+    """Two targets covering `target`, cut at a line where a syntax node starts (near the middle).
 
     Empty when there is nowhere to cut.
     """
-    cuts = _node_cuts(tree, span) if tree is not None else []
+    cuts = _node_cuts(tree, target) if tree is not None else []
     if not cuts:
-        cuts = _line_cuts(text, span, blank_only=True) or _line_cuts(text, span, blank_only=False)
+        cuts = _line_cuts(target, blank_only=True) or _line_cuts(target, blank_only=False)
     if not cuts:
         return []
-    middle = (span.start + span.end) / 2
+    middle = (target.start + target.end) / 2
     cut = min(cuts, key=lambda offset: abs(offset - middle))
-    return [_span(text, span.start, cut, span.kind, span.name),
-            _span(text, cut, span.end, span.kind, span.name)]
+    return [Target.of_span(target.text, target.start, cut, target.kind, target.name),
+            Target.of_span(target.text, cut, target.end, target.kind, target.name)]
 
 
-def _node_cuts(tree: SyntaxTree, span: Span) -> list[int]:
-    start, end = tree.byte(span.start), tree.byte(span.end)
+def _node_cuts(tree: SyntaxTree, target: Target) -> list[int]:
+    start, end = tree.byte(target.start), tree.byte(target.end)
     cuts = set()
     stack = [tree.root]
     while stack:
@@ -349,11 +301,11 @@ def _node_cuts(tree: SyntaxTree, span: Span) -> list[int]:
     return sorted(cuts)
 
 
-def _line_cuts(text: str, span: Span, blank_only: bool) -> list[int]:
+def _line_cuts(target: Target, blank_only: bool) -> list[int]:
     """Line starts inside the span; with blank_only, only those just after a blank line."""
     cuts = []
-    lines = text[span.start:span.end].splitlines(keepends=True)
-    offset = span.start
+    lines = target.code.splitlines(keepends=True)
+    offset = target.start
     for previous in lines[:-1]:
         offset += len(previous)
         if not blank_only or not previous.strip():

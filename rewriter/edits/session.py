@@ -1,6 +1,6 @@
-"""One edit session: a span of a file through an engine and back, as every front end drives it.
+"""One edit session: a target in a file (target.py) through an engine and back, as every front end drives it.
 
-Down once: the file, the span's offsets in it, the instruction and the engine. Up once: each
+Down once: the target (the file, the span in it), the instruction and the engine. Up once: each
 increment of the model's answer with the diff hunks it settled (in the span's line numbering,
 while the answer streams), then one `Finished` with the pipeline's Decision (applied, stripped
 or refused, see pipeline.py) and the hunks that take the span to the decided text. The language
@@ -16,7 +16,8 @@ from ..engine import EditRequest, Engine, SamplingParams
 from ..results import RewriteResult, Stats
 from .hunks import Hunk, HunkStream
 from .integrity import APPLIED, FileIntegrity
-from .pipeline import Decision, SpanEdit
+from .pipeline import Decision, TargetEdit
+from .target import Target
 
 
 @dataclass
@@ -42,15 +43,15 @@ class Finished:
 
 
 class EditSession:
-    """One span of `file_text`, file_text[start:end], rewritten by `engine` as `instruction` says."""
+    """One target rewritten by `engine` as `instruction` says."""
 
-    def __init__(self, engine: Engine, file_text: str, start: int, end: int, instruction: str,
+    def __init__(self, engine: Engine, target: Target, instruction: str,
                  language: str = "", *, grammar: str | None = None, integrity: FileIntegrity | None = None,
                  max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
                  context: str | None = None):
         self.engine = engine
         self.given_context = context  # a client's own context, sent as it is instead of the file around the span
-        self.edit = SpanEdit(file_text, start, end, instruction, grammar, integrity)
+        self.edit = TargetEdit(target, instruction, grammar, integrity)
         self.language = language
         self.max_new_tokens = max_new_tokens
         self.sampling = sampling

@@ -21,6 +21,7 @@ from ..edits.hunks import Hunk
 from ..edits.integrity import STRIPPED
 from ..edits.pipeline import grammar_of
 from ..edits.session import Delta, EditSession
+from ..edits.target import Target
 from ..engines import local_engine
 from ..prompt import language_for, prediction_ids
 from ..weights.models import LoadedModel
@@ -197,13 +198,13 @@ class Backend:
                            f"output tokens, got {max_tokens}.", param="max_tokens", code="integer_above_max_value")
 
     def prepare_rewrite(self, request: RewriteRequest) -> PreparedRewrite:
-        file_text, start, end = span_in_file(request)
+        target = target_of(request)
         language = request.language or language_for(request.file_name or "")
-        context = request.context if request.context is not None else request.text if request.range else None
+        context = request.context if request.context is not None else request.text if request.lines else None
         self._check_max_tokens(request.max_tokens)
         # The checks need a grammar: named, from the file name, else guessed from the code.
-        session = EditSession(self.rewriter, file_text, start, end, request.instruction, language,
-                              grammar=grammar_of(language, file_text), context=context)
+        session = EditSession(self.rewriter, target, request.instruction, language,
+                              grammar=grammar_of(language, target.text), context=context)
         sent = session.request()  # the limits are checked on exactly what the session will send
         try:  # stream() plans again on the worker (tokenizing is cheap)
             prompt, prediction, budget = self.rewriter.plan(sent.code, sent.instruction, sent.language, sent.context,
@@ -217,7 +218,7 @@ class Backend:
         if prediction and prediction[-1] == self.tokenizer.eos_token_id:
             prediction = prediction[:-1]
         session.max_new_tokens = min(budget, self.limits.max_output_tokens)
-        return PreparedRewrite(request, session, request.range[0] if request.range else 0, prediction)
+        return PreparedRewrite(request, session, request.lines.start if request.lines else 0, prediction)
 
     def rewrite(self, prepared: PreparedRewrite) -> Iterator[tuple[str, dict]]:
         """(event, data) pairs for /v1/rewrites: delta, hunk, stats, then result."""
@@ -258,23 +259,21 @@ class Backend:
                 data["stripped"] = decision.reason
             if decision.refused:
                 data["refused"] = {"reason": decision.reason, "text": decision.refused_text}
-            if request.range:
-                lines = request.text.splitlines(keepends=True)
+            if request.lines:
+                target = session.edit.target
                 data["selection"] = decision.text
-                data["text"] = "".join(lines[:request.range[0]]) + decision.text + "".join(lines[request.range[1]:])
+                data["text"] = target.text[:target.start] + decision.text + target.text[target.end:]
             yield "result", data
 
 
-def span_in_file(request: RewriteRequest) -> tuple[str, int, int]:
-    """The file a /v1/rewrites span lies in, and the span's offsets there: the request's text
-    when a range names the lines, the context when the text occurs in it once, else the text."""
-    if request.range:
-        lines = request.text.splitlines(keepends=True)
-        start = len("".join(lines[:request.range[0]]))
-        return request.text, start, start + len("".join(lines[request.range[0]:request.range[1]]))
+def target_of(request: RewriteRequest) -> Target:
+    """What a /v1/rewrites request rewrites: the lines its `range` names in its text, else its
+    text, placed in the context when it occurs there once."""
+    if request.lines:
+        return Target.of_lines(request.text, request.lines)
     context = request.context
     if context and request.text and context.count(request.text) == 1:
         start = context.index(request.text)
-        return context, start, start + len(request.text)
-    return request.text, 0, len(request.text)
+        return Target.of_span(context, start, start + len(request.text))
+    return Target.whole(request.text)
 

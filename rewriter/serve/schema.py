@@ -13,6 +13,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
+from ..edits.target import line_count
 from ..engine import SamplingParams
 from ..prompt import NoCodeBlock
 from ..results import RewriteError
@@ -292,7 +293,7 @@ class RewriteRequest:
     language: str = ""  # for the prompt; the checks infer one when this is empty
     context: str | None = None
     max_tokens: int | None = None
-    range: tuple[int, int] | None = None  # lines [start, end) of `text` to rewrite; the rest is context
+    lines: range | None = None  # the body's `range`: the lines of `text` to rewrite; the rest is context
     file_name: str | None = None  # the file's name or path, for its language
 
 
@@ -317,7 +318,7 @@ def parse_rewrite(body: dict) -> RewriteRequest:
     if max_tokens is not None and max_tokens < 1:
         raise ApiError(400, f"Invalid 'max_tokens': expected a value >= 1, got {max_tokens}.", param="max_tokens",
                        code="integer_below_min_value")
-    span = None
+    lines = None
     raw_range = _get(body, "range", "dict")
     if raw_range is not None:
         if context is not None:
@@ -325,19 +326,19 @@ def parse_rewrite(body: dict) -> RewriteRequest:
                            param="range", code="invalid_value")
         start = _get(raw_range, "start", "int", param="range.start")
         end = _get(raw_range, "end", "int", param="range.end")
-        lines = len(text.splitlines())
+        total = line_count(text)
         for name, value in (("start", start), ("end", end)):
             if value is None:
                 raise ApiError(400, f"Missing required parameter: 'range.{name}'.", param=f"range.{name}",
                                code="missing_required_parameter")
-        if not 0 <= start < end <= max(lines, 1):
+        if not 0 <= start < end <= max(total, 1):
             raise ApiError(400, f"Invalid 'range': expected {{\"start\": line, \"end\": line}} with "
-                           f"0 <= start < end <= {lines} (0-based lines, end exclusive).",
-                           param="range.start" if not 0 <= start < max(lines, 1) else "range.end",
+                           f"0 <= start < end <= {total} (0-based lines, end exclusive).",
+                           param="range.start" if not 0 <= start < max(total, 1) else "range.end",
                            code="invalid_value")
-        span = (start, end)
+        lines = range(start, end)
     return RewriteRequest(text=text, instruction=instruction, language=language, context=context,
-                          max_tokens=max_tokens, range=span, file_name=file_name)
+                          max_tokens=max_tokens, lines=lines, file_name=file_name)
 
 
 # The body --------------------------------------------------------------------------------------

@@ -1,61 +1,57 @@
 """What a code action rewrites: the selected lines, or the function/class around the cursor.
 
-Regions are whole lines, [start, end) 0-based: rewrites are line-based diffs, and whole lines
-keep positions free of the client's character encoding.
+The language server works in whole lines (a `range`, 0-based, end exclusive; see
+rewriter/edits/target.py): rewrites are line-based diffs, and whole lines keep positions free
+of the client's character encoding. `document_target` turns them into the rewrite's Target.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from rewriter.edits.node_kinds import grammar_for
-from rewriter.edits.scopes import Span, SyntaxTree, definition_at
+from rewriter.edits.scopes import SyntaxTree, definition_at
+from rewriter.edits.target import Target
 
 # `# rewrite: make this async`, `// rewrite: ...`, `-- rewrite: ...`, `/* rewrite: ... */`
 COMMENT_INSTRUCTION = re.compile(r"^\s*(?:#+|//+|--|;+|/\*+|\*)\s*rewrite:\s*(?P<instruction>.*?)\s*(?:\*/)?\s*$")
 COMMENT_START = re.compile(r"^\s*(?:#|//|--|;|/\*|\*)")
 
 
-@dataclass(frozen=True)
-class Region:
-    start: int
-    end: int  # exclusive
-
-    def overlaps(self, start: int, end: int) -> bool:
-        """Whether lines [start, end) touch this region (an insertion at a boundary counts)."""
-        return start <= self.end and end >= self.start
+def document_target(source: str, lines: range) -> Target:
+    """The target for `lines` of a document, in its text with LF line endings (what the model sees)."""
+    return Target.of_lines(source.replace("\r\n", "\n"), lines)
 
 
-def selection_lines(start_line: int, start_char: int, end_line: int, end_char: int, line_count: int) -> Region:
+def selection_lines(start_line: int, start_char: int, end_line: int, end_char: int, line_count: int) -> range:
     """The whole lines a selection covers; a selection ending at a line's start leaves that line out."""
     if (end_line, end_char) < (start_line, start_char):
         start_line, start_char, end_line, end_char = end_line, end_char, start_line, start_char
     last = end_line if end_char > 0 or end_line == start_line else end_line - 1
     start = min(start_line, max(line_count - 1, 0))
-    return Region(start, max(start + 1, min(last + 1, line_count)))
+    return range(start, max(start + 1, min(last + 1, line_count)))
 
 
-def enclosing_definition(text: str, language: str, line: int) -> Region | None:
-    """The innermost function or class around `line`: the lines `rewriter apply --each function`
-    (or class) would rewrite for it, decorators and doc comments included."""
-    span = _definition_span(text, language, line)
-    return None if span is None else Region(span.start_line - 1, span.end_line)
+def enclosing_definition(text: str, language: str, line: int) -> range | None:
+    """The lines of the innermost function or class around `line`: those `rewriter apply --each
+    function` (or class) would rewrite for it, decorators and doc comments included."""
+    found = _definition_at(text, language, line)
+    return None if found is None else found.lines
 
 
-def _definition_span(text: str, language: str, line: int) -> Span | None:
+def _definition_at(text: str, language: str, line: int) -> Target | None:
     grammar = grammar_for(language)
     if grammar is None or not 0 <= line < len(text.splitlines()):
         return None
-    return definition_at(SyntaxTree(text, grammar), line + 1)
+    return definition_at(SyntaxTree(text, grammar), line)
 
 
-def comment_instruction(lines: list[str], region: Region) -> str | None:
-    """A `rewrite: ...` comment inside the region or in the comment lines just above it."""
-    for index in range(region.start, min(region.end, len(lines))):
+def comment_instruction(lines: list[str], target_lines: range) -> str | None:
+    """A `rewrite: ...` comment inside the target's lines or in the comment lines just above them."""
+    for index in range(target_lines.start, min(target_lines.stop, len(lines))):
         match = COMMENT_INSTRUCTION.match(lines[index])
         if match and match.group("instruction"):
             return match.group("instruction")
-    index = region.start - 1
+    index = target_lines.start - 1
     while index >= 0 and COMMENT_START.match(lines[index]):
         match = COMMENT_INSTRUCTION.match(lines[index])
         if match and match.group("instruction"):
@@ -64,7 +60,7 @@ def comment_instruction(lines: list[str], region: Region) -> str | None:
     return None
 
 
-def region_after_comment(text: str, language: str, line: int) -> Region | None:
+def lines_after_comment(text: str, language: str, line: int) -> range | None:
     """With the cursor on a `rewrite:` comment, the definition (or line) right below the comment block."""
     lines = text.splitlines(keepends=True)
     if line >= len(lines) or not COMMENT_INSTRUCTION.match(lines[line]):
@@ -77,9 +73,9 @@ def region_after_comment(text: str, language: str, line: int) -> Region | None:
     top = line
     while top > 0 and COMMENT_START.match(lines[top - 1]):
         top -= 1
-    found = _definition_span(text, language, below)
+    found = _definition_at(text, language, below)
     # The definition right below the comment block (it may count the block as its doc comment);
-    # the block, instruction included, stays out of the region.
-    if found is not None and top <= found.start_line - 1 <= below:
-        return Region(below, found.end_line)
-    return Region(below, below + 1)
+    # the block, instruction included, stays out of the target.
+    if found is not None and top <= found.lines.start <= below:
+        return range(below, found.lines.stop)
+    return range(below, below + 1)
