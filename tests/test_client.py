@@ -13,6 +13,7 @@ from rewriter.engine import EditRequest
 from rewriter.prompt import NoCodeBlock, build_prompt
 from rewriter.results import Stats
 from rewriter.serve.client import RemoteRewriter, ServiceError, _parse_sse
+from tests.helpers.engines import rewrite_with
 
 ORIGINAL = "def f(a):\r\n    x = a + 1\r\n    y = x * 2\r\n    z = y - 3\r\n    w = z / 4\r\n    return w\r\n"
 ANSWER = ("Here you go:\n```python\ndef f(a: int) -> float:\n    x = a + 1\n    y = x * 2\n    z = y - 3\n"
@@ -191,26 +192,26 @@ def test_busy_endpoint_is_retried_after_its_delay_and_errors_are_mapped():
     busy = httpx.Response(503, headers={"Retry-After": "0"}, json={"error": {"message": "busy"}})
     engine = RemoteRewriter("http://127.0.0.1:9/v1", protocol="openai",
                             http=openai_endpoint(seen, failures=[busy, busy]))
-    assert engine.rewrite(ORIGINAL, "add type hints").text == EDITED
+    assert rewrite_with(engine, ORIGINAL, "add type hints").text == EDITED
     assert len(seen) == 3
 
     refused = httpx.Response(400, json={"error": {"message": "bad max_tokens", "type": "invalid_request_error"}})
     with pytest.raises(RewriteError, match="bad max_tokens"):
-        RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[refused])).rewrite(
-            ORIGINAL, "x")
+        rewrite_with(RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[refused])),
+                     ORIGINAL, "x")
     denied = httpx.Response(401, json={"error": {"message": "Incorrect API key", "code": "invalid_api_key"}})
     with pytest.raises(ServiceError) as raised:
-        RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[denied])).rewrite(
-            ORIGINAL, "x")
+        rewrite_with(RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[denied])),
+                     ORIGINAL, "x")
     assert raised.value.status == 401 and raised.value.code == "invalid_api_key"
     still_busy = [httpx.Response(503, headers={"Retry-After": "0"}, json={"error": {"message": "busy"}})] * 2
     with pytest.raises(ServiceError) as raised:
-        RemoteRewriter("http://h/v1", protocol="openai", retries=1,
-                       http=openai_endpoint([], failures=still_busy)).rewrite(ORIGINAL, "x")
+        rewrite_with(RemoteRewriter("http://h/v1", protocol="openai", retries=1,
+                                    http=openai_endpoint([], failures=still_busy)), ORIGINAL, "x")
     assert raised.value.status == 503
     with pytest.raises(NoCodeBlock):
-        RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], answer="No.")).rewrite(
-            ORIGINAL, "x")
+        rewrite_with(RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], answer="No.")),
+                     ORIGINAL, "x")
 
 
 def test_our_service_events_become_progress_hunks_and_result():
@@ -244,3 +245,4 @@ def test_bad_urls_and_empty_instructions_are_refused_early():
         RemoteRewriter("localhost:8000")
     with pytest.raises(RewriteError):
         list(RemoteRewriter("http://h/v1", protocol="openai").stream(EditRequest("x\n", " ")))
+

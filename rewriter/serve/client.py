@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..engine import EditRequest
-from ..prompt import NoCodeBlock, SourceText, build_prompt, echo_scan, extract_code
+from ..answer import AnswerStream
+from ..engine import EditRequest, require_instruction
+from ..prompt import NoCodeBlock
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult, ServiceError, Stats
 
 MAX_RETRY_WAIT_S = 30.0
@@ -91,20 +92,11 @@ class RemoteRewriter:
 
     def stream(self, request: EditRequest) -> Generator[Progress | RewriteResult, None, None]:
         """Progress (answer text increments) and finally a RewriteResult, like Rewriter.stream."""
-        if not request.instruction or not request.instruction.strip():
-            raise RewriteError("the instruction is empty")
+        require_instruction(request.instruction)
         if self.protocol == "rewriter":
             yield from self._stream_rewriter(request)
         else:
             yield from self._stream_openai(request)
-
-    def rewrite(self, code: str, instruction: str, language: str = "", context: str | None = None,
-                max_new_tokens: int | None = None) -> RewriteResult:
-        """The whole result of one request (scripts; front ends stream)."""
-        for event in self.stream(EditRequest(code, instruction, language, context, max_new_tokens)):
-            if isinstance(event, RewriteResult):
-                return event
-        raise ServiceError("the stream ended without a result")
 
     # Our service ------------------------------------------------------------------------------
 
@@ -135,11 +127,11 @@ class RemoteRewriter:
     # Any OpenAI-compatible endpoint -----------------------------------------------------------
 
     def _stream_openai(self, request: EditRequest) -> Iterator[Progress | RewriteResult]:
-        source = SourceText.from_text(request.code)
-        prompt = build_prompt(source.code, request.instruction, request.language, request.context)
+        # The endpoint takes messages only: the model writes the answer's opening itself.
+        answer = AnswerStream(request, prefilled=False)
         body = {
-            "messages": prompt.messages,
-            "prediction": {"type": "content", "content": prompt.prediction},
+            "messages": answer.prompt.messages,
+            "prediction": {"type": "content", "content": answer.prompt.prediction},
             "temperature": 0,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -149,7 +141,6 @@ class RemoteRewriter:
         if request.max_new_tokens:
             body[self.budget_field] = request.max_new_tokens
         stats = stats_from(None)
-        answer, shown, cut = "", 0, None
         started = time.perf_counter()
         events = self._sse("/chat/completions", body)
         try:
@@ -162,33 +153,22 @@ class RemoteRewriter:
                         stats.finish_reason = choice["finish_reason"]
                     if not piece:
                         continue
-                    if not answer:
+                    if not answer.text:
                         stats.ttft_s = time.perf_counter() - started
-                    answer += piece
+                    settled = answer.feed(piece)
                     stats.total_s = time.perf_counter() - started
-                    # The answer going on with the file after the span (prompt.echo_scan) ends it, as
-                    # in the local engine; lines that may begin such a copy wait until the next tells.
-                    scan = echo_scan(answer, prompt.echo_targets)
-                    if scan.cut is not None:
-                        cut = scan.cut
+                    if settled:
+                        yield Progress(settled, stats)
+                    if answer.echoed:
                         break
-                    if scan.settled > shown:
-                        yield Progress(answer[shown:scan.settled], stats)
-                        shown = scan.settled
-                if cut is not None:
+                if answer.echoed:
                     break
                 if data.get("usage"):
                     _usage_into(stats, data["usage"])
         finally:
             events.close()  # closing the stream early stops the endpoint's decoding too
-        if cut is not None:
-            stats.echo_dropped_chars, stats.finish_reason = len(answer) - cut, "stop"
-            answer = answer[:cut]
-        if len(answer) > shown:
-            yield Progress(answer[shown:], stats)
         stats.total_s = time.perf_counter() - started
-        text = source.restore(extract_code(answer))  # NoCodeBlock, as the local engine raises
-        yield RewriteResult(text=text, answer=answer, stats=stats)
+        yield from answer.finish(stats)  # NoCodeBlock, as the local engine raises
 
     # Transport --------------------------------------------------------------------------------
 
