@@ -16,9 +16,17 @@ from urllib.parse import urlsplit
 import httpx
 
 from ..answer import AnswerStream
-from ..engine import EditRequest, require_instruction
+from ..engine import EditRequest, SamplingParams, require_instruction
 from ..prompt import NoCodeBlock
-from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult, ServiceError, Stats
+from ..results import (
+    ContextTooLarge,
+    Progress,
+    RewriteError,
+    RewriteResult,
+    ServiceError,
+    Stats,
+    UnsupportedSampling,
+)
 
 MAX_RETRY_WAIT_S = 30.0
 # A request too large for the model, in the words of OpenAI and vLLM, and of our service (whose
@@ -30,6 +38,23 @@ def stats_from(data: dict | None) -> Stats:
     """A Stats from its JSON form, ignoring fields this version does not know."""
     known = {f.name for f in fields(Stats)}
     return Stats(**{k: v for k, v in (data or {}).items() if k in known})
+
+
+def openai_sampling(sampling: SamplingParams | None) -> dict:
+    """A chat request's sampling fields for these settings (None: greedy), as OpenAI's API takes
+    them; UnsupportedSampling for what it has no field for."""
+    if sampling is None or sampling.greedy:
+        return {"temperature": 0}
+    if sampling.top_k:
+        raise UnsupportedSampling(f"top_k={sampling.top_k}: OpenAI-compatible endpoints take temperature, "
+                                  "top_p and seed, not top_k; leave top_k at 0 for an endpoint")
+    if sampling.verification != "block":
+        raise UnsupportedSampling(f"verification={sampling.verification!r} picks how the local decoder checks "
+                                  "drafts; an endpoint checks its own way: leave it at 'block' for an endpoint")
+    fields: dict = {"temperature": sampling.temperature, "top_p": sampling.top_p}
+    if sampling.seed is not None:
+        fields["seed"] = sampling.seed
+    return fields
 
 
 class RemoteRewriter:
@@ -91,7 +116,10 @@ class RemoteRewriter:
         """Nothing to load here: the server holds the model."""
 
     def stream(self, request: EditRequest) -> Generator[Progress | RewriteResult, None, None]:
-        """Progress (answer text increments) and finally a RewriteResult, like Rewriter.stream."""
+        """Progress (answer text increments) and finally a RewriteResult, like Rewriter.stream.
+
+        The request's sampling goes to the endpoint; UnsupportedSampling for settings it has no word for.
+        """
         require_instruction(request.instruction)
         if self.protocol == "rewriter":
             yield from self._stream_rewriter(request)
@@ -101,6 +129,9 @@ class RemoteRewriter:
     # Our service ------------------------------------------------------------------------------
 
     def _stream_rewriter(self, request: EditRequest) -> Iterator[Progress | RewriteResult]:
+        if request.sampling is not None and not request.sampling.greedy:
+            raise UnsupportedSampling("the rewriter service's /v1/rewrites decodes greedily only: to sample "
+                                      "(temperature > 0), use its OpenAI-compatible API (protocol 'openai')")
         body: dict[str, str | int] = {"text": request.code, "instruction": request.instruction,
                                       "language": request.language}
         if request.context is not None:
@@ -132,7 +163,7 @@ class RemoteRewriter:
         body = {
             "messages": answer.prompt.messages,
             "prediction": {"type": "content", "content": answer.prompt.prediction},
-            "temperature": 0,
+            **openai_sampling(request.sampling),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
