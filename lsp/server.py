@@ -15,6 +15,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from rewriter import package_version
+from rewriter.engine import instruction_is_empty
 from rewriter.prompt import language_for
 
 from .editor_rewrite import EditorRewrite, Outcome
@@ -113,7 +114,7 @@ class RewriterServer(LanguageServer):
         progress and window/showMessage. With `wait` (or rewriter.wait), answer with its outcome."""
         if uri not in self.workspace.text_documents:
             raise invalid(f"{uri} is not open in the editor")
-        if not instruction or not instruction.strip():
+        if instruction_is_empty(instruction):
             raise invalid("the instruction is empty")
         if not self._capability("workspace", "apply_edit", default=False):
             raise invalid("this editor does not accept workspace/applyEdit, so a rewrite cannot be applied")

@@ -12,7 +12,19 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Protocol
 
-from .results import Progress, RewriteResult
+from .results import Progress, RewriteError, RewriteResult
+
+
+def instruction_is_empty(instruction: str | None) -> bool:
+    """Whether an instruction says nothing (missing or blank): every front end refuses it, each
+    in its own words."""
+    return not instruction or not instruction.strip()
+
+
+def require_instruction(instruction: str | None) -> None:
+    """An engine's refusal of an instruction that says nothing."""
+    if instruction_is_empty(instruction):
+        raise RewriteError("the instruction is empty")
 
 
 @dataclass(frozen=True)

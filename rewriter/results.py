@@ -16,6 +16,10 @@ class ContextTooLarge(RewriteError):
     """The code (with its context) does not fit the model's context; a smaller part may."""
 
 
+class UnsupportedSampling(RewriteError):
+    """Sampling settings an engine cannot honour (an endpoint's API has no word for them)."""
+
+
 class ServiceError(RuntimeError):
     """A remote endpoint refused or failed a request; `status` is the HTTP status (0: no answer)."""
 

@@ -10,10 +10,11 @@ from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 from rewriter.edits.hunks import Hunk, apply_hunks
 from rewriter.edits.session import Delta, EditSession, Finished
 from rewriter.edits.target import Target
-from rewriter.engine import EditRequest
+from rewriter.engine import EditRequest, SamplingParams
 from rewriter.prompt import NoCodeBlock, build_prompt
-from rewriter.results import Stats
+from rewriter.results import Stats, UnsupportedSampling
 from rewriter.serve.client import RemoteRewriter, ServiceError, _parse_sse
+from tests.helpers.engines import rewrite_with
 
 ORIGINAL = "def f(a):\r\n    x = a + 1\r\n    y = x * 2\r\n    z = y - 3\r\n    w = z / 4\r\n    return w\r\n"
 ANSWER = ("Here you go:\n```python\ndef f(a: int) -> float:\n    x = a + 1\n    y = x * 2\n    z = y - 3\n"
@@ -192,26 +193,26 @@ def test_busy_endpoint_is_retried_after_its_delay_and_errors_are_mapped():
     busy = httpx.Response(503, headers={"Retry-After": "0"}, json={"error": {"message": "busy"}})
     engine = RemoteRewriter("http://127.0.0.1:9/v1", protocol="openai",
                             http=openai_endpoint(seen, failures=[busy, busy]))
-    assert engine.rewrite(ORIGINAL, "add type hints").text == EDITED
+    assert rewrite_with(engine, ORIGINAL, "add type hints").text == EDITED
     assert len(seen) == 3
 
     refused = httpx.Response(400, json={"error": {"message": "bad max_tokens", "type": "invalid_request_error"}})
     with pytest.raises(RewriteError, match="bad max_tokens"):
-        RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[refused])).rewrite(
-            ORIGINAL, "x")
+        rewrite_with(RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[refused])),
+                     ORIGINAL, "x")
     denied = httpx.Response(401, json={"error": {"message": "Incorrect API key", "code": "invalid_api_key"}})
     with pytest.raises(ServiceError) as raised:
-        RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[denied])).rewrite(
-            ORIGINAL, "x")
+        rewrite_with(RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], failures=[denied])),
+                     ORIGINAL, "x")
     assert raised.value.status == 401 and raised.value.code == "invalid_api_key"
     still_busy = [httpx.Response(503, headers={"Retry-After": "0"}, json={"error": {"message": "busy"}})] * 2
     with pytest.raises(ServiceError) as raised:
-        RemoteRewriter("http://h/v1", protocol="openai", retries=1,
-                       http=openai_endpoint([], failures=still_busy)).rewrite(ORIGINAL, "x")
+        rewrite_with(RemoteRewriter("http://h/v1", protocol="openai", retries=1,
+                                    http=openai_endpoint([], failures=still_busy)), ORIGINAL, "x")
     assert raised.value.status == 503
     with pytest.raises(NoCodeBlock):
-        RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], answer="No.")).rewrite(
-            ORIGINAL, "x")
+        rewrite_with(RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint([], answer="No.")),
+                     ORIGINAL, "x")
 
 
 def test_our_service_events_become_progress_hunks_and_result():
@@ -245,3 +246,38 @@ def test_bad_urls_and_empty_instructions_are_refused_early():
         RemoteRewriter("localhost:8000")
     with pytest.raises(RewriteError):
         list(RemoteRewriter("http://h/v1", protocol="openai").stream(EditRequest("x\n", " ")))
+
+
+def test_the_request_sampling_goes_to_an_openai_endpoint():
+    seen: list[dict] = []
+    engine = RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint(seen))
+    sampled = SamplingParams(temperature=0.7, top_p=0.9, seed=11)
+    assert rewrite_with(engine, ORIGINAL, "add type hints", sampling=sampled).text == EDITED
+    assert (seen[0]["temperature"], seen[0]["top_p"], seen[0]["seed"]) == (0.7, 0.9, 11)
+    rewrite_with(engine, ORIGINAL, "add type hints", sampling=SamplingParams(temperature=1.0))
+    assert (seen[1]["temperature"], seen[1]["top_p"]) == (1.0, 1.0) and "seed" not in seen[1]
+    rewrite_with(engine, ORIGINAL, "add type hints", sampling=SamplingParams(seed=11))  # greedy: nothing to sample
+    assert seen[2]["temperature"] == 0 and "top_p" not in seen[2] and "seed" not in seen[2]
+
+
+def test_sampling_an_endpoint_cannot_express_is_refused_before_any_request():
+    seen: list[dict] = []
+    engine = RemoteRewriter("http://h/v1", protocol="openai", http=openai_endpoint(seen))
+    with pytest.raises(UnsupportedSampling, match="top_k"):
+        rewrite_with(engine, ORIGINAL, "x", sampling=SamplingParams(temperature=0.7, top_k=40))
+    with pytest.raises(UnsupportedSampling, match="verification"):
+        rewrite_with(engine, ORIGINAL, "x", sampling=SamplingParams(temperature=0.7, verification="token"))
+    assert seen == []
+
+    def ours(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "rewriter.service"})
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, content=sse_body([("result", {"text": EDITED, "answer": ANSWER, "stats": {}})]),
+                              headers={"content-type": "text/event-stream"})
+
+    service = RemoteRewriter("http://h/v1", http=httpx.Client(transport=httpx.MockTransport(ours)))
+    with pytest.raises(UnsupportedSampling, match="greedily"):  # a RewriteError: front ends refuse it as such
+        rewrite_with(service, ORIGINAL, "x", sampling=SamplingParams(temperature=0.7))
+    assert seen == []
+    assert rewrite_with(service, ORIGINAL, "x", sampling=SamplingParams()).text == EDITED

@@ -11,6 +11,7 @@ from rewriter.prompt import answer_opening, build_prompt, echo_scan, echo_target
 from rewriter.results import Progress, RewriteResult
 from rewriter.weights.models import load_model
 from tests.helpers.models import greedy_reference, tiny_model
+from tests.helpers.scripted_model import ScriptedDecoder
 
 FILE = '''import os
 
@@ -169,31 +170,6 @@ def test_a_prefilled_answer_is_plain_greedy_of_the_prompt_with_the_prefill(tiny_
     assert "".join(e.text for e in events if isinstance(e, Progress)) == result.answer
     reference = greedy_reference(tiny_rewriter.loaded.model, prompt_ids, result.stats.output_tokens)
     assert result.answer == prompt.prefill + qwen_tokenizer.decode(reference, skip_special_tokens=True)
-
-
-class ScriptedDecoder:
-    """Writes a fixed answer a token a step, stopping as the real decoder does (stop check, eos)."""
-
-    def __init__(self, tokenizer, answer: str):
-        self.tokenizer = tokenizer
-        self.ids = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
-
-    def generate(self, prompt, drafter, max_new_tokens, stop=None, verifier=None):
-        from rewriter.decoding.decode import Step
-        from rewriter.results import Stats
-
-        output, sent = [], 0
-        for token in self.ids:
-            output.append(token)
-            keep = len(output) if token == self.tokenizer.eos_token_id else stop(output)
-            if keep is not None:
-                del output[keep:]
-            text = self.tokenizer.decode(output, skip_special_tokens=True)
-            stats = Stats(output_tokens=len(output), finish_reason="stop" if keep is not None else "")
-            yield Step(tokens=output[sent:], text=text[min(sent, len(text)):], stats=stats, done=keep is not None)
-            sent = max(sent, len(text))
-            if keep is not None:
-                return
 
 
 def scripted_rewrite(qwen_tokenizer, generated: str, code: str = SECOND, context: str = FILE):

@@ -124,7 +124,8 @@ def run_without_torch(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
 def test_the_remote_engine_rewrites_without_torch(tmp_path):
     done = run_without_torch("""
         from rewriter.serve.client import RemoteRewriter
-        result = RemoteRewriter(URL).rewrite("total = 0\\n", "Add type hints", "python")
+        from tests.helpers.engines import rewrite_with
+        result = rewrite_with(RemoteRewriter(URL), "total = 0\\n", "Add type hints", "python")
         print(json.dumps({"text": result.text, "accepted": result.stats.accepted_prediction_tokens,
                           "torch": "torch" in sys.modules and sys.modules["torch"] is not None}))
     """, tmp_path)

@@ -15,6 +15,7 @@ import pytest
 
 from rewriter.bench.endpoint_bench import ACCEPTED, DRAFTED, counters
 from rewriter.serve.client import RemoteRewriter
+from tests.helpers.engines import rewrite_with
 from tests.helpers.service import ROOT
 from tests.helpers.vllm import VllmServer, vllm_venv
 
@@ -42,7 +43,7 @@ def venv():
 
 def answers(base_url: str, requests=REQUESTS) -> list[str]:
     with RemoteRewriter(base_url, model="model", protocol="openai") as engine:
-        return [engine.rewrite(text, instruction, "python", context, MAX_NEW_TOKENS).answer
+        return [rewrite_with(engine, text, instruction, "python", context, MAX_NEW_TOKENS).answer
                 for text, instruction, context in requests]
 
 

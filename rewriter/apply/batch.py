@@ -31,7 +31,7 @@ from ..edits.scopes import (
 )
 from ..edits.session import EditSession, Finished
 from ..edits.target import Target, numbered_lines
-from ..engine import Engine
+from ..engine import Engine, instruction_is_empty
 from ..prompt import NoCodeBlock, language_for
 from ..results import ContextTooLarge, RewriteError, ServiceError
 from .collect import collect
@@ -327,7 +327,7 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
     2 bad usage or nothing to rewrite, 130 interrupted)."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    if not options.instruction or not options.instruction.strip():
+    if instruction_is_empty(options.instruction):
         raise BatchError("the instruction is empty: say what to change with -i")
     if options.write and options.check:
         raise BatchError("--check reports what would change and writes nothing; drop --write or --check")

@@ -1,4 +1,4 @@
-"""One rewrite request end to end: prompt, prediction, speculative decoding, edited text."""
+"""One rewrite on the local model: prompt ids, prediction, speculative decoding, the answer as it settles."""
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
@@ -6,16 +6,9 @@ from typing import TYPE_CHECKING
 
 from drafters import CombinedDrafter, Drafter, rewrite_drafter
 
-from ..engine import EditRequest, SamplingParams
-from ..prompt import (
-    RewritePrompt,
-    SourceText,
-    build_prompt,
-    closing_fence_end,
-    echo_scan,
-    extract_code,
-    prediction_ids,
-)
+from ..answer import AnswerStream
+from ..engine import EditRequest, SamplingParams, require_instruction
+from ..prompt import RewritePrompt, build_prompt, closing_fence_end, echo_scan, prediction_ids
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .decode import Decoder, Stats, StopCheck
 from .sampling import make_verifier
@@ -112,13 +105,11 @@ class Rewriter:
     def plan(self, code: str, instruction: str, language: str = "", context: str | None = None,
              max_new_tokens: int | None = None) -> tuple[list[int], list[int], int]:
         """Prompt ids, prediction ids and the output budget, or RewriteError."""
-        return self._plan(code, instruction, language, context, max_new_tokens)[1:]
+        require_instruction(instruction)
+        return self._fit(build_prompt(code, instruction, language, context), max_new_tokens)
 
-    def _plan(self, code: str, instruction: str, language: str, context: str | None,
-              max_new_tokens: int | None) -> tuple[RewritePrompt, list[int], list[int], int]:
-        if not instruction or not instruction.strip():
-            raise RewriteError("the instruction is empty")
-        prompt = build_prompt(code, instruction, language, context)
+    def _fit(self, prompt: RewritePrompt, max_new_tokens: int | None) -> tuple[list[int], list[int], int]:
+        """The prompt's and the prediction's ids and the output budget; ContextTooLarge when they do not fit."""
         prompt_ids = self.encode_prompt(prompt)
         prediction = self.encode_prediction(prompt)
         room = self.loaded.context_length - len(prompt_ids)
@@ -130,42 +121,33 @@ class Rewriter:
                 f"tokens and the answer needs about {len(prediction)} more, but the model takes "
                 f"{self.loaded.context_length} in all; rewrite a smaller part"
             )
-        return prompt, prompt_ids, prediction, min(wanted, room)
+        return prompt_ids, prediction, min(wanted, room)
 
     def stream(self, request: EditRequest, *, drafter: Callable[[list[int]], Drafter] | None = None,
                verifier: Verifier | None = None) -> Generator[Progress | RewriteResult, None, None]:
-        """Yield the answer's text as it is accepted, then the RewriteResult.
+        """Yield the answer's text as it settles (answer.AnswerStream), then the RewriteResult.
 
         The request's sampling (default greedy) picks the verifier; `drafter` maps the
         prediction's ids to the request's drafter (default: prediction plus prompt lookup);
         `verifier` overrides the one sampling picks (MJSD's, which changes the output).
         """
-        source = SourceText.from_text(request.code)
-        prompt, prompt_ids, prediction, budget = self._plan(source.code, request.instruction, request.language,
-                                                            request.context, request.max_new_tokens)
+        require_instruction(request.instruction)
+        answer = AnswerStream(request, prefilled=True)
+        prompt = answer.prompt
+        prompt_ids, prediction, budget = self._fit(prompt, request.max_new_tokens)
         sampling = request.sampling
         verifier = verifier or (make_verifier(sampling) if sampling is not None else None)
         drafts = (drafter or self.drafter)(prediction)
         stop = AnswerEnd(self.tokenizer, prompt.prefill, prompt.echo_targets)
-        answer = prompt.prefill  # the answer's text so far, its prefilled opening included
-        shown = 0  # how much of it has been yielded
         stats = Stats()
         for step in self.decoder.generate(prompt_ids, drafts, budget, stop, verifier=verifier):
             stats = step.stats
-            answer += step.text
-            # Lines that may begin an echo wait until the next line tells.
-            settled = echo_scan(answer, prompt.echo_targets).settled if prompt.echo_targets else len(answer)
-            if not step.done and settled > shown:
-                yield Progress(answer[shown:settled], stats)
-                shown = settled
-        # An echo the end-of-turn token cut short of the stop check (one step can hold both).
-        cut = stop.cut if stop.cut is not None else echo_scan(answer, prompt.echo_targets).cut
-        if cut is not None:
-            stats.echo_dropped_chars = max(stop.dropped, len(answer) - cut)
-            answer = answer[:cut]
-        if len(answer) > shown:
-            yield Progress(answer[shown:], stats)
-        yield RewriteResult(text=source.restore(extract_code(answer)), answer=answer, stats=stats)
+            settled = answer.feed(step.text)
+            if settled:
+                yield Progress(settled, stats)
+        if stop.cut is not None:
+            answer.echo_stopped(stop.cut, stop.dropped)
+        yield from answer.finish(stats)
 
     def rewrite(self, code: str, instruction: str, language: str = "", context: str | None = None,
                 max_new_tokens: int | None = None, sampling: SamplingParams | None = None,

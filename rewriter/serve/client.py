@@ -15,9 +15,18 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..engine import EditRequest
-from ..prompt import NoCodeBlock, SourceText, build_prompt, echo_scan, extract_code
-from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult, ServiceError, Stats
+from ..answer import AnswerStream
+from ..engine import EditRequest, SamplingParams, require_instruction
+from ..prompt import NoCodeBlock
+from ..results import (
+    ContextTooLarge,
+    Progress,
+    RewriteError,
+    RewriteResult,
+    ServiceError,
+    Stats,
+    UnsupportedSampling,
+)
 
 MAX_RETRY_WAIT_S = 30.0
 # A request too large for the model, in the words of OpenAI and vLLM, and of our service (whose
@@ -29,6 +38,23 @@ def stats_from(data: dict | None) -> Stats:
     """A Stats from its JSON form, ignoring fields this version does not know."""
     known = {f.name for f in fields(Stats)}
     return Stats(**{k: v for k, v in (data or {}).items() if k in known})
+
+
+def openai_sampling(sampling: SamplingParams | None) -> dict:
+    """A chat request's sampling fields for these settings (None: greedy), as OpenAI's API takes
+    them; UnsupportedSampling for what it has no field for."""
+    if sampling is None or sampling.greedy:
+        return {"temperature": 0}
+    if sampling.top_k:
+        raise UnsupportedSampling(f"top_k={sampling.top_k}: OpenAI-compatible endpoints take temperature, "
+                                  "top_p and seed, not top_k; leave top_k at 0 for an endpoint")
+    if sampling.verification != "block":
+        raise UnsupportedSampling(f"verification={sampling.verification!r} picks how the local decoder checks "
+                                  "drafts; an endpoint checks its own way: leave it at 'block' for an endpoint")
+    fields: dict = {"temperature": sampling.temperature, "top_p": sampling.top_p}
+    if sampling.seed is not None:
+        fields["seed"] = sampling.seed
+    return fields
 
 
 class RemoteRewriter:
@@ -90,25 +116,22 @@ class RemoteRewriter:
         """Nothing to load here: the server holds the model."""
 
     def stream(self, request: EditRequest) -> Generator[Progress | RewriteResult, None, None]:
-        """Progress (answer text increments) and finally a RewriteResult, like Rewriter.stream."""
-        if not request.instruction or not request.instruction.strip():
-            raise RewriteError("the instruction is empty")
+        """Progress (answer text increments) and finally a RewriteResult, like Rewriter.stream.
+
+        The request's sampling goes to the endpoint; UnsupportedSampling for settings it has no word for.
+        """
+        require_instruction(request.instruction)
         if self.protocol == "rewriter":
             yield from self._stream_rewriter(request)
         else:
             yield from self._stream_openai(request)
 
-    def rewrite(self, code: str, instruction: str, language: str = "", context: str | None = None,
-                max_new_tokens: int | None = None) -> RewriteResult:
-        """The whole result of one request (scripts; front ends stream)."""
-        for event in self.stream(EditRequest(code, instruction, language, context, max_new_tokens)):
-            if isinstance(event, RewriteResult):
-                return event
-        raise ServiceError("the stream ended without a result")
-
     # Our service ------------------------------------------------------------------------------
 
     def _stream_rewriter(self, request: EditRequest) -> Iterator[Progress | RewriteResult]:
+        if request.sampling is not None and not request.sampling.greedy:
+            raise UnsupportedSampling("the rewriter service's /v1/rewrites decodes greedily only: to sample "
+                                      "(temperature > 0), use its OpenAI-compatible API (protocol 'openai')")
         body: dict[str, str | int] = {"text": request.code, "instruction": request.instruction,
                                       "language": request.language}
         if request.context is not None:
@@ -135,12 +158,12 @@ class RemoteRewriter:
     # Any OpenAI-compatible endpoint -----------------------------------------------------------
 
     def _stream_openai(self, request: EditRequest) -> Iterator[Progress | RewriteResult]:
-        source = SourceText.from_text(request.code)
-        prompt = build_prompt(source.code, request.instruction, request.language, request.context)
+        # The endpoint takes messages only: the model writes the answer's opening itself.
+        answer = AnswerStream(request, prefilled=False)
         body = {
-            "messages": prompt.messages,
-            "prediction": {"type": "content", "content": prompt.prediction},
-            "temperature": 0,
+            "messages": answer.prompt.messages,
+            "prediction": {"type": "content", "content": answer.prompt.prediction},
+            **openai_sampling(request.sampling),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -149,7 +172,6 @@ class RemoteRewriter:
         if request.max_new_tokens:
             body[self.budget_field] = request.max_new_tokens
         stats = stats_from(None)
-        answer, shown, cut = "", 0, None
         started = time.perf_counter()
         events = self._sse("/chat/completions", body)
         try:
@@ -162,33 +184,22 @@ class RemoteRewriter:
                         stats.finish_reason = choice["finish_reason"]
                     if not piece:
                         continue
-                    if not answer:
+                    if not answer.text:
                         stats.ttft_s = time.perf_counter() - started
-                    answer += piece
+                    settled = answer.feed(piece)
                     stats.total_s = time.perf_counter() - started
-                    # The answer going on with the file after the span (prompt.echo_scan) ends it, as
-                    # in the local engine; lines that may begin such a copy wait until the next tells.
-                    scan = echo_scan(answer, prompt.echo_targets)
-                    if scan.cut is not None:
-                        cut = scan.cut
+                    if settled:
+                        yield Progress(settled, stats)
+                    if answer.echoed:
                         break
-                    if scan.settled > shown:
-                        yield Progress(answer[shown:scan.settled], stats)
-                        shown = scan.settled
-                if cut is not None:
+                if answer.echoed:
                     break
                 if data.get("usage"):
                     _usage_into(stats, data["usage"])
         finally:
             events.close()  # closing the stream early stops the endpoint's decoding too
-        if cut is not None:
-            stats.echo_dropped_chars, stats.finish_reason = len(answer) - cut, "stop"
-            answer = answer[:cut]
-        if len(answer) > shown:
-            yield Progress(answer[shown:], stats)
         stats.total_s = time.perf_counter() - started
-        text = source.restore(extract_code(answer))  # NoCodeBlock, as the local engine raises
-        yield RewriteResult(text=text, answer=answer, stats=stats)
+        yield from answer.finish(stats)  # NoCodeBlock, as the local engine raises
 
     # Transport --------------------------------------------------------------------------------
 

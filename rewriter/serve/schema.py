@@ -14,7 +14,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from ..edits.target import line_count
-from ..engine import SamplingParams
+from ..engine import SamplingParams, instruction_is_empty
 from ..prompt import NoCodeBlock
 from ..results import RewriteError
 
@@ -308,7 +308,7 @@ def parse_rewrite(body: dict) -> RewriteRequest:
         raise ApiError(400, "Missing required parameter: 'instruction' (a string)." if instruction is None else
                        _wrong_type("instruction", "a string", instruction).message, param="instruction",
                        code="missing_required_parameter" if instruction is None else "invalid_type")
-    if not instruction.strip():
+    if instruction_is_empty(instruction):
         raise ApiError(400, "The instruction is empty: say what to change.", param="instruction",
                        code="invalid_rewrite")
     language = _get(body, "language", "str", "")

@@ -23,6 +23,7 @@ import os
 import time
 from pathlib import Path
 
+from rewriter.engine import require_instruction
 from rewriter.prompt import SourceText, build_prompt, extract_code
 from rewriter.results import Progress, RewriteError, RewriteResult, Stats
 
@@ -59,8 +60,7 @@ class ScriptedEngine:
     def stream(self, request):
         text, instruction, language, context, max_new_tokens = (
             request.code, request.instruction, request.language, request.context, request.max_new_tokens)
-        if not instruction or not instruction.strip():
-            raise RewriteError("the instruction is empty")
+        require_instruction(instruction)
         source = SourceText.from_text(text)
         code = source.code
         rule = next((r for r in self.rules if r.get("instruction", "") in instruction), {})

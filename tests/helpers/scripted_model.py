@@ -4,6 +4,9 @@
 length, its budget) and answers each request with `edit(code)` in one fenced block, written
 token by token with the real tokenizer and cut at the budget (finish reason "length") as a model
 would be. The CLI (`rewriter apply`) and the service (`/v1/rewrites`) run on it unchanged.
+
+`ScriptedDecoder(tokenizer, answer)` stands in for the real Rewriter's decoder instead: the
+Rewriter's own stream (stop checks, echo cut, result) runs on an answer the test chose.
 """
 from __future__ import annotations
 
@@ -43,3 +46,27 @@ class ScriptedRewriter:
 
     def __getattr__(self, name):  # the rest (encode_prompt, decoder, ...) is the real rewriter's
         return getattr(self.rewriter, name)
+
+
+class ScriptedDecoder:
+    """Writes a fixed answer a token a step, stopping as the real decoder does (stop check, eos)."""
+
+    def __init__(self, tokenizer, answer: str):
+        self.tokenizer = tokenizer
+        self.ids = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
+
+    def generate(self, prompt, drafter, max_new_tokens, stop=None, verifier=None):
+        from rewriter.decoding.decode import Step  # brings in torch: only when a test decodes
+
+        output, sent = [], 0
+        for token in self.ids:
+            output.append(token)
+            keep = len(output) if token == self.tokenizer.eos_token_id else stop(output)
+            if keep is not None:
+                del output[keep:]
+            text = self.tokenizer.decode(output, skip_special_tokens=True)
+            stats = Stats(output_tokens=len(output), finish_reason="stop" if keep is not None else "")
+            yield Step(tokens=output[sent:], text=text[min(sent, len(text)):], stats=stats, done=keep is not None)
+            sent = max(sent, len(text))
+            if keep is not None:
+                return

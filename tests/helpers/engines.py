@@ -1,0 +1,14 @@
+"""Driving any engine (rewriter/engine.py) as a front end does, for tests that want only its result."""
+from __future__ import annotations
+
+from rewriter.engine import EditRequest, Engine, SamplingParams
+from rewriter.results import RewriteResult
+
+
+def rewrite_with(engine: Engine, code: str, instruction: str, language: str = "", context: str | None = None,
+                 max_new_tokens: int | None = None, sampling: SamplingParams | None = None) -> RewriteResult:
+    """The result that ends the engine's stream of one request (its increments are skipped)."""
+    for event in engine.stream(EditRequest(code, instruction, language, context, max_new_tokens, sampling)):
+        if isinstance(event, RewriteResult):
+            return event
+    raise AssertionError("the stream ended without a result")
