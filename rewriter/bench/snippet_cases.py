@@ -137,7 +137,8 @@ def _header(node: Node, lines: list[str]) -> list[int]:
 
 def _with_markers(lines: list[str], shown: set[int], marker: str) -> str:
     """The shown lines, a marker for each run of hidden code (two where the run leaves a block)."""
-    out, hidden = [], []
+    out: list[str] = []
+    hidden: list[str] = []
     for number, line in enumerate([*lines, ""]):
         if number in shown or number == len(lines):
             code = [text for text in hidden if text.strip()]
@@ -224,8 +225,8 @@ def run_snippet_bench(paths=REFERENCE_EDITS, seed: int = 0) -> dict:
     by_style = defaultdict(list)
     for row in rows:
         by_style[row["style"]].append(row)
-    return {"summary": summarize(rows), "styles": {style: summarize(group) for style, group in sorted(by_style.items())},
-            "large_file_ms": large_file_ms(), "cases": rows}
+    styles = {style: summarize(group) for style, group in sorted(by_style.items())}
+    return {"summary": summarize(rows), "styles": styles, "large_file_ms": large_file_ms(), "cases": rows}
 
 
 def format_report(report: dict) -> str:

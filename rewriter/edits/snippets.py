@@ -21,7 +21,15 @@ from ..prompt import common_indent
 from .integrity import FileIntegrity
 from .node_kinds import grammar_for
 from .scopes import SyntaxTree
-from .snippet_lines import LINE_COMMENTS, Node, definition_tree, indent_of, is_bare_ellipsis, is_marker
+from .snippet_lines import (
+    LINE_COMMENTS,
+    Node,
+    definition_tree,
+    indent_of,
+    is_bare_ellipsis,
+    is_comment,
+    is_marker,
+)
 
 SNIPPET, INTEGRITY, SYNTAX = "snippet", "integrity", "syntax"  # what refused a merge
 EDGE_LINES = 3  # lines a snippet may replace at the file's start or end without a marker there
@@ -100,7 +108,7 @@ def _merge(file_text: str, snippet: str | bytes, language: str, instruction: str
     try:
         merged = "".join(merger.root())
     except _Unclear as unclear:
-        return Ambiguous(str(unclear))
+        return Ambiguous(str(unclear)) if merger.anchored else Refused("the snippet matches nothing in the file")
     if not merger.anchored:
         return Refused("the snippet matches nothing in the file")
     if not file_text.endswith("\n"):
@@ -182,11 +190,9 @@ class _Merger:
             if not any(child.key() == node.key() for child in self.file_tree.children):
                 self._match_deeper(node)
         edges = [i for i, line in enumerate(self.lines) if line.strip()]
-        self.anchored = len(self.overrides)
-        out = self._region(self.file_tree, self.tree)
-        if not self.anchored and {edges[0], edges[-1]} & (self.markers | self.maybe):
-            self.anchored = 1  # placed by its markers alone: after (or before) the whole file
-        return out
+        # placed by a marker at its start or end alone: after (or before) the whole file
+        self.anchored = len(self.overrides) + bool({edges[0], edges[-1]} & (self.markers | self.maybe))
+        return self._region(self.file_tree, self.tree)
 
     def _match_deeper(self, node: Node) -> None:
         """A definition given alone (a method without its class) matches the one nested
@@ -205,6 +211,7 @@ class _Merger:
         file_items = self._items(file_node, self.file_lines, set(), False)
         items = self._items(node, self.lines, self.markers | (set() if literal else self.maybe), True)
         pairs = self._pairs(items, file_items)
+        self._check_renames(items, file_items, pairs)
         if file_node is self.file_tree:
             self.anchored += len(pairs)
         out: list[str] = []
@@ -246,7 +253,7 @@ class _Merger:
         fixed = []
         for at, item in enumerate(items):
             if item.kind == DEF and item.key in counts or item.key == ("head",):
-                kind, name = item.key if item.kind == DEF else ("", "")
+                kind, name = item.node.key() if item.node is not None else ("", "")
                 if mine[item.key] > 1:
                     raise _Unclear(f"the snippet defines {kind} {name} {mine[item.key]} times")
                 if counts[item.key] > 1:
@@ -260,11 +267,31 @@ class _Merger:
             mine_keys = [(i, items[i].key) for i in range(at + 1, to) if items[i].kind == LINE]
             theirs = [(i, file_items[i].key) for i in range(file_at + 1, file_to) if file_items[i].kind == LINE]
             matcher = SequenceMatcher(None, [k for _, k in mine_keys], [k for _, k in theirs], autojunk=False)
+            repeated = Counter(key for _, key in theirs) + Counter(key for _, key in mine_keys)
             for block in matcher.get_matching_blocks():
+                key = mine_keys[block.a][1] if block.size == 1 else None
+                if key is not None and repeated[key] > 2 and not is_comment(key[1]):
+                    continue  # a line that occurs more than once, alone, could anchor the wrong place
                 pairs += [(mine_keys[block.a + k][0], theirs[block.b + k][0]) for k in range(block.size)]
             if to < len(items):
                 pairs.append((to, file_to))
         return pairs
+
+    def _check_renames(self, items: list[_Item], file_items: list[_Item], pairs: list[tuple[int, int]]) -> None:
+        """A new definition whose body is mostly the body of one the snippet does not mention
+        may be that one renamed, or a copy: which, the names cannot say."""
+        taken = {file_at for _, file_at in pairs}
+        unmatched = [item.node for at, item in enumerate(file_items)
+                     if item.node is not None and at not in taken and id(item.node) not in self.overrides]
+        matched = {at for at, _ in pairs}
+        for at, item in enumerate(items):
+            if item.node is None or at in matched or not unmatched:
+                continue
+            body = _code(self.lines, item.node.head + 1, item.node.hi)
+            for node in unmatched:
+                if len(body) >= 2 and len(body & _code(self.file_lines, node.head + 1, node.hi)) * 5 >= len(body) * 3:
+                    raise _Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
+                                   f"{node.name} renamed, or a copy of it")
 
     def _gap(self, items: list[_Item], file_items: list[_Item], edge: bool, keeps_head: bool) -> list[str]:
         """What stands between two matched items: the snippet's lines, the file's, or both."""
@@ -289,9 +316,9 @@ class _Merger:
             raise _Unclear(f"line {between[0].line + 1} of the snippet lies between two markers "
                            "with nothing in the file to place it by")
         head, tail = items[:marks[0]], items[marks[-1] + 1:]
-        if file_items and file_items[0].kind == BLANK:
+        if not file_items or file_items[0].kind == BLANK:
             head = _strip_blank(head, from_end=True)  # the file's blank lines stand between
-        if file_items and file_items[-1].kind == BLANK:
+        if not file_items or file_items[-1].kind == BLANK:
             tail = _strip_blank(tail, from_end=False)
         return self._snippet_lines(head) + self._file_lines(file_items) + self._snippet_lines(tail)
 
@@ -386,3 +413,7 @@ def _strip_blank(items: list[_Item], from_end: bool) -> list[_Item]:
     while items and items[-1 if from_end else 0].kind == BLANK:
         items.pop(-1 if from_end else 0)
     return items
+
+
+def _code(lines: list[str], start: int, end: int) -> set[str]:
+    return {line.strip() for line in lines[start:end] if line.strip()}
