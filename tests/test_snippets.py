@@ -163,3 +163,28 @@ def test_merges_never_lose_or_duplicate_code_on_the_editeval_cases():
     damaged = [(row["id"], row["lost"], row["duplicated"]) for row in rows if row["lost"] or row["duplicated"]]
     assert damaged == []
     assert sum(row["exact"] for row in rows) >= 0.8 * len(rows)
+
+
+SCRIPT = '''setup()
+write("first")
+check(read() != "first")
+cleanup()
+
+setup()
+write("second")
+check(read() == "second")
+cleanup()
+'''
+
+
+def test_a_repeated_line_anchors_where_the_lines_next_to_it_place_it():
+    snippet = '# ...\nwrite("second")\nresult = read()\ncheck(result == "second")\ncleanup()\n'
+    assert merged(snippet, SCRIPT) == SCRIPT.replace('check(read() == "second")',
+                                                     'result = read()\ncheck(result == "second")')
+
+
+def test_a_repeated_line_with_nothing_to_place_it_is_ambiguous_not_duplicated():
+    # `cleanup()` follows "first" two lines on, with a changed line between: either copy could be meant
+    snippet = '# ...\nwrite("first")\nresult = read()\ncheck(result != "first")\ncleanup()\n# ...\n'
+    outcome = merge_snippet(SCRIPT, snippet, "python")
+    assert isinstance(outcome, Ambiguous) and "more than once" in outcome.reason
