@@ -120,3 +120,20 @@ def _take_trailing_markers(node: Node, lines: list[str], markers: set[int] | fro
             elif lines[line].strip():
                 break
         _take_trailing_markers(child, lines, markers)
+
+
+class Unclear(Exception):
+    """Raised inside a merge where the snippet can be read more than one way."""
+
+
+LINE, DEF, MARKER, BLANK = "line", "def", "marker", "blank"
+
+
+@dataclass(frozen=True)
+class Item:
+    """A region's line or nested definition; `key` matches it to the other side's (None: never)."""
+
+    kind: str  # LINE, DEF, MARKER or BLANK
+    line: int
+    node: Node | None = None
+    key: tuple | None = None

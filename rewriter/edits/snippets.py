@@ -13,7 +13,6 @@ like any edit: the integrity check and the syntax guard may refuse it.
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, replace
 
@@ -21,9 +20,16 @@ from ..prompt import common_indent
 from .integrity import FileIntegrity
 from .node_kinds import grammar_for
 from .scopes import SyntaxTree
+from .snippet_anchors import line_pairs
 from .snippet_lines import (
+    BLANK,
+    DEF,
+    LINE,
     LINE_COMMENTS,
+    MARKER,
+    Item,
     Node,
+    Unclear,
     definition_tree,
     indent_of,
     is_bare_ellipsis,
@@ -58,10 +64,6 @@ class Refused:
 
 
 MergeOutcome = Merged | Ambiguous | Refused
-
-
-class _Unclear(Exception):
-    """Raised inside a merge where the snippet can be read more than one way."""
 
 
 def merge_snippet(file_text: str, snippet: str | bytes, language: str, instruction: str = "") -> MergeOutcome:
@@ -106,7 +108,7 @@ def _merge(file_text: str, snippet: str | bytes, language: str, instruction: str
     merger = _Merger(file_lines, file_tree, lines, definition_tree(tree, lines, markers), markers, maybe)
     try:
         merged = "".join(merger.root())
-    except _Unclear as unclear:
+    except Unclear as unclear:
         return Ambiguous(str(unclear)) if merger.anchored else Refused("the snippet matches nothing in the file")
     if not merger.anchored:
         return Refused("the snippet matches nothing in the file")
@@ -159,19 +161,6 @@ def _changed_span(old: str, new: str) -> tuple[int, int, str]:
     return start, end, "".join(new_lines[same:len(new_lines) - tail])
 
 
-@dataclass(frozen=True)
-class _Item:
-    """A region's line or nested definition; `key` matches it to the other side's (None: never)."""
-
-    kind: str  # LINE, DEF, MARKER or BLANK
-    line: int
-    node: Node | None = None
-    key: tuple | None = None
-
-
-LINE, DEF, MARKER, BLANK = "line", "def", "marker", "blank"
-
-
 class _Merger:
     """One merge: the file's and the snippet's lines and definitions, walked region by region."""
 
@@ -199,7 +188,7 @@ class _Merger:
         found = [inner for top in self.file_tree.children for inner in top.walk()
                  if inner is not top and inner.key() == node.key()]
         if len(found) > 1:
-            raise _Unclear(f"the file has {len(found)} {node.kind}s named {node.name} inside others")
+            raise Unclear(f"the file has {len(found)} {node.kind}s named {node.name} inside others")
         if found:
             self.overrides[id(found[0])] = node
 
@@ -223,28 +212,28 @@ class _Merger:
                 out += self._pair(items[to], file_items[file_to])
         return out
 
-    def _items(self, node: Node, lines: list[str], markers: set[int], snippet: bool) -> list[_Item]:
+    def _items(self, node: Node, lines: list[str], markers: set[int], snippet: bool) -> list[Item]:
         items, line = [], node.lo
         while line < node.hi:
             child = node.child_at(line)
             if child is not None and child is not node:
                 if snippet and id(child) in {id(n) for n in self.overrides.values()}:
-                    items.append(_Item(MARKER, line))  # merged where its match lies, deeper
+                    items.append(Item(MARKER, line))  # merged where its match lies, deeper
                 else:
-                    items.append(_Item(DEF, line, child, child.key()))
+                    items.append(Item(DEF, line, child, child.key()))
                 line = child.hi
                 continue
             text = lines[line].strip()
             if line in markers:
-                items.append(_Item(MARKER, line))
+                items.append(Item(MARKER, line))
             elif not text:
-                items.append(_Item(BLANK, line))
+                items.append(Item(BLANK, line))
             else:
-                items.append(_Item(LINE, line, key=("head",) if line == node.head else ("line", text)))
+                items.append(Item(LINE, line, key=("head",) if line == node.head else ("line", text)))
             line += 1
         return items
 
-    def _pairs(self, items: list[_Item], file_items: list[_Item]) -> list[tuple[int, int]]:
+    def _pairs(self, items: list[Item], file_items: list[Item]) -> list[tuple[int, int]]:
         """Which items match: definitions by kind and name (each defined once on both sides),
         the header line with the header line, then lines by their text in between, in order."""
         counts = Counter(item.key for item in file_items if item.kind == DEF)
@@ -254,23 +243,23 @@ class _Merger:
             if item.kind == DEF and item.key in counts or item.key == ("head",):
                 kind, name = item.node.key() if item.node is not None else ("", "")
                 if mine[item.key] > 1:
-                    raise _Unclear(f"the snippet defines {kind} {name} {mine[item.key]} times")
+                    raise Unclear(f"the snippet defines {kind} {name} {mine[item.key]} times")
                 if counts[item.key] > 1:
-                    raise _Unclear(f"the file defines {kind} {name} {counts[item.key]} times: "
+                    raise Unclear(f"the file defines {kind} {name} {counts[item.key]} times: "
                                    "which one the snippet means is unclear")
                 fixed.append((at, next(i for i, f in enumerate(file_items) if f.key == item.key)))
         if any(b[1] < a[1] for a, b in zip(fixed, fixed[1:])):
-            raise _Unclear("the snippet orders definitions differently from the file")
+            raise Unclear("the snippet orders definitions differently from the file")
         pairs = []
         for (at, file_at), (to, file_to) in zip([(-1, -1), *fixed], [*fixed, (len(items), len(file_items))]):
-            mine = [i for i in range(at + 1, to) if items[i].kind == LINE]
+            lines = [i for i in range(at + 1, to) if items[i].kind == LINE]
             theirs = [i for i in range(file_at + 1, file_to) if file_items[i].kind == LINE]
-            pairs += _line_pairs(items, mine, file_items, theirs, ((at, file_at), (to, file_to)))
+            pairs += line_pairs(items, lines, file_items, theirs, ((at, file_at), (to, file_to)))
             if to < len(items):
                 pairs.append((to, file_to))
         return pairs
 
-    def _check_renames(self, items: list[_Item], file_items: list[_Item], pairs: list[tuple[int, int]]) -> None:
+    def _check_renames(self, items: list[Item], file_items: list[Item], pairs: list[tuple[int, int]]) -> None:
         """A new definition whose body is mostly the body of one the snippet does not mention
         may be that one renamed, or a copy: which, the names cannot say."""
         taken = {file_at for _, file_at in pairs}
@@ -283,10 +272,10 @@ class _Merger:
             body = _code(self.lines, item.node.head + 1, item.node.hi)
             for node in unmatched:
                 if len(body) >= 2 and len(body & _code(self.file_lines, node.head + 1, node.hi)) * 5 >= len(body) * 3:
-                    raise _Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
+                    raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
                                    f"{node.name} renamed, or a copy of it")
 
-    def _gap(self, items: list[_Item], file_items: list[_Item], edge: bool, keeps_head: bool) -> list[str]:
+    def _gap(self, items: list[Item], file_items: list[Item], edge: bool, keeps_head: bool) -> list[str]:
         """What stands between two matched items: the snippet's lines, the file's, or both."""
         marks = [at for at, item in enumerate(items) if item.kind == MARKER]
         if not marks:
@@ -298,15 +287,15 @@ class _Merger:
             dropped = [item.node for item in file_items if item.kind == DEF and item.node is not None]
             if len([item for item in code if item.kind == DEF]) < len(dropped):
                 names = ", ".join(f"{node.kind} {node.name}" for node in dropped)
-                raise _Unclear(f"the snippet leaves out {names} with no marker in its place")
+                raise Unclear(f"the snippet leaves out {names} with no marker in its place")
             lost = sum(1 for item in file_items if item.kind == LINE)
             if edge and lost > max(EDGE_LINES, 2 * len(code)):
-                raise _Unclear(f"the snippet would replace {lost} lines at the file's start or end, "
+                raise Unclear(f"the snippet would replace {lost} lines at the file's start or end, "
                                "with no marker there")
             return self._snippet_lines(items)
         between = [item for item in items[marks[0] + 1:marks[-1]] if item.kind in (LINE, DEF)]
         if between:
-            raise _Unclear(f"line {between[0].line + 1} of the snippet lies between two markers "
+            raise Unclear(f"line {between[0].line + 1} of the snippet lies between two markers "
                            "with nothing in the file to place it by")
         head, tail = items[:marks[0]], items[marks[-1] + 1:]
         if not file_items or file_items[0].kind == BLANK:
@@ -315,7 +304,7 @@ class _Merger:
             tail = _strip_blank(tail, from_end=False)
         return self._snippet_lines(head) + self._file_lines(file_items) + self._snippet_lines(tail)
 
-    def _pair(self, item: _Item, file_item: _Item) -> list[str]:
+    def _pair(self, item: Item, file_item: Item) -> list[str]:
         if item.node is None or file_item.node is None:
             line = self._reindent(self.lines[item.line])
             original = self.file_lines[file_item.line]
@@ -353,7 +342,7 @@ class _Merger:
 
     # ---- lines out --------------------------------------------------------------------------
 
-    def _snippet_lines(self, items: list[_Item]) -> list[str]:
+    def _snippet_lines(self, items: list[Item]) -> list[str]:
         out = []
         for item in items:
             if item.kind == MARKER:
@@ -362,7 +351,7 @@ class _Merger:
             out += [self._reindent(line) for line in self.lines[item.line:end]]
         return out
 
-    def _file_lines(self, items: list[_Item]) -> list[str]:
+    def _file_lines(self, items: list[Item]) -> list[str]:
         out = []
         for item in items:
             node = item.node
@@ -380,7 +369,7 @@ class _Merger:
         while line < node.hi:
             child = node.child_at(line)
             if child is not None and any(id(inner) in self.overrides for inner in child.walk()):
-                out += self._file_lines([_Item(DEF, line, child)])
+                out += self._file_lines([Item(DEF, line, child)])
                 line = child.hi
             else:
                 out.append(self.file_lines[line])
@@ -394,92 +383,13 @@ class _Merger:
         return new + (line[len(old):] if line.startswith(old) else line.lstrip(" \t"))
 
 
-def _line_pairs(items: list[_Item], mine: list[int], file_items: list[_Item], theirs: list[int],
-                around: tuple[tuple[int, int], tuple[int, int]]) -> list[tuple[int, int]]:
-    """The snippet's lines `mine` matched to the file's lines `theirs` (both in order, between
-    two matched items). A line anchors where its text occurs once on both sides of the stretch
-    still open, or next to an anchor with no marker (no definition, in the file) in between;
-    a line left over whose text the file still holds there could be either copy: unclear."""
-    pairs: list[tuple[int, int]] = []
-    _anchor(items, mine, file_items, theirs, around, pairs)
-    pairs.sort()
-    bounds = [(-1, -1), *pairs, (len(items), len(file_items))]
-    for (at, file_at), (to, file_to) in zip(bounds, bounds[1:]):
-        open_lines = {file_items[i].key for i in theirs if file_at < i < file_to}
-        for i in mine:
-            if at < i < to and items[i].key in open_lines:
-                raise _Unclear(f"line {items[i].line + 1} of the snippet occurs more than once in the file "
-                               "there: which copy it stands for is unclear")
-    return pairs
-
-
-def _anchor(items: list[_Item], mine: list[int], file_items: list[_Item], theirs: list[int],
-            around: tuple[tuple[int, int], tuple[int, int]], pairs: list[tuple[int, int]]) -> None:
-    """Patience matching between the matched items `around` (snippet, file): the lines unique on
-    both sides, in their longest common order, and the lines that follow on from an anchor with
-    no marker (no definition, in the file) between; then the same again between each two."""
-    counts = Counter(items[i].key for i in mine)
-    file_counts = Counter(file_items[i].key for i in theirs)
-    where = {file_items[i].key: f for f, i in enumerate(theirs) if file_counts[file_items[i].key] == 1}
-    anchors = _in_order([(k, where[items[i].key]) for k, i in enumerate(mine)
-                         if counts[items[i].key] == 1 and items[i].key in where])
-
-    def item(k: int, f: int) -> tuple[int, int]:  # positions -> item indices, `around` outside
-        return ((around[0][0] if k < 0 else around[1][0] if k == len(mine) else mine[k]),
-                (around[0][1] if f < 0 else around[1][1] if f == len(theirs) else theirs[f]))
-
-    def follows(k: int, f: int, step: int) -> bool:  # (k + step, f + step) goes on from (k, f)
-        (a, fa), (b, fb) = item(k, f), item(k + step, f + step)
-        return (items[b].key == file_items[fb].key and _joined(items, min(a, b), max(a, b), MARKER)
-                and _joined(file_items, min(fa, fb), max(fa, fb), DEF))
-
-    points = [(-1, -1), *anchors, (len(mine), len(theirs))]
-    matched: list[tuple[int, int]] = []
-    for (k0, f0), (k1, f1) in zip(points, points[1:]):
-        while k0 + 1 < k1 and f0 + 1 < f1 and follows(k0, f0, 1):
-            k0, f0 = k0 + 1, f0 + 1
-            matched.append((k0, f0))
-        while k1 - 1 > k0 and f1 - 1 > f0 and follows(k1, f1, -1):
-            k1, f1 = k1 - 1, f1 - 1
-            matched.append((k1, f1))
-    matched = sorted(matched + anchors)
-    if not matched:
-        return
-    pairs += [(mine[k], theirs[f]) for k, f in matched]
-    points = [(-1, -1), *matched, (len(mine), len(theirs))]
-    for (k0, f0), (k1, f1) in zip(points, points[1:]):
-        if k1 - k0 > 1 and f1 - f0 > 1:
-            _anchor(items, mine[k0 + 1:k1], file_items, theirs[f0 + 1:f1], (item(k0, f0), item(k1, f1)), pairs)
-
-
-def _in_order(candidates: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The longest run of (snippet, file) positions increasing on both sides (patience sorting)."""
-    tails: list[int] = []  # tails[n]: the candidate that ends the best run of length n + 1
-    ends: list[int] = []  # its file position
-    before: list[int] = []
-    for at, (_, f) in enumerate(candidates):
-        n = bisect_left(ends, f)
-        before.append(tails[n - 1] if n else -1)
-        tails[n:n + 1], ends[n:n + 1] = [at], [f]
-    run, at = [], tails[-1] if tails else -1
-    while at >= 0:
-        run.append(candidates[at])
-        at = before[at]
-    return run[::-1]
-
-
-def _joined(items: list[_Item], first: int, second: int, breaker: str) -> bool:
-    """No `breaker` item (a marker in the snippet, a definition in the file) stands between."""
-    return all(items[i].kind != breaker for i in range(first + 1, second))
-
-
 def _own_lines(node: Node) -> list[int]:
     """The lines of a region that no nested definition holds."""
     nested = {line for child in node.children for line in range(child.lo, child.hi)}
     return [line for line in range(node.lo, node.hi) if line not in nested]
 
 
-def _strip_blank(items: list[_Item], from_end: bool) -> list[_Item]:
+def _strip_blank(items: list[Item], from_end: bool) -> list[Item]:
     """The items without their blank lines at one end."""
     items = list(items)
     while items and items[-1 if from_end else 0].kind == BLANK:
