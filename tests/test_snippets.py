@@ -188,3 +188,8 @@ def test_a_repeated_line_with_nothing_to_place_it_is_ambiguous_not_duplicated():
     snippet = '# ...\nwrite("first")\nresult = read()\ncheck(result != "first")\ncleanup()\n# ...\n'
     outcome = merge_snippet(SCRIPT, snippet, "python")
     assert isinstance(outcome, Ambiguous) and "more than once" in outcome.reason
+
+
+def test_a_case_whose_after_does_not_parse_is_counted_unsolvable():
+    row = {"id": "broken", "before": "def f():\n    return 1\n", "after": "def f():\n    return (1\n"}
+    assert "does not parse" in snippet_case(row).unsolvable

@@ -158,6 +158,8 @@ def _with_markers(lines: list[str], shown: set[int], marker: str) -> str:
 
 
 def _unsolvable(before: str, snippet: str, lines: list[str], shown: set[int]) -> str:
+    if SyntaxTree("".join(lines), "python").has_errors():
+        return "the reference after does not parse: the syntax guard refuses any merge that gives it"
     kept = {line.strip() for line in before.splitlines() if line.strip()}
     if not any(lines[i].strip() in kept for i in shown if lines[i].strip()):
         return "no line of the file is left in the snippet: nothing places it"

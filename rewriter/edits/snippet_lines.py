@@ -56,6 +56,7 @@ class Node:
     hi: int
     head: int  # the line the definition itself starts on (after its decorators)
     children: list[Node] = field(default_factory=list)
+    _starts: dict[int, Node] | None = field(default=None, repr=False, compare=False)
 
     def key(self) -> tuple[str, str]:
         return self.kind, self.name
@@ -68,7 +69,9 @@ class Node:
             stack.extend(reversed(node.children))
 
     def child_at(self, line: int) -> Node | None:
-        return next((child for child in self.children if child.lo == line), None)
+        if self._starts is None or len(self._starts) != len(self.children):
+            self._starts = {child.lo: child for child in reversed(self.children)}  # the first at a line wins
+        return self._starts.get(line)
 
     def innermost(self, line: int) -> Node:
         for child in self.children:

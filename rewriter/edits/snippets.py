@@ -35,6 +35,7 @@ from .snippet_lines import (
     is_bare_ellipsis,
     is_marker,
 )
+from .syntax import compiles
 
 SNIPPET, INTEGRITY, SYNTAX = "snippet", "integrity", "syntax"  # what refused a merge
 EDGE_LINES = 3  # lines a snippet may replace at the file's start or end without a marker there
@@ -136,11 +137,17 @@ def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> MergeOut
     if merged == file_text:
         return Merged(merged)
     start, end, new = _changed_span(file_text, merged)
-    verdict = integrity.check(start, end, new, instruction)
+    assert integrity.tree is not None
+    parsed = SyntaxTree(merged, integrity.tree.language)  # once, for both checks
+    verdict = integrity.check(start, end, new, instruction, parsed)
     if verdict.refused:
         return Refused(f"the merge {verdict.reason.removeprefix('it ')}", INTEGRITY)
     if verdict.text != new:
         return Refused(f"the merge repeats the file around it ({verdict.reason})", INTEGRITY)
+    # A merge that parses (and compiles, in Python) passes the syntax guard whatever the file
+    # did: only then is the file's own compile, which the guard asks for, not needed.
+    if not parsed.has_errors() and (parsed.language != "python" or compiles(merged) is True):
+        return Merged(merged)
     problem = integrity.syntax.problem(start, end, new)
     if problem is not None:
         return Refused(f"the merge does not parse ({problem.describe()})", SYNTAX)
@@ -214,10 +221,11 @@ class _Merger:
 
     def _items(self, node: Node, lines: list[str], markers: set[int], snippet: bool) -> list[Item]:
         items, line = [], node.lo
+        given_alone = {id(n) for n in self.overrides.values()} if snippet else set()
         while line < node.hi:
             child = node.child_at(line)
             if child is not None and child is not node:
-                if snippet and id(child) in {id(n) for n in self.overrides.values()}:
+                if id(child) in given_alone:
                     items.append(Item(MARKER, line))  # merged where its match lies, deeper
                 else:
                     items.append(Item(DEF, line, child, child.key()))
