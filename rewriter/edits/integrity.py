@@ -98,8 +98,10 @@ class FileIntegrity:
         for position, index in enumerate(self._code_lines):
             self._where.setdefault(self.norm[index], []).append(position)
 
-    def check(self, start: int, end: int, answer: str, instruction: str) -> Verdict:
-        """Judge `answer` as the new text of the file's characters [start, end)."""
+    def check(self, start: int, end: int, answer: str, instruction: str,
+              parsed: SyntaxTree | None = None) -> Verdict:
+        """Judge `answer` as the new text of the file's characters [start, end) (`parsed`: the
+        whole file with it, where the caller has parsed that already)."""
         original = self.text[start:end]
         if answer == original:
             return Verdict(APPLIED, answer)
@@ -108,18 +110,20 @@ class FileIntegrity:
         if echoes and not text.strip() and original.strip():
             return Verdict(REFUSED, answer, f"the answer is a copy of {' and '.join(echoes)} "
                                             "instead of a rewrite of the span")
-        problems = self.problems(start, end, text, instruction)
+        problems = self.problems(start, end, text, instruction, parsed)
         if problems:
             after = f" (after it {stripped})" if stripped else ""
             return Verdict(REFUSED, text, "; ".join(problems) + after)
         return Verdict(STRIPPED, text, stripped) if echoes else Verdict(APPLIED, text)
 
-    def problems(self, start: int, end: int, text: str, instruction: str) -> list[str]:
+    def problems(self, start: int, end: int, text: str, instruction: str,
+                 parsed: SyntaxTree | None = None) -> list[str]:
         """What the rewrite of [start, end) into `text` would break, in words; empty when nothing."""
         problems = []
         new_definitions: list[Definition] = []
         if self.tree is not None:
-            candidate = SyntaxTree(self.text[:start] + text + self.text[end:], self.tree.language)
+            whole = self.text[:start] + text + self.text[end:]
+            candidate = parsed if parsed is not None and parsed.text == whole else SyntaxTree(whole, self.tree.language)
             new_definitions = definitions(candidate, start, start + len(text))
             old_definitions = [d for d in self.definitions if start <= d.start < end]
             # Where the new text does not parse, definitions vanish into error nodes: that is the

@@ -1,0 +1,262 @@
+"""Snippet cases from reference edits, and what the deterministic snippet merge makes of them.
+
+Each reference edit (`before`, `after`) becomes the snippet a chat model would write for it, in
+one of the styles they write, picked per case by a seeded choice among those that fit the edit:
+
+- whole_definitions: each changed function whole, markers for the rest (a method inside its
+  class's header line, with markers for the other methods);
+- inner_lines: the changed lines with two lines of context, grown to whole statements, under the
+  headers of the definitions around them, markers for the unchanged head and tail of the body;
+- imports_at_top: the new imports at the top, the rest as whole_definitions;
+- new_definition: a new function after the header of its neighbour, the rest as whole_definitions.
+
+The cases are made from the diff alone, not tuned to the merge. Torch-free:
+`python -m rewriter.bench.snippet_cases` prints the report.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import statistics
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from pathlib import Path
+
+from ..edits.scopes import Span, SyntaxTree, expand_to_nodes
+from ..edits.snippet_lines import Node, definition_tree, indent_of
+from ..edits.snippets import Merged, merge_snippet
+
+REFERENCE_EDITS = (Path("/work/shared/bench/editeval_tests.jsonl"),
+                   Path("/work/shared/bench/nofuneval_maintainability.jsonl"))
+WHOLE, INNER, IMPORTS, NEW = "whole_definitions", "inner_lines", "imports_at_top", "new_definition"
+MARKERS = ("# ... existing code ...", "# ...", "# ... rest of the code unchanged ...", "...",
+           "# rest of the code unchanged")
+CONTEXT_LINES = 2
+IMPORT = re.compile(r"(import|from)\s")
+
+
+@dataclass(frozen=True)
+class SnippetCase:
+    id: str
+    language: str
+    before: str
+    after: str
+    instruction: str
+    snippet: str
+    style: str
+    unsolvable: str = ""  # why no merge could give `after` from this snippet; "" when one could
+
+
+def load_reference_edits(paths=REFERENCE_EDITS) -> list[dict]:
+    rows = []
+    for path in paths:
+        with open(path, encoding="utf-8") as lines:
+            rows += [json.loads(line) for line in lines if line.strip()]
+    return rows
+
+
+def snippet_case(row: dict, seed: int = 0) -> SnippetCase:
+    """The snippet for one reference edit, in a style chosen by `seed` and the case's id."""
+    before, after = row["before"], row["after"]
+    lines = after.splitlines(keepends=True)
+    changed = _changed_lines(before, after)
+    tree = definition_tree(SyntaxTree(after, "python"), lines)
+    choose = random.Random(f"{seed}:{row['id']}")
+    added_imports = {line.strip() for line in lines if IMPORT.match(line)} - {
+        line.strip() for line in before.splitlines() if IMPORT.match(line)}
+    old_names = {node.key() for node in definition_tree(SyntaxTree(before, "python"),
+                                                          before.splitlines(keepends=True)).children}
+    new_nodes = [node for node in tree.children if node.key() not in old_names]
+    styles = [WHOLE, INNER] + ([IMPORTS] if added_imports else []) + ([NEW] if new_nodes else [])
+    style = choose.choice(styles)
+    marker = choose.choice(MARKERS)
+    syntax = SyntaxTree(after, "python")
+    shown: set[int] = set()
+    for line in changed:
+        if style == INNER:
+            shown |= _with_context(syntax, lines, line, CONTEXT_LINES)
+        else:
+            shown |= _whole_function(syntax, tree, lines, line)
+    if style == IMPORTS:
+        shown |= {i for i, line in enumerate(lines) if IMPORT.match(line)}
+    if style == NEW:
+        at = tree.children.index(new_nodes[0])
+        if at:
+            shown |= set(_header(tree.children[at - 1], lines))
+    shown |= {line for node in _around(tree, shown) for line in _header(node, lines)}
+    snippet = _with_markers(lines, shown, marker)
+    return SnippetCase(str(row["id"]), row.get("language", "python"), before, after, row.get("instruction", ""),
+                       snippet, style, _unsolvable(before, snippet, lines, shown))
+
+
+def _changed_lines(before: str, after: str) -> list[int]:
+    """The lines of `after` that the edit wrote, and for a deletion the lines on both sides of it."""
+    old = [line.rstrip() for line in before.splitlines()]
+    new = [line.rstrip() for line in after.splitlines()]
+    changed = []
+    for op, _, _, low, high in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        changed += list(range(low, high)) if high > low else [max(low - 1, 0), min(low, len(new) - 1)]
+    return [line for line in changed if 0 <= line < len(new)]
+
+
+def _with_context(syntax: SyntaxTree, lines: list[str], line: int, context: int) -> set[int]:
+    low, high = max(line - context, 0), min(line + context, len(lines) - 1)
+    start = sum(len(text) for text in lines[:low])
+    end = sum(len(text) for text in lines[:high + 1])
+    grown = expand_to_nodes(syntax, Span(start, end, low + 1, high + 1))
+    return set(range(grown.start_line - 1, grown.end_line))
+
+
+def _whole_function(syntax: SyntaxTree, tree: Node, lines: list[str], line: int) -> set[int]:
+    """The outermost function around the line, whole; a line in no function, with one line of context."""
+    node = tree
+    while node.innermost(line) is not node:
+        node = next(child for child in node.children if child.lo <= line < child.hi)
+        if node.kind == "function":
+            return set(range(node.lo, node.hi))
+    return _with_context(syntax, lines, line, 1)
+
+
+def _around(tree: Node, shown: set[int]) -> list[Node]:
+    """The definitions that hold a shown line, so that their headers are shown too."""
+    return [node for node in tree.walk() if node is not tree and any(node.lo <= line < node.hi for line in shown)]
+
+
+def _header(node: Node, lines: list[str]) -> list[int]:
+    """A definition's decorators and header lines, up to the one that ends in a colon."""
+    end = node.head
+    while end < node.hi - 1 and not lines[end].split("#")[0].rstrip().endswith(":"):
+        end += 1
+    return list(range(node.lo, end + 1))
+
+
+def _with_markers(lines: list[str], shown: set[int], marker: str) -> str:
+    """The shown lines, a marker for each run of hidden code (two where the run leaves a block)."""
+    out: list[str] = []
+    hidden: list[str] = []
+    for number, line in enumerate([*lines, ""]):
+        if number in shown or number == len(lines):
+            code = [text for text in hidden if text.strip()]
+            if code:
+                depth = indent_of(code[0])
+                shallowest = min((indent_of(text) for text in code), key=len)
+                out.append(depth + marker + "\n")
+                if len(shallowest) < len(depth):
+                    out.append(shallowest + marker + "\n")
+            else:
+                out += hidden
+            hidden = []
+            out.append(line if line.endswith("\n") or number == len(lines) else line + "\n")
+        else:
+            hidden.append(line)
+    return "".join(out)
+
+
+def _unsolvable(before: str, snippet: str, lines: list[str], shown: set[int]) -> str:
+    if SyntaxTree("".join(lines), "python").has_errors():
+        return "the reference after does not parse: the syntax guard refuses any merge that gives it"
+    kept = {line.strip() for line in before.splitlines() if line.strip()}
+    if not any(lines[i].strip() in kept for i in shown if lines[i].strip()):
+        return "no line of the file is left in the snippet: nothing places it"
+    return ""
+
+
+# ---- the measurement -------------------------------------------------------------------------
+
+def normalized(text: str) -> str:
+    """Trailing whitespace and runs of blank lines do not count."""
+    text = "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
+    return re.sub(r"\n{3,}", "\n\n", text) + "\n"
+
+
+def code_damage(before: str, after: str, merged: str) -> tuple[list[str], list[str]]:
+    """Code lines the merge lost (fewer than both before and after hold) and duplicated (more)."""
+    counts = [Counter(line.strip() for line in text.splitlines() if line.strip()) for text in (before, after, merged)]
+    old, new, got = counts
+    lost = [line for line in old | new if got[line] < min(old[line], new[line])]
+    duplicated = [line for line in got if got[line] > max(old[line], new[line])]
+    return lost, duplicated
+
+
+def measure(case: SnippetCase) -> dict:
+    outcome = merge_snippet(case.before, case.snippet, case.language, case.instruction)
+    row = {"id": case.id, "style": case.style, "outcome": type(outcome).__name__.lower(),
+           "ms": outcome.seconds * 1000, "unsolvable": case.unsolvable, "exact": False, "lost": [], "duplicated": []}
+    if isinstance(outcome, Merged):
+        row["exact"] = normalized(outcome.text) == normalized(case.after)
+        row["lost"], row["duplicated"] = code_damage(case.before, case.after, outcome.text)
+    else:
+        row["reason"] = outcome.reason
+    return row
+
+
+def summarize(rows: list[dict]) -> dict:
+    times = [row["ms"] for row in rows] or [0.0]
+    return {"cases": len(rows), "exact": sum(row["exact"] for row in rows),
+            "merged": sum(row["outcome"] == "merged" for row in rows),
+            "ambiguous": sum(row["outcome"] == "ambiguous" for row in rows),
+            "refused": sum(row["outcome"] == "refused" for row in rows),
+            "lost_code": sum(bool(row["lost"]) for row in rows),
+            "duplicated_code": sum(bool(row["duplicated"]) for row in rows),
+            "unsolvable": sum(bool(row["unsolvable"]) for row in rows),
+            "median_ms": statistics.median(times), "max_ms": max(times)}
+
+
+def large_file_ms(functions: int = 100, runs: int = 5) -> float:
+    """Median time to merge a one-function snippet into a file of `functions` ten-line functions."""
+    body = "".join(f"    value_{k} = argument * {k}\n" for k in range(8))
+    text = "\n".join(f"def function_{n}(argument):\n{body}    return value_7\n" for n in range(functions))
+    snippet = "# ... existing code ...\n\ndef function_50(argument):\n    # ...\n    return value_7 + 1\n" \
+              "\n# ... existing code ...\n"
+    times = []
+    for _ in range(runs):
+        outcome = merge_snippet(text, snippet, "python")
+        assert isinstance(outcome, Merged), outcome
+        times.append(outcome.seconds * 1000)
+    return statistics.median(times)
+
+
+def run_snippet_bench(paths=REFERENCE_EDITS, seed: int = 0) -> dict:
+    cases = [snippet_case(row, seed) for row in load_reference_edits(paths)]
+    rows = [measure(case) for case in cases]
+    by_style = defaultdict(list)
+    for row in rows:
+        by_style[row["style"]].append(row)
+    styles = {style: summarize(group) for style, group in sorted(by_style.items())}
+    return {"summary": summarize(rows), "styles": styles, "large_file_ms": large_file_ms(), "cases": rows}
+
+
+def format_report(report: dict) -> str:
+    def line(name: str, summary: dict) -> str:
+        share = 100 * summary["exact"] / max(summary["cases"], 1)
+        return (f"{name:<18} {summary['cases']:>5} {summary['exact']:>5} {share:>6.1f}% {summary['merged']:>6} "
+                f"{summary['ambiguous']:>9} {summary['refused']:>7} {summary['lost_code']:>5} "
+                f"{summary['duplicated_code']:>5} {summary['unsolvable']:>10} "
+                f"{summary['median_ms']:>7.2f} {summary['max_ms']:>7.2f}")
+    out = [f"{'style':<18} {'cases':>5} {'exact':>5} {'share':>7} {'merged':>6} {'ambiguous':>9} {'refused':>7} "
+           f"{'lost':>5} {'dup':>5} {'unsolvable':>10} {'med ms':>7} {'max ms':>7}"]
+    out += [line(style, summary) for style, summary in report["styles"].items()]
+    out.append(line("all", report["summary"]))
+    out.append(f"a one-function merge into a 1,000-line file: {report['large_file_ms']:.1f} ms (median of 5)")
+    reasons = Counter(row.get("reason", "") for row in report["cases"] if row["outcome"] != "merged")
+    out += [f"  {count:>3} x {reason}" for reason, count in reasons.most_common(12)]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    report = run_snippet_bench(seed=int(args[0]) if args else 0)
+    print(format_report(report))
+    inexact = [row for row in report["cases"] if not row["exact"] and row["outcome"] == "merged"]
+    for row in inexact[:10]:
+        print(f"inexact: {row['id']} ({row['style']}) lost {row['lost'][:2]} duplicated {row['duplicated'][:2]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""The lines of a file or of a snippet, as a tree of definitions: what the snippet merge aligns.
+
+A snippet's markers ("# ... existing code ...", "// ...", "/* ... */", "rest of the code
+unchanged", a bare `...`) stand for code that stays. A bare `...` is also real Python (Ellipsis in
+a stub or a Protocol), so it is only a candidate here; the merge decides by what the file holds.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .node_kinds import WRAPPERS
+from .scopes import Definition, SyntaxTree, definitions
+
+# A comment line (any common comment style), the comment's words in group 1.
+_COMMENT = re.compile(r"(?:#(?![\[!])|//+|--|/\*+|<!--|;+)\s*(.*?)\s*(?:\*+/|-->)?")
+_MARKER_WORDS = re.compile(
+    r"\b(existing|unchanged|remains? the same|same as before|rest of (the )?\w+|omitted|"
+    r"other (methods|functions|code)|previous code|keep(ing)? (the )?(rest|existing))\b", re.IGNORECASE)
+ELLIPSES = ("...", "…")
+# What holds a definition and belongs to it: decorators, `export`, the declaration naming a value.
+_HOLDERS = WRAPPERS | {"variable_declarator", "lexical_declaration", "variable_declaration"}
+# Where a marker line is replaced before the snippet is parsed: a comment the grammar knows.
+LINE_COMMENTS = {"python": "#", "ruby": "#", "bash": "#", "r": "#", "lua": "--", "sql": "--", "haskell": "--"}
+
+
+def is_marker(line: str) -> bool:
+    """A comment that stands for code left out: it starts with an ellipsis or says so in words."""
+    comment = _COMMENT.fullmatch(line.strip())
+    if comment is None:
+        return False
+    words = comment.group(1)
+    return words.startswith(ELLIPSES) or bool(_MARKER_WORDS.search(words))
+
+
+def is_bare_ellipsis(line: str) -> bool:
+    return line.strip() in ELLIPSES
+
+
+def indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def is_comment(line: str) -> bool:
+    return _COMMENT.fullmatch(line.strip()) is not None
+
+
+@dataclass
+class Node:
+    """A definition's whole lines [lo, hi) (decorators included, doc comments not) and those
+    nested in it; the root stands for the whole text."""
+
+    kind: str
+    name: str
+    lo: int
+    hi: int
+    head: int  # the line the definition itself starts on (after its decorators)
+    children: list[Node] = field(default_factory=list)
+    _starts: dict[int, Node] | None = field(default=None, repr=False, compare=False)
+
+    def key(self) -> tuple[str, str]:
+        return self.kind, self.name
+
+    def walk(self):
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def child_at(self, line: int) -> Node | None:
+        if self._starts is None or len(self._starts) != len(self.children):
+            self._starts = {child.lo: child for child in reversed(self.children)}  # the first at a line wins
+        return self._starts.get(line)
+
+    def innermost(self, line: int) -> Node:
+        for child in self.children:
+            if child.lo <= line < child.hi:
+                return child.innermost(line)
+        return self
+
+
+def definition_tree(tree: SyntaxTree, lines: list[str], markers: set[int] | frozenset[int] = frozenset(),
+                    found: list[Definition] | None = None) -> Node:
+    """The named functions and classes of a parsed text as nested Nodes (`found`: its
+    definitions, where they are known already)."""
+    nodes: dict[tuple[int, int], Node] = {}
+    for definition in definitions(tree) if found is None else found:
+        aim = tree.byte(definition.start)
+        node = tree.root.descendant_for_byte_range(aim, aim)
+        while node is not None and not (node.start_byte == aim and node.child_by_field_name("body")):
+            node = node.parent
+        if node is None:
+            continue
+        head = node.start_point.row
+        while node.parent is not None and node.parent.type in _HOLDERS:
+            node = node.parent  # decorators, `export`, `const f = () => ...`
+        lo, hi = node.start_point.row, node.end_point.row + (1 if node.end_point.column else 0)
+        while lo < head and (lo in markers or not lines[lo].strip() or is_comment(lines[lo])):
+            lo += 1
+        nodes.setdefault((lo, hi), Node(definition.kind, definition.path[-1], lo, max(hi, head + 1), head))
+    root = Node("", "", 0, len(lines), -1)
+    stack = [root]
+    for found_node in sorted(nodes.values(), key=lambda n: (n.lo, -n.hi)):
+        while stack[-1] is not root and found_node.lo >= stack[-1].hi:
+            stack.pop()
+        stack[-1].children.append(found_node)
+        stack.append(found_node)
+    if tree.language == "python":
+        _take_trailing_markers(root, lines, markers)
+    return root
+
+
+def _take_trailing_markers(node: Node, lines: list[str], markers: set[int] | frozenset[int]) -> None:
+    """A Python block ends at its last statement; a marker indented under the definition's
+    header right after it still belongs to it ("    # ... the other methods"). Outer
+    definitions take theirs first, so that an inner one may take what lies inside the outer."""
+    for child in node.children:
+        depth = len(indent_of(lines[child.head]))
+        for line in range(child.hi, node.hi):
+            if line in markers and len(indent_of(lines[line])) > depth:
+                child.hi = line + 1
+            elif lines[line].strip():
+                break
+        _take_trailing_markers(child, lines, markers)
+
+
+class Unclear(Exception):
+    """Raised inside a merge where the snippet can be read more than one way."""
+
+
+LINE, DEF, MARKER, BLANK = "line", "def", "marker", "blank"
+
+
+@dataclass(frozen=True)
+class Item:
+    """A region's line or nested definition; `key` matches it to the other side's (None: never)."""
+
+    kind: str  # LINE, DEF, MARKER or BLANK
+    line: int
+    node: Node | None = None
+    key: tuple | None = None

@@ -1,0 +1,409 @@
+"""Merging a snippet into a file without a model: the changed part of a file, as chat models and
+agents write it, with markers ("# ... existing code ...") for what stays.
+
+The snippet's definitions are matched to the file's by kind and name, level by level (a method
+inside its class); the other lines are matched by their text, in order. Between two matched
+items, a marker keeps the file's lines there; with no marker, the snippet's lines replace them.
+A new definition lands where the snippet puts it: after the item before it, or before the item
+after it. Where that leaves a doubt (a name defined twice, code between two markers with nothing
+to place it by, a definition left out with no marker in its place) the outcome is Ambiguous and a
+model should merge; a snippet that cannot be merged at all is Refused. Every merge is then judged
+like any edit: the integrity check and the syntax guard may refuse it.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from ..prompt import common_indent
+from .integrity import FileIntegrity
+from .node_kinds import grammar_for
+from .scopes import SyntaxTree
+from .snippet_anchors import line_pairs
+from .snippet_lines import (
+    BLANK,
+    DEF,
+    LINE,
+    LINE_COMMENTS,
+    MARKER,
+    Item,
+    Node,
+    Unclear,
+    definition_tree,
+    indent_of,
+    is_bare_ellipsis,
+    is_marker,
+)
+from .syntax import compiles
+
+SNIPPET, INTEGRITY, SYNTAX = "snippet", "integrity", "syntax"  # what refused a merge
+EDGE_LINES = 3  # lines a snippet may replace at the file's start or end without a marker there
+
+
+@dataclass(frozen=True)
+class Merged:
+    text: str  # the whole file, merged
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Ambiguous:
+    """The snippet can be read more than one way: a model should merge it."""
+
+    reason: str
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The snippet cannot be merged (or its merge failed a check); the file stays as it is."""
+
+    reason: str
+    check: str = SNIPPET  # SNIPPET (the snippet itself), INTEGRITY or SYNTAX (the merge's result)
+    seconds: float = 0.0
+
+
+MergeOutcome = Merged | Ambiguous | Refused
+
+
+def merge_snippet(file_text: str, snippet: str | bytes, language: str, instruction: str = "") -> MergeOutcome:
+    """Merge `snippet` into `file_text` (in `language`, as rewriter.prompt names languages).
+    `instruction`, when there is one, lets the integrity check accept removals it asks for."""
+    began = time.perf_counter()
+    outcome = _merge(file_text, snippet, language, instruction)
+    return replace(outcome, seconds=time.perf_counter() - began)
+
+
+def _merge(file_text: str, snippet: str | bytes, language: str, instruction: str) -> MergeOutcome:
+    if isinstance(snippet, bytes):
+        try:
+            snippet = snippet.decode("utf-8")
+        except UnicodeDecodeError:
+            return Refused("the snippet is not UTF-8 text")
+    if "\0" in snippet or "\0" in file_text:
+        return Refused("the snippet is binary (it holds NUL bytes)" if "\0" in snippet else "the file is binary")
+    grammar = grammar_for(language)
+    if grammar is None:
+        return Ambiguous(f"no grammar for {language or 'a file without a language'}: definitions cannot be matched")
+    newline = "\r\n" if "\r\n" in file_text else "\n"
+    snippet = snippet.replace("\r\n", "\n")
+    indent = common_indent(snippet)
+    lines = [(line[len(indent):] if line.startswith(indent) else line.lstrip(" \t")).replace("\n", newline)
+             for line in snippet.splitlines(keepends=True)]
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += newline
+    markers = {i for i, line in enumerate(lines) if is_marker(line) or grammar != "python" and is_bare_ellipsis(line)}
+    maybe = {i for i, line in enumerate(lines) if grammar == "python" and is_bare_ellipsis(line)}
+    if not any(line.strip() for i, line in enumerate(lines) if i not in markers | maybe):
+        return Refused("the snippet holds only markers" if markers | maybe else "the snippet is empty")
+    tree = _parsed(lines, markers, grammar)
+    if tree is None:
+        return Refused(f"the snippet does not parse as {language}")
+    file_lines = file_text.splitlines(keepends=True)
+    if file_lines and not file_lines[-1].endswith("\n"):
+        file_lines[-1] += newline
+    integrity = FileIntegrity(file_text, grammar)  # the file parsed once, for the merge and its checks
+    assert integrity.tree is not None  # a grammar was found
+    file_tree = definition_tree(integrity.tree, file_lines, found=integrity.definitions)
+    merger = _Merger(file_lines, file_tree, lines, definition_tree(tree, lines, markers), markers, maybe)
+    try:
+        merged = "".join(merger.root())
+    except Unclear as unclear:
+        return Ambiguous(str(unclear)) if merger.anchored else Refused("the snippet matches nothing in the file")
+    if not merger.anchored:
+        return Refused("the snippet matches nothing in the file")
+    if not file_text.endswith("\n"):
+        merged = merged.removesuffix(newline)
+    return _judged(integrity, merged, instruction)
+
+
+def _parsed(lines: list[str], markers: set[int], grammar: str) -> SyntaxTree | None:
+    """The snippet parsed, each marker as a comment (in Python, next as `...`, which an empty
+    block needs); None when neither parses."""
+    stand_ins = [LINE_COMMENTS.get(grammar, "//") + " ..."] + (["..."] if grammar == "python" else [])
+    for stand_in in stand_ins:
+        text = "".join(indent_of(line) + stand_in + "\n" if i in markers else line for i, line in enumerate(lines))
+        tree = SyntaxTree(text, grammar)
+        if not tree.has_errors():
+            return tree
+    return None
+
+
+def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> MergeOutcome:
+    """The merge, unless the integrity check or the syntax guard objects to the lines it changed
+    (as for any edit's span)."""
+    file_text = integrity.text
+    if merged == file_text:
+        return Merged(merged)
+    start, end, new = _changed_span(file_text, merged)
+    assert integrity.tree is not None
+    parsed = SyntaxTree(merged, integrity.tree.language)  # once, for both checks
+    verdict = integrity.check(start, end, new, instruction, parsed)
+    if verdict.refused:
+        return Refused(f"the merge {verdict.reason.removeprefix('it ')}", INTEGRITY)
+    if verdict.text != new:
+        return Refused(f"the merge repeats the file around it ({verdict.reason})", INTEGRITY)
+    # A merge that parses (and compiles, in Python) passes the syntax guard whatever the file
+    # did: only then is the file's own compile, which the guard asks for, not needed.
+    if not parsed.has_errors() and (parsed.language != "python" or compiles(merged) is True):
+        return Merged(merged)
+    problem = integrity.syntax.problem(start, end, new)
+    if problem is not None:
+        return Refused(f"the merge does not parse ({problem.describe()})", SYNTAX)
+    return Merged(merged)
+
+
+def _changed_span(old: str, new: str) -> tuple[int, int, str]:
+    """The old text's whole lines [start, end) that `new` changes, and what it has there."""
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    same = 0
+    while same < min(len(old_lines), len(new_lines)) and old_lines[same] == new_lines[same]:
+        same += 1
+    tail = 0
+    while tail < min(len(old_lines), len(new_lines)) - same and old_lines[-1 - tail] == new_lines[-1 - tail]:
+        tail += 1
+    start = sum(map(len, old_lines[:same]))
+    end = len(old) - sum(map(len, old_lines[len(old_lines) - tail:]))
+    return start, end, "".join(new_lines[same:len(new_lines) - tail])
+
+
+class _Merger:
+    """One merge: the file's and the snippet's lines and definitions, walked region by region."""
+
+    def __init__(self, file_lines: list[str], file_tree: Node, lines: list[str], tree: Node,
+                 markers: set[int], maybe: set[int]):
+        self.file_lines, self.file_tree = file_lines, file_tree
+        self.lines, self.tree = lines, tree
+        self.markers, self.maybe = markers, maybe
+        self.overrides: dict[int, Node] = {}  # id of a nested file definition -> the snippet's, given alone
+        self.anchored = 0
+        self.shift = ("", "")  # the snippet's indentation here -> the file's
+
+    def root(self) -> list[str]:
+        for node in self.tree.children:
+            if not any(child.key() == node.key() for child in self.file_tree.children):
+                self._match_deeper(node)
+        edges = [i for i, line in enumerate(self.lines) if line.strip()]
+        # placed by a marker at its start or end alone: after (or before) the whole file
+        self.anchored = len(self.overrides) + bool({edges[0], edges[-1]} & (self.markers | self.maybe))
+        return self._region(self.file_tree, self.tree)
+
+    def _match_deeper(self, node: Node) -> None:
+        """A definition given alone (a method without its class) matches the one nested
+        definition of its kind and name."""
+        found = [inner for top in self.file_tree.children for inner in top.walk()
+                 if inner is not top and inner.key() == node.key()]
+        if len(found) > 1:
+            raise Unclear(f"the file has {len(found)} {node.kind}s named {node.name} inside others")
+        if found:
+            self.overrides[id(found[0])] = node
+
+    # ---- one region: a definition (or the whole text) on both sides ---------------------------
+
+    def _region(self, file_node: Node, node: Node) -> list[str]:
+        literal = any(is_bare_ellipsis(self.file_lines[i]) for i in _own_lines(file_node))
+        file_items = self._items(file_node, self.file_lines, set(), False)
+        items = self._items(node, self.lines, self.markers | (set() if literal else self.maybe), True)
+        pairs = self._pairs(items, file_items)
+        self._check_renames(items, file_items, pairs)
+        if file_node is self.file_tree:
+            self.anchored += len(pairs)
+        out: list[str] = []
+        bounds = [(-1, -1), *pairs, (len(items), len(file_items))]
+        for (at, file_at), (to, file_to) in zip(bounds, bounds[1:]):
+            out += self._gap(items[at + 1:to], file_items[file_at + 1:file_to],
+                             edge=file_node is self.file_tree and (at < 0 or to == len(items)),
+                             keeps_head=file_node is not self.file_tree and at < 0)
+            if to < len(items):
+                out += self._pair(items[to], file_items[file_to])
+        return out
+
+    def _items(self, node: Node, lines: list[str], markers: set[int], snippet: bool) -> list[Item]:
+        items, line = [], node.lo
+        given_alone = {id(n) for n in self.overrides.values()} if snippet else set()
+        while line < node.hi:
+            child = node.child_at(line)
+            if child is not None and child is not node:
+                if id(child) in given_alone:
+                    items.append(Item(MARKER, line))  # merged where its match lies, deeper
+                else:
+                    items.append(Item(DEF, line, child, child.key()))
+                line = child.hi
+                continue
+            text = lines[line].strip()
+            if line in markers:
+                items.append(Item(MARKER, line))
+            elif not text:
+                items.append(Item(BLANK, line))
+            else:
+                items.append(Item(LINE, line, key=("head",) if line == node.head else ("line", text)))
+            line += 1
+        return items
+
+    def _pairs(self, items: list[Item], file_items: list[Item]) -> list[tuple[int, int]]:
+        """Which items match: definitions by kind and name (each defined once on both sides),
+        the header line with the header line, then lines by their text in between, in order."""
+        counts = Counter(item.key for item in file_items if item.kind == DEF)
+        mine = Counter(item.key for item in items if item.kind == DEF)
+        fixed = []
+        for at, item in enumerate(items):
+            if item.kind == DEF and item.key in counts or item.key == ("head",):
+                kind, name = item.node.key() if item.node is not None else ("", "")
+                if mine[item.key] > 1:
+                    raise Unclear(f"the snippet defines {kind} {name} {mine[item.key]} times")
+                if counts[item.key] > 1:
+                    raise Unclear(f"the file defines {kind} {name} {counts[item.key]} times: "
+                                   "which one the snippet means is unclear")
+                fixed.append((at, next(i for i, f in enumerate(file_items) if f.key == item.key)))
+        if any(b[1] < a[1] for a, b in zip(fixed, fixed[1:])):
+            raise Unclear("the snippet orders definitions differently from the file")
+        pairs = []
+        for (at, file_at), (to, file_to) in zip([(-1, -1), *fixed], [*fixed, (len(items), len(file_items))]):
+            lines = [i for i in range(at + 1, to) if items[i].kind == LINE]
+            theirs = [i for i in range(file_at + 1, file_to) if file_items[i].kind == LINE]
+            pairs += line_pairs(items, lines, file_items, theirs, ((at, file_at), (to, file_to)))
+            if to < len(items):
+                pairs.append((to, file_to))
+        return pairs
+
+    def _check_renames(self, items: list[Item], file_items: list[Item], pairs: list[tuple[int, int]]) -> None:
+        """A new definition whose body is mostly the body of one the snippet does not mention
+        may be that one renamed, or a copy: which, the names cannot say."""
+        taken = {file_at for _, file_at in pairs}
+        unmatched = [item.node for at, item in enumerate(file_items)
+                     if item.node is not None and at not in taken and id(item.node) not in self.overrides]
+        matched = {at for at, _ in pairs}
+        for at, item in enumerate(items):
+            if item.node is None or at in matched or not unmatched:
+                continue
+            body = _code(self.lines, item.node.head + 1, item.node.hi)
+            for node in unmatched:
+                if len(body) >= 2 and len(body & _code(self.file_lines, node.head + 1, node.hi)) * 5 >= len(body) * 3:
+                    raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
+                                   f"{node.name} renamed, or a copy of it")
+
+    def _gap(self, items: list[Item], file_items: list[Item], edge: bool, keeps_head: bool) -> list[str]:
+        """What stands between two matched items: the snippet's lines, the file's, or both."""
+        marks = [at for at, item in enumerate(items) if item.kind == MARKER]
+        if not marks:
+            code = [item for item in items if item.kind in (LINE, DEF)]
+            if (keeps_head or edge) and not code:
+                # a definition given without its decorators keeps them; a snippet that starts
+                # (or ends) at a matched line leaves the rest of the file as it is
+                return self._file_lines(file_items)
+            dropped = [item.node for item in file_items if item.kind == DEF and item.node is not None]
+            if len([item for item in code if item.kind == DEF]) < len(dropped):
+                names = ", ".join(f"{node.kind} {node.name}" for node in dropped)
+                raise Unclear(f"the snippet leaves out {names} with no marker in its place")
+            lost = sum(1 for item in file_items if item.kind == LINE)
+            if edge and lost > max(EDGE_LINES, 2 * len(code)):
+                raise Unclear(f"the snippet would replace {lost} lines at the file's start or end, "
+                               "with no marker there")
+            return self._snippet_lines(items)
+        between = [item for item in items[marks[0] + 1:marks[-1]] if item.kind in (LINE, DEF)]
+        if between:
+            raise Unclear(f"line {between[0].line + 1} of the snippet lies between two markers "
+                           "with nothing in the file to place it by")
+        head, tail = items[:marks[0]], items[marks[-1] + 1:]
+        if not file_items or file_items[0].kind == BLANK:
+            head = _strip_blank(head, from_end=True)  # the file's blank lines stand between
+        if not file_items or file_items[-1].kind == BLANK:
+            tail = _strip_blank(tail, from_end=False)
+        return self._snippet_lines(head) + self._file_lines(file_items) + self._snippet_lines(tail)
+
+    def _pair(self, item: Item, file_item: Item) -> list[str]:
+        if item.node is None or file_item.node is None:
+            line = self._reindent(self.lines[item.line])
+            original = self.file_lines[file_item.line]
+            return [original if line.rstrip() == original.rstrip() else line]
+        return self._definition(file_item.node, item.node)
+
+    def _definition(self, file_node: Node, node: Node) -> list[str]:
+        """A matched definition: merged region by region where the snippet's has markers,
+        replaced by it otherwise (decorators the snippet leaves out are kept)."""
+        saved = self.shift
+        self.shift = (indent_of(self.lines[node.head]), indent_of(self.file_lines[file_node.head]))
+        try:
+            if self._has_markers(node, file_node):
+                return self._region(file_node, node)
+            head = self.file_lines[file_node.lo:file_node.head] if node.lo == node.head else []
+            return head + [self._reindent(line) for line in self.lines[node.lo:node.hi]]
+        finally:
+            self.shift = saved
+
+    def _has_markers(self, node: Node, file_node: Node) -> bool:
+        if any(node.lo <= line < node.hi for line in self.markers):
+            return True
+        for line in (line for line in self.maybe if node.lo <= line < node.hi):
+            inner, there = node, file_node
+            while inner.innermost(line) is not inner:
+                inner = next(child for child in inner.children if child.lo <= line < child.hi)
+                same = [child for child in there.children if child.key() == inner.key()]
+                if len(same) != 1:
+                    break  # a new definition: its `...` is code
+                there = same[0]
+            else:
+                if not any(is_bare_ellipsis(self.file_lines[i]) for i in _own_lines(there)):
+                    return True
+        return False
+
+    # ---- lines out --------------------------------------------------------------------------
+
+    def _snippet_lines(self, items: list[Item]) -> list[str]:
+        out = []
+        for item in items:
+            if item.kind == MARKER:
+                continue
+            end = item.node.hi if item.node is not None else item.line + 1
+            out += [self._reindent(line) for line in self.lines[item.line:end]]
+        return out
+
+    def _file_lines(self, items: list[Item]) -> list[str]:
+        out = []
+        for item in items:
+            node = item.node
+            if node is not None and id(node) in self.overrides:
+                out += self._definition(node, self.overrides[id(node)])
+            elif node is not None:
+                out += self._overridden_within(node)
+            else:
+                out.append(self.file_lines[item.line])
+        return out
+
+    def _overridden_within(self, node: Node) -> list[str]:
+        """A file definition kept as it is, but for a nested one the snippet gave alone."""
+        out, line = [], node.lo
+        while line < node.hi:
+            child = node.child_at(line)
+            if child is not None and any(id(inner) in self.overrides for inner in child.walk()):
+                out += self._file_lines([Item(DEF, line, child)])
+                line = child.hi
+            else:
+                out.append(self.file_lines[line])
+                line += 1
+        return out
+
+    def _reindent(self, line: str) -> str:
+        if not line.strip():
+            return line[len(line.rstrip("\r\n")):] or "\n"
+        old, new = self.shift
+        return new + (line[len(old):] if line.startswith(old) else line.lstrip(" \t"))
+
+
+def _own_lines(node: Node) -> list[int]:
+    """The lines of a region that no nested definition holds."""
+    nested = {line for child in node.children for line in range(child.lo, child.hi)}
+    return [line for line in range(node.lo, node.hi) if line not in nested]
+
+
+def _strip_blank(items: list[Item], from_end: bool) -> list[Item]:
+    """The items without their blank lines at one end."""
+    items = list(items)
+    while items and items[-1 if from_end else 0].kind == BLANK:
+        items.pop(-1 if from_end else 0)
+    return items
+
+
+def _code(lines: list[str], start: int, end: int) -> set[str]:
+    return {line.strip() for line in lines[start:end] if line.strip()}

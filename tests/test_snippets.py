@@ -1,0 +1,195 @@
+"""The deterministic snippet merge: markers, placement, refusals, ambiguity, Ellipsis stubs, and
+no lost or duplicated code on the snippet cases made from EditEval's reference edits."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rewriter.bench.snippet_cases import load_reference_edits, measure, normalized, snippet_case
+from rewriter.edits.snippets import SNIPPET, Ambiguous, Merged, Refused, merge_snippet
+
+FILE = '''import os
+
+
+def load(path):
+    text = open(path).read()
+    lines = text.splitlines()
+    return lines
+
+
+class Shape:
+    """A shape."""
+
+    def area(self):
+        return 0
+
+    def name(self):
+        return "shape"
+
+
+def save(path, lines):
+    open(path, "w").write("\\n".join(lines))
+'''
+
+
+def merged(snippet: str, text: str = FILE, language: str = "python") -> str:
+    outcome = merge_snippet(text, snippet, language)
+    assert isinstance(outcome, Merged), outcome
+    return outcome.text
+
+
+@pytest.mark.parametrize("marker", ["# ... existing code ...", "# ...", "# rest of the code unchanged",
+                                    "/* ... */", "// ... existing code ...", "...", "# … unchanged"])
+def test_each_marker_style_keeps_what_is_there(marker):
+    snippet = (f"{marker}\n\ndef load(path):\n    {marker}\n    lines = text.splitlines()\n"
+               f"    return [line.strip() for line in lines]\n\n{marker}\n")
+    assert merged(snippet) == FILE.replace("    return lines\n", "    return [line.strip() for line in lines]\n")
+
+
+def test_a_whole_function_replaces_the_old_one():
+    snippet = "# ...\ndef save(path, lines):\n    Path(path).write_text('\\n'.join(lines))\n"
+    assert merged(snippet).endswith("def save(path, lines):\n    Path(path).write_text('\\n'.join(lines))\n")
+    assert merged(snippet).count("def ") == 4
+
+
+def test_a_method_in_its_class_and_a_method_given_alone():
+    in_class = 'class Shape:\n    # ... existing code ...\n    def name(self):\n        return "Shape"\n'
+    alone = 'def name(self):\n    return "Shape"\n'
+    want = FILE.replace('return "shape"', 'return "Shape"')
+    assert merged(in_class) == want
+    assert merged(alone) == want
+
+
+def test_a_new_definition_goes_after_its_neighbour():
+    snippet = "# ... existing code ...\n\ndef load(path):\n    # ...\n\n\ndef count(path):\n    return len(load(path))\n" \
+              "\n\n# ... existing code ...\n"
+    text = merged(snippet)
+    assert text.index("def load") < text.index("def count") < text.index("class Shape")
+    assert normalized(text.replace("\n\ndef count(path):\n    return len(load(path))\n", "")) == normalized(FILE)
+
+
+def test_new_imports_at_the_top():
+    assert merged("import os\nimport sys\n# ... existing code ...\n") == FILE.replace("import os\n", "import os\nimport sys\n")
+
+
+@pytest.mark.parametrize("snippet, words", [
+    ("# ... existing code ...\n\n// ...\n", "only markers"),
+    ("function load(path) {\n  return fs.readFileSync(path);\n}\n", "does not parse"),
+    ("x = compute()\ny = x + 1\n", "matches nothing"),
+    ("def load(path):\n    return b'\0'\n", "binary"),
+    (b"def load(path):\n    return '\xff'\n", "not UTF-8"),
+])
+def test_bad_snippets_are_refused_and_the_file_untouched(snippet, words):
+    outcome = merge_snippet(FILE, snippet, "python")
+    assert isinstance(outcome, Refused) and outcome.check == SNIPPET
+    assert words in outcome.reason
+
+
+def test_two_definitions_of_one_name_are_ambiguous():
+    text = FILE + "\n\ndef load(path, encoding):\n    return open(path, encoding=encoding).read()\n"
+    outcome = merge_snippet(text, "# ...\ndef load(path):\n    return []\n# ...\n", "python")
+    assert isinstance(outcome, Ambiguous) and "2 times" in outcome.reason
+
+
+def test_a_definition_left_out_without_a_marker_is_ambiguous_not_lost():
+    outcome = merge_snippet(FILE, "def load(path):\n    return []\n\n\ndef save(path, lines):\n    pass\n", "python")
+    assert isinstance(outcome, Ambiguous) and "class Shape" in outcome.reason
+
+
+PROTOCOL = '''from typing import Protocol
+
+
+class Shape(Protocol):
+    def area(self) -> float:
+        ...
+
+    def name(self) -> str:
+        ...
+
+
+def describe(shape):
+    text = shape.name()
+    return f"{text}: {shape.area()}"
+'''
+
+
+def test_an_ellipsis_the_file_has_too_is_code_not_a_marker():
+    snippet = "class Shape(Protocol):\n    def area(self) -> int:\n        ...\n\n    # ...\n"
+    assert merged(snippet, PROTOCOL) == PROTOCOL.replace("def area(self) -> float:", "def area(self) -> int:")
+    stub = "# ...\n\ndef perimeter(shape) -> float:\n    ...\n"
+    assert merged(stub, PROTOCOL).endswith("def perimeter(shape) -> float:\n    ...\n")  # a new stub keeps its body
+
+
+def test_an_ellipsis_where_the_file_has_code_is_a_marker():
+    snippet = "def describe(shape):\n    ...\n    text = shape.name()\n    return f'{text} ({shape.area()})'\n"
+    assert merged(snippet, PROTOCOL) == PROTOCOL.replace('return f"{text}: {shape.area()}"',
+                                                         "return f'{text} ({shape.area()})'")
+
+
+JS = '''import fs from "fs";
+
+function load(path) {
+  const text = fs.readFileSync(path, "utf8");
+  return text.split("\\n");
+}
+
+class Shape {
+  area() {
+    return 0;
+  }
+
+  name() {
+    return "shape";
+  }
+}
+'''
+
+
+def test_javascript_definitions_and_comment_markers():
+    snippet = "// ... existing code ...\nclass Shape {\n  // ...\n  name() {\n    return \"Shape\";\n  }\n}\n"
+    assert merged(snippet, JS, "javascript") == JS.replace('return "shape"', 'return "Shape"')
+    whole = "function load(path) {\n  return [];\n}\n// ... rest of the code unchanged\n"
+    assert "return [];" in merged(whole, JS, "javascript") and "readFileSync" not in merged(whole, JS, "javascript")
+
+
+EDITEVAL = Path("/work/shared/bench/editeval_tests.jsonl")
+
+
+@pytest.mark.skipif(not EDITEVAL.exists(), reason="the EditEval cases are not on this machine")
+def test_merges_never_lose_or_duplicate_code_on_the_editeval_cases():
+    rows = [measure(snippet_case(row)) for row in load_reference_edits([EDITEVAL])]
+    assert len(rows) == 116
+    damaged = [(row["id"], row["lost"], row["duplicated"]) for row in rows if row["lost"] or row["duplicated"]]
+    assert damaged == []
+    assert sum(row["exact"] for row in rows) >= 0.8 * len(rows)
+
+
+SCRIPT = '''setup()
+write("first")
+check(read() != "first")
+cleanup()
+
+setup()
+write("second")
+check(read() == "second")
+cleanup()
+'''
+
+
+def test_a_repeated_line_anchors_where_the_lines_next_to_it_place_it():
+    snippet = '# ...\nwrite("second")\nresult = read()\ncheck(result == "second")\ncleanup()\n'
+    assert merged(snippet, SCRIPT) == SCRIPT.replace('check(read() == "second")',
+                                                     'result = read()\ncheck(result == "second")')
+
+
+def test_a_repeated_line_with_nothing_to_place_it_is_ambiguous_not_duplicated():
+    # `cleanup()` follows "first" two lines on, with a changed line between: either copy could be meant
+    snippet = '# ...\nwrite("first")\nresult = read()\ncheck(result != "first")\ncleanup()\n# ...\n'
+    outcome = merge_snippet(SCRIPT, snippet, "python")
+    assert isinstance(outcome, Ambiguous) and "more than once" in outcome.reason
+
+
+def test_a_case_whose_after_does_not_parse_is_counted_unsolvable():
+    row = {"id": "broken", "before": "def f():\n    return 1\n", "after": "def f():\n    return (1\n"}
+    assert "does not parse" in snippet_case(row).unsolvable
