@@ -52,7 +52,7 @@ class DraftModelDrafter:
         """`shaper` (rewriter.decoding.verify.LogitsShaper) makes sampled drafts; None makes argmax drafts.
 
         `vocab_size` is the target's: ids past it are never drafted. `lookahead` (the decoder's
-        rewriter.decoding.lookahead.Lookahead) says how many tokens the loop will verify, so the small
+        rewriter.lookahead.Lookahead) says how many tokens the loop will verify, so the small
         model does not draft tokens that would be cut off unverified.
         """
         self.lookahead = lookahead

@@ -9,9 +9,10 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.forward import LeanPass
-from rewriter.decoding.passes import WIDEST_DECODING_PASS
+from rewriter.passes import WIDEST_DECODING_PASS
 from rewriter.weights.cpu_choice import pass_costs
-from rewriter.weights.quantize import INT8_KINDS, quantize_int8, share_input_products
+from rewriter.weights.quantize import INT8_KINDS, quantize_int8
+from rewriter.weights.shared_products import share_input_products
 from tests.helpers.exactness import edited
 from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 

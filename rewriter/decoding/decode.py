@@ -18,10 +18,10 @@ from transformers import DynamicCache
 
 from drafters.base import Drafter
 
+from ..lookahead import Lookahead
+from ..passes import PROMPT_CHUNK, WIDEST_DECODING_PASS, PassCosts, has_int8_attention, prompt_passes
 from ..results import Stats
 from .forward import LeanPass
-from .lookahead import Lookahead, PassCosts
-from .passes import PROMPT_CHUNK, WIDEST_DECODING_PASS, has_int8_attention, prompt_passes
 from .verify import GreedyVerifier, Verifier
 
 if TYPE_CHECKING:

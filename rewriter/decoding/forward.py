@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from .passes import INT8_ATTENTION, WIDEST_DECODING_PASS, has_int8_attention
+from ..passes import INT8_ATTENTION, WIDEST_DECODING_PASS, has_int8_attention
 
 # The attention classes whose layers LeanPass knows (their modules share Llama's structure).
 LEAN_ATTENTIONS = ("Qwen2Attention", "LlamaAttention")

@@ -22,14 +22,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..decoding.lookahead import (
-    CPU_INT8_BF16_PRIOR,
-    CPU_INT8_PRIOR,
-    PASS_SIZES,
-    Lookahead,
-    PassCosts,
-    expected_tokens,
-)
+from ..lookahead import Lookahead, expected_tokens
+from ..passes import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, PASS_SIZES, PassCosts
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -156,7 +150,7 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     `made`, when given, gets each int8 candidate's layers, so the chosen one is not quantized again."""
     from transformers import DynamicCache
 
-    from .quantize import prepare_int8_attention
+    from .attention import prepare_int8_attention
 
     layers = _candidate_layers(model, candidates, say)
     float_layers = layers["float32"]
