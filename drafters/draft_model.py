@@ -82,7 +82,7 @@ class DraftModelDrafter:
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], cache: DynamicCache) -> torch.Tensor:
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
-        logits = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+        logits = self.model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits
         self.forward_passes += 1
         logits = logits[0, -1].float()
         return logits[: self.vocab_size] if self.vocab_size else logits

@@ -58,7 +58,7 @@ def test_a_wide_pass_gives_the_logits_of_one_token_passes(invariant_model, start
     tokens = [random.Random(start).randrange(1, 255) for _ in range(start + width)]
 
     def run(ids, cache):
-        return model(input_ids=torch.tensor([ids], device=device), past_key_values=cache, use_cache=True).logits[0]
+        return model(input_ids=torch.tensor([ids], device=device), cache=cache, use_cache=True).logits[0]
 
     with torch.inference_mode():
         wide_cache, step_cache = DynamicCache(config=model.config), DynamicCache(config=model.config)

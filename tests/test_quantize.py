@@ -149,10 +149,10 @@ def test_a_wide_pass_gives_the_logits_of_one_token_passes(int8_model, grouped_in
     tokens = [random.Random(start).randrange(1, 255) for _ in range(start + width)]
     with torch.inference_mode():
         wide_cache, step_cache = DynamicCache(config=int8_model.config), DynamicCache(config=int8_model.config)
-        int8_model(input_ids=torch.tensor([tokens[:start]]), past_key_values=wide_cache, use_cache=True)
-        int8_model(input_ids=torch.tensor([tokens[:start]]), past_key_values=step_cache, use_cache=True)
-        wide = int8_model(input_ids=torch.tensor([tokens[start:]]), past_key_values=wide_cache, use_cache=True).logits[0]
-        steps = torch.cat([int8_model(input_ids=torch.tensor([[t]]), past_key_values=step_cache, use_cache=True).logits[0]
+        int8_model(input_ids=torch.tensor([tokens[:start]]), cache=wide_cache, use_cache=True)
+        int8_model(input_ids=torch.tensor([tokens[:start]]), cache=step_cache, use_cache=True)
+        wide = int8_model(input_ids=torch.tensor([tokens[start:]]), cache=wide_cache, use_cache=True).logits[0]
+        steps = torch.cat([int8_model(input_ids=torch.tensor([[t]]), cache=step_cache, use_cache=True).logits[0]
                            for t in tokens[start:]])
     assert torch.equal(wide, steps)
 
@@ -163,7 +163,7 @@ def _prompt_pass(model, tokens, splits):
     bounds = [0, *splits, len(tokens)]
     with torch.inference_mode():
         for begin, end in zip(bounds, bounds[1:]):
-            logits = model(input_ids=torch.tensor([tokens[begin:end]]), past_key_values=cache, use_cache=True).logits
+            logits = model(input_ids=torch.tensor([tokens[begin:end]]), cache=cache, use_cache=True).logits
     return logits[0, -1], [(layer.keys, layer.values) for layer in cache.layers]
 
 
@@ -376,8 +376,8 @@ def test_shared_input_products_change_no_bit_and_keep_nothing(kind):
     with torch.inference_mode():
         for model in (plain, fused):
             model.cache = DynamicCache(config=model.config)
-            model.prompt = model(input_ids=torch.tensor([tokens[:80]]), past_key_values=model.cache, use_cache=True).logits
-            model.step = model(input_ids=torch.tensor([tokens[80:]]), past_key_values=model.cache, use_cache=True).logits
+            model.prompt = model(input_ids=torch.tensor([tokens[:80]]), cache=model.cache, use_cache=True).logits
+            model.step = model(input_ids=torch.tensor([tokens[80:]]), cache=model.cache, use_cache=True).logits
     assert torch.equal(plain.prompt, fused.prompt) and torch.equal(plain.step, fused.step)
     shared = [module for module in fused.modules() if isinstance(module, shared_products._SharedProduct)]
     assert len(shared) == 4 and all(module.last is None for module in shared)  # no prompt's product held

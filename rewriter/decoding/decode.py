@@ -126,7 +126,7 @@ class Decoder:
             logits = self.lean(ids, cache)
             if logits is not None:
                 return logits[0].float()
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True,
+        out = self.model(input_ids=ids, cache=cache, use_cache=True,
                          logits_to_keep=1 if last_only else 0)
         return out.logits[0].float()
 

@@ -173,7 +173,7 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
         if prompt:
             model(input_ids=ids, use_cache=True, logits_to_keep=1)
             return time.perf_counter() - start
-        model(input_ids=ids, past_key_values=cache, use_cache=True)
+        model(input_ids=ids, cache=cache, use_cache=True)
         seconds = time.perf_counter() - start
         cache.crop(-width)
         return seconds
@@ -181,7 +181,7 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     try:
         with torch.inference_mode():
             model(input_ids=torch.randint(0, vocab, (1, context_tokens), generator=generator),
-                  past_key_values=cache, use_cache=True, logits_to_keep=1)
+                  cache=cache, use_cache=True, logits_to_keep=1)
             costs, active = _time_widths(timed, list(layers), widths, repeats, spread)
             # Prompts: wide passes cost far from linearly in the narrow ones (float32 products
             # grow more efficient with the rows, int8-bf16's do not), so one is timed, not extrapolated.
