@@ -52,7 +52,7 @@ class DraftModelDrafter:
         """`shaper` (rewriter.decoding.verify.LogitsShaper) makes sampled drafts; None makes argmax drafts.
 
         `vocab_size` is the target's: ids past it are never drafted. `lookahead` (the decoder's
-        rewriter.decoding.lookahead.Lookahead) says how many tokens the loop will verify, so the small
+        rewriter.lookahead.Lookahead) says how many tokens the loop will verify, so the small
         model does not draft tokens that would be cut off unverified.
         """
         self.lookahead = lookahead
@@ -82,7 +82,7 @@ class DraftModelDrafter:
     @torch.inference_mode()
     def _forward(self, tokens: Sequence[int], cache: DynamicCache) -> torch.Tensor:
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
-        logits = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+        logits = self.model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits
         self.forward_passes += 1
         logits = logits[0, -1].float()
         return logits[: self.vocab_size] if self.vocab_size else logits

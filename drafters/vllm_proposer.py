@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from rewriter.decoding.lookahead import Lookahead
+from rewriter.lookahead import Lookahead
 from rewriter.prompt import last_code_block, prediction_ids
 
 from .base import Draft, Drafter

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rewriter.decoding.decode import Decoder
-from rewriter.weights import cpu_choice, models, quantize
+from rewriter.weights import attention, cpu_choice, models, quantize
 from rewriter.weights.cpu_choice import (
     CANDIDATES,
     Choice,
@@ -20,7 +20,7 @@ from rewriter.weights.cpu_choice import (
     pass_cost_curve,
 )
 from rewriter.weights.models import load_model
-from rewriter.weights.quantize import INT8_KINDS, int8_kind, is_int8
+from rewriter.weights.quantize import INT8_KINDS, int8_kind
 from tests.helpers.models import tiny_model
 
 # Full passes of the 0.5B model, seconds at 1 / 16 / 64 tokens.
@@ -189,7 +189,7 @@ def test_measuring_swaps_the_layers_back(monkeypatch):
     assert all(set(measured) == {1, 4, 16} for measured in costs.values())  # the prompt is timed whole
     assert all(ratio >= 1.0 for ratios in spread.values() for ratio in ratios.values()) and spread["float32"]
     assert all(seconds > 0 for measured in costs.values() for seconds in measured.values())
-    assert not is_int8(model) and model.config._attn_implementation != quantize.FLOAT64_ATTENTION
+    assert int8_kind(model) is None and model.config._attn_implementation != attention.FLOAT64_ATTENTION
     with torch.inference_mode():
         assert torch.equal(model(input_ids=ids).logits, before)
 

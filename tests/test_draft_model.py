@@ -13,9 +13,9 @@ import torch
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from drafters.draft_model import DraftModelDrafter, PredictionThenModelDrafter, TokenizerMismatch, check_same_tokenizer
 from rewriter.decoding.decode import Decoder
-from rewriter.decoding.lookahead import Lookahead
 from rewriter.decoding.mjsd import BeamDraft, BeamDrafter, MJSDVerifier
 from rewriter.decoding.sampling import SamplingParams, make_verifier, shaper
+from rewriter.lookahead import Lookahead
 from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 
 # one_thread is test_sampling's autouse fixture: imported, it applies here too.

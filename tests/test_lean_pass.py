@@ -9,9 +9,10 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.forward import LeanPass
-from rewriter.decoding.passes import WIDEST_DECODING_PASS
+from rewriter.passes import WIDEST_DECODING_PASS
 from rewriter.weights.cpu_choice import pass_costs
-from rewriter.weights.quantize import INT8_KINDS, quantize_int8, share_input_products
+from rewriter.weights.quantize import INT8_KINDS, quantize_int8
+from rewriter.weights.shared_products import share_input_products
 from tests.helpers.exactness import edited
 from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 
@@ -46,11 +47,11 @@ def test_a_lean_pass_gives_the_forwards_logits_and_cache_bit_for_bit(int8_model,
     caches = DynamicCache(config=int8_model.config), DynamicCache(config=int8_model.config)
     with torch.inference_mode():
         for cache in caches:  # a prompt wider than a decoding pass, then a few one-token passes
-            int8_model(input_ids=torch.tensor([tokens[:290]]), past_key_values=cache, use_cache=True)
+            int8_model(input_ids=torch.tensor([tokens[:290]]), cache=cache, use_cache=True)
             for token in tokens[290:300]:
-                int8_model(input_ids=torch.tensor([[token]]), past_key_values=cache, use_cache=True)
+                int8_model(input_ids=torch.tensor([[token]]), cache=cache, use_cache=True)
         ids = torch.tensor([tokens[300:]])
-        expected = int8_model(input_ids=ids, past_key_values=caches[0], use_cache=True).logits
+        expected = int8_model(input_ids=ids, cache=caches[0], use_cache=True).logits
         got = lean._pass(ids, caches[1])
     assert torch.equal(got, expected)
     for model_layer, lean_layer in zip(caches[0].layers, caches[1].layers):

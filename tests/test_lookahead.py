@@ -1,6 +1,6 @@
 import pytest
 
-from rewriter.decoding.lookahead import Lookahead, expected_tokens
+from rewriter.lookahead import Lookahead, expected_tokens
 
 
 def test_expected_tokens_counts_the_models_own_token():

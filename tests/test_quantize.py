@@ -8,11 +8,18 @@ from transformers import DynamicCache
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.decoding.decode import Decoder
-from rewriter.decoding.lookahead import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, CPU_PRIOR, GPU_PRIOR, Lookahead
-from rewriter.decoding.passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
 from rewriter.decoding.verify import BlockVerifier, LogitsShaper
+from rewriter.lookahead import Lookahead
+from rewriter.passes import (
+    CPU_INT8_BF16_PRIOR,
+    CPU_INT8_PRIOR,
+    CPU_PRIOR,
+    GPU_PRIOR,
+    PROMPT_CHUNK,
+    WIDEST_DECODING_PASS,
+)
 from rewriter.results import Stats
-from rewriter.weights import quantize
+from rewriter.weights import attention, quantize, shared_products
 from rewriter.weights.cpu_choice import pass_costs
 from rewriter.weights.models import ModelError, load_model, resolve_dtype
 from rewriter.weights.quantize import (
@@ -22,7 +29,6 @@ from rewriter.weights.quantize import (
     QuantizationUnavailable,
     WeightInt8Linear,
     int8_kind,
-    is_int8,
     quantize_int8,
 )
 from tests.helpers.exactness import KINDS, edited
@@ -131,7 +137,7 @@ def grouped_int8_model(request):
 
 
 def test_quantize_replaces_every_linear(int8_model):
-    assert is_int8(int8_model) and int8_kind(int8_model) in INT8_KINDS
+    assert int8_kind(int8_model) in INT8_KINDS
     assert not any(type(module) is torch.nn.Linear for module in int8_model.modules())
 
 
@@ -143,10 +149,10 @@ def test_a_wide_pass_gives_the_logits_of_one_token_passes(int8_model, grouped_in
     tokens = [random.Random(start).randrange(1, 255) for _ in range(start + width)]
     with torch.inference_mode():
         wide_cache, step_cache = DynamicCache(config=int8_model.config), DynamicCache(config=int8_model.config)
-        int8_model(input_ids=torch.tensor([tokens[:start]]), past_key_values=wide_cache, use_cache=True)
-        int8_model(input_ids=torch.tensor([tokens[:start]]), past_key_values=step_cache, use_cache=True)
-        wide = int8_model(input_ids=torch.tensor([tokens[start:]]), past_key_values=wide_cache, use_cache=True).logits[0]
-        steps = torch.cat([int8_model(input_ids=torch.tensor([[t]]), past_key_values=step_cache, use_cache=True).logits[0]
+        int8_model(input_ids=torch.tensor([tokens[:start]]), cache=wide_cache, use_cache=True)
+        int8_model(input_ids=torch.tensor([tokens[:start]]), cache=step_cache, use_cache=True)
+        wide = int8_model(input_ids=torch.tensor([tokens[start:]]), cache=wide_cache, use_cache=True).logits[0]
+        steps = torch.cat([int8_model(input_ids=torch.tensor([[t]]), cache=step_cache, use_cache=True).logits[0]
                            for t in tokens[start:]])
     assert torch.equal(wide, steps)
 
@@ -157,7 +163,7 @@ def _prompt_pass(model, tokens, splits):
     bounds = [0, *splits, len(tokens)]
     with torch.inference_mode():
         for begin, end in zip(bounds, bounds[1:]):
-            logits = model(input_ids=torch.tensor([tokens[begin:end]]), past_key_values=cache, use_cache=True).logits
+            logits = model(input_ids=torch.tensor([tokens[begin:end]]), cache=cache, use_cache=True).logits
     return logits[0, -1], [(layer.keys, layer.values) for layer in cache.layers]
 
 
@@ -276,7 +282,7 @@ def test_without_an_int8_backend_loading_falls_back_to_float32_with_one_line(tin
     monkeypatch.setattr(quantize.torch, "_int_mm", broken)
     said = []
     loaded = load_model(str(tiny_checkpoint), dtype="int8", progress=said.append)
-    assert loaded.dtype == "float32" and not is_int8(loaded.model)
+    assert loaded.dtype == "float32" and int8_kind(loaded.model) is None
     warnings = [line for line in said if "int8 is unavailable" in line]
     assert len(warnings) == 1 and "no int8 kernel" in warnings[0] and "using float32" in warnings[0]
     # ...and the float32 model decodes.
@@ -291,8 +297,8 @@ def test_a_torch_without_int_mm_is_reported_not_crashed(monkeypatch):
 
 def test_the_window_prior_follows_the_device_and_dtype():
     assert Lookahead("cpu").prior is CPU_PRIOR
-    assert Lookahead("cpu", int8=True).prior is CPU_INT8_PRIOR
-    assert Lookahead("cuda", int8=True).prior is GPU_PRIOR
+    assert Lookahead("cpu", prior=CPU_INT8_PRIOR).prior is CPU_INT8_PRIOR  # the weights' prior, handed in
+    assert Lookahead("cuda", prior=CPU_INT8_PRIOR).prior is GPU_PRIOR
     measured = {size: 0.01 * size for size in CPU_PRIOR}
     assert Lookahead("cpu", prior=measured).prior is measured
 
@@ -310,9 +316,9 @@ def test_decoding_attention_agrees_with_sdpa_in_float64(rows, keys, float32):
     query, key, value = (torch.randn(1, heads, length, 64, generator=generator)
                          for heads, length in ((14, rows), (2, keys), (2, keys)))
     mask = torch.ones(1, 1, rows, keys, dtype=torch.bool).tril(keys - rows)
-    decoding = quantize._span_attention if float32 else quantize._float64_decoding_attention
+    decoding = attention._span_attention if float32 else attention._float64_decoding_attention
     ours, _ = decoding(_GroupedAttention(), query, key, value, mask, scaling=0.125)
-    sdpa, _ = quantize._float64_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125, dropout=0.0)
+    sdpa, _ = attention._float64_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125, dropout=0.0)
     assert ours.shape == sdpa.shape == (1, rows, 14, 64)
     assert torch.allclose(ours, sdpa, atol=1e-5 if float32 else 1e-6, rtol=0)
     unmasked, _ = decoding(_GroupedAttention(), query, key, value, None, scaling=0.125)
@@ -325,8 +331,8 @@ def test_a_batch_mask_hides_keys_from_float32_decoding_attention():
                          for heads, length in ((14, 3), (2, 80), (2, 80)))
     mask = torch.ones(1, 1, 3, 80, dtype=torch.bool).tril(77)
     mask[..., :5] = False  # left padding
-    ours, _ = quantize._span_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125)
-    sdpa, _ = quantize._float64_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125, dropout=0.0)
+    ours, _ = attention._span_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125)
+    sdpa, _ = attention._float64_attention(_GroupedAttention(), query, key, value, mask, scaling=0.125, dropout=0.0)
     assert torch.allclose(ours, sdpa, atol=1e-5, rtol=0)
 
 
@@ -337,27 +343,27 @@ def test_float32_decoding_attention_gives_each_row_its_bits_alone(context, rows)
     # position fixes. This machine's kernels keep them for the default model's heads, as the
     # load-time check found; a machine where they do not runs float64 instead (the test below).
     threads = torch.get_num_threads()
-    if not quantize._float32_keeps_rows(2, 7, 64, threads):
+    if not attention._float32_keeps_rows(2, 7, 64, threads):
         pytest.skip("this machine's kernels sum a row by the pass's shape: decoding attends in float64")
     generator = torch.Generator().manual_seed(context + rows)
     query = torch.randn(1, 14, rows, 64, generator=generator) * 3
     key, value = (torch.randn(1, 2, context + rows, 64, generator=generator) * 3 for _ in range(2))
-    wide, _ = quantize._span_attention(None, query, key, value, None)
+    wide, _ = attention._span_attention(None, query, key, value, None)
     for row in range(rows):
         seen = context + row + 1
-        alone, _ = quantize._span_attention(None, query[:, :, row:row + 1], key[:, :, :seen],
+        alone, _ = attention._span_attention(None, query[:, :, row:row + 1], key[:, :, :seen],
                                                         value[:, :, :seen], None)
         assert torch.equal(alone[0, 0], wide[0, row]), row
 
 
 def test_where_float32_would_not_keep_rows_decoding_attends_in_float64(monkeypatch):
-    monkeypatch.setattr(quantize, "_float32_keeps_rows", lambda key_heads, group, width, threads: False)
+    monkeypatch.setattr(attention, "_float32_keeps_rows", lambda key_heads, group, width, threads: False)
     generator = torch.Generator().manual_seed(0)
     query, key, value = (torch.randn(1, heads, length, 64, generator=generator)
                          for heads, length in ((14, 20), (2, 300), (2, 300)))
-    chosen, _ = quantize._int8_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
-    float64, _ = quantize._float64_decoding_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
-    float32, _ = quantize._span_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
+    chosen, _ = attention._int8_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
+    float64, _ = attention._float64_decoding_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
+    float32, _ = attention._span_attention(_GroupedAttention(), query, key, value, None, scaling=0.125)
     assert torch.equal(chosen, float64) and not torch.equal(chosen, float32)
 
 
@@ -365,18 +371,18 @@ def test_where_float32_would_not_keep_rows_decoding_attends_in_float64(monkeypat
 def test_shared_input_products_change_no_bit_and_keep_nothing(kind):
     plain = quantize_int8(tiny_model(seed=3, eos_token_id=255), kind)
     fused = quantize_int8(tiny_model(seed=3, eos_token_id=255), kind)
-    assert quantize.share_input_products(fused) == 2 * 2  # q/k/v and gate/up in each of 2 layers
+    assert shared_products.share_input_products(fused) == 2 * 2  # q/k/v and gate/up in each of 2 layers
     tokens = [random.Random(5).randrange(1, 255) for _ in range(90)]
     with torch.inference_mode():
         for model in (plain, fused):
             model.cache = DynamicCache(config=model.config)
-            model.prompt = model(input_ids=torch.tensor([tokens[:80]]), past_key_values=model.cache, use_cache=True).logits
-            model.step = model(input_ids=torch.tensor([tokens[80:]]), past_key_values=model.cache, use_cache=True).logits
+            model.prompt = model(input_ids=torch.tensor([tokens[:80]]), cache=model.cache, use_cache=True).logits
+            model.step = model(input_ids=torch.tensor([tokens[80:]]), cache=model.cache, use_cache=True).logits
     assert torch.equal(plain.prompt, fused.prompt) and torch.equal(plain.step, fused.step)
-    shared = [module for module in fused.modules() if isinstance(module, quantize._SharedProduct)]
+    shared = [module for module in fused.modules() if isinstance(module, shared_products._SharedProduct)]
     assert len(shared) == 4 and all(module.last is None for module in shared)  # no prompt's product held
 
 
 def test_int8_bf16_products_are_not_shared():
     # Its sums are float: a wider product may round differently.
-    assert quantize.share_input_products(quantize_int8(tiny_model(seed=3, eos_token_id=255), "int8-bf16")) == 0
+    assert shared_products.share_input_products(quantize_int8(tiny_model(seed=3, eos_token_id=255), "int8-bf16")) == 0

@@ -141,10 +141,10 @@ def test_each_int8_path_gives_a_wide_pass_the_logits_of_one_token_passes(int8_re
     wide_cache, step_cache = DynamicCache(config=model.config), DynamicCache(config=model.config)
     with torch.inference_mode():
         for cache in (wide_cache, step_cache):
-            model(input_ids=torch.tensor([prompt]), past_key_values=cache, use_cache=True, logits_to_keep=1)
+            model(input_ids=torch.tensor([prompt]), cache=cache, use_cache=True, logits_to_keep=1)
         drafted = prediction[:40]
-        wide = model(input_ids=torch.tensor([drafted]), past_key_values=wide_cache, use_cache=True).logits[0]
-        steps = torch.cat([model(input_ids=torch.tensor([[t]]), past_key_values=step_cache, use_cache=True).logits[0]
+        wide = model(input_ids=torch.tensor([drafted]), cache=wide_cache, use_cache=True).logits[0]
+        steps = torch.cat([model(input_ids=torch.tensor([[t]]), cache=step_cache, use_cache=True).logits[0]
                            for t in drafted])
     assert torch.equal(wide, steps)
 

@@ -7,8 +7,8 @@ import httpx
 import openai
 import pytest
 
-from rewriter.decoding.passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
 from rewriter.edits.hunks import Hunk, apply_hunks
+from rewriter.passes import PROMPT_CHUNK, WIDEST_DECODING_PASS
 from rewriter.prompt import build_prompt
 from tests.helpers.service import Server
 

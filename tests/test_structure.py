@@ -294,6 +294,40 @@ def test_the_decoding_loop_never_imports_the_weights():
     assert chains == {}
 
 
+# Lower layers that never reach into higher ones, by any import (inside functions and for types
+# too): the weights and the decoding loop are peers, the drafters sit below both.
+LOWER_NEVER_IMPORTS_HIGHER = {"rewriter.weights": ("rewriter.decoding",),
+                              "drafters": ("rewriter.decoding", "rewriter.weights")}
+
+
+def layer_breaches(graph: dict[str, set[str]]) -> dict[str, str]:
+    """Module -> its import chain into a layer above it (LOWER_NEVER_IMPORTS_HIGHER)."""
+    breaches = {}
+    for lower, higher in LOWER_NEVER_IMPORTS_HIGHER.items():
+        for name in sorted(module for module in graph if _in(module, (lower,))):
+            if chain := import_chain(graph, name, higher):
+                breaches[name] = " -> ".join(chain)
+    return breaches
+
+
+def test_the_layer_breach_check_sees_imports_up_through_other_modules():
+    graph = import_graph()
+    assert "rewriter.passes" in graph["rewriter.weights.attention"]
+    assert "rewriter.lookahead" in graph["drafters.vllm_proposer"]
+    fake = {**graph, "rewriter.weights.quantize": graph["rewriter.weights.quantize"] | {"rewriter.fake"},
+            "rewriter.fake": {"rewriter.decoding.passes"},
+            "drafters.base": graph["drafters.base"] | {"rewriter.weights.models"}}
+    breaches = layer_breaches(fake)
+    assert breaches["rewriter.weights.quantize"] == "rewriter.weights.quantize -> rewriter.fake -> rewriter.decoding.passes"
+    assert breaches["drafters.base"] == "drafters.base -> rewriter.weights.models"
+
+
+def test_lower_layers_never_import_higher_ones():
+    # What both need (pass widths, priors, the window policy) lives below them: rewriter/passes.py
+    # and rewriter/lookahead.py.
+    assert layer_breaches(import_graph()) == {}
+
+
 def test_test_modules_share_code_through_helpers_not_through_each_other():
     borrowed = []
     for path in sorted((ROOT / "tests").rglob("*.py")):

@@ -178,7 +178,7 @@ def test_drafts_end_at_the_context_limit(qwen_tokenizer):
 
 
 def test_the_window_policy_starts_from_the_device_s_prior(qwen_tokenizer):
-    from rewriter.decoding.lookahead import CPU_PRIOR, GPU_PRIOR
+    from rewriter.passes import CPU_PRIOR, GPU_PRIOR
 
     assert make_proposer(qwen_tokenizer, device="cuda").lookahead.prior is GPU_PRIOR
     assert make_proposer(qwen_tokenizer, device="cpu").lookahead.prior is CPU_PRIOR

@@ -18,10 +18,10 @@ from transformers import DynamicCache
 
 from drafters.base import Drafter
 
+from ..lookahead import Lookahead
+from ..passes import PROMPT_CHUNK, WIDEST_DECODING_PASS, PassCosts, has_int8_attention, prompt_passes
 from ..results import Stats
 from .forward import LeanPass
-from .lookahead import Lookahead, PassCosts
-from .passes import PROMPT_CHUNK, WIDEST_DECODING_PASS, has_int8_attention, prompt_passes
 from .verify import GreedyVerifier, Verifier
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class Decoder:
             logits = self.lean(ids, cache)
             if logits is not None:
                 return logits[0].float()
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True,
+        out = self.model(input_ids=ids, cache=cache, use_cache=True,
                          logits_to_keep=1 if last_only else 0)
         return out.logits[0].float()
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from .passes import INT8_ATTENTION, WIDEST_DECODING_PASS, has_int8_attention
+from ..passes import INT8_ATTENTION, WIDEST_DECODING_PASS, has_int8_attention
 
 # The attention classes whose layers LeanPass knows (their modules share Llama's structure).
 LEAN_ATTENTIONS = ("Qwen2Attention", "LlamaAttention")
@@ -105,7 +105,7 @@ class LeanPass:
         lean = self._pass(ids, cache)
         lean_rows = [(layer.keys[..., -rows:, :], layer.values[..., -rows:, :]) for layer in cache.layers]
         cache.crop(-rows)
-        expected = self.model(input_ids=ids, past_key_values=cache, use_cache=True).logits
+        expected = self.model(input_ids=ids, cache=cache, use_cache=True).logits
         same = torch.equal(lean, expected) and all(
             torch.equal(keys, layer.keys[..., -rows:, :]) and torch.equal(values, layer.values[..., -rows:, :])
             for (keys, values), layer in zip(lean_rows, cache.layers))

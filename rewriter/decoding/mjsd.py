@@ -56,7 +56,7 @@ class BeamDrafter(DraftModelDrafter):
             cache.batch_repeat_interleave(self.beams)
             for _ in range(count - 1):
                 ids = sequences[:, -1:].to(self.device)
-                logits = self.model(input_ids=ids, past_key_values=cache, use_cache=True).logits[:, -1].float()
+                logits = self.model(input_ids=ids, cache=cache, use_cache=True).logits[:, -1].float()
                 self.forward_passes += 1
                 if self.vocab_size:
                     logits = logits[:, : self.vocab_size]

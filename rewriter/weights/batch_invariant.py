@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
-from .quantize import register_float64_attention
+from .attention import register_float64_attention
 
 # Rows per linear product. A GPU computes 256 rows of a 0.5B-1.5B model's layer in about the
 # time of one (the weights' memory traffic dominates), so padding a one-token pass costs little.
@@ -69,10 +69,6 @@ class Float64RMSNorm(nn.Module):
 
 def _is_rms_norm(module: nn.Module) -> bool:
     return type(module).__name__.endswith("RMSNorm") and isinstance(getattr(module, "weight", None), torch.Tensor)
-
-
-def is_batch_invariant(model: nn.Module) -> bool:
-    return any(isinstance(module, FixedShapeLinear) for module in model.modules())
 
 
 def make_batch_invariant(model: PreTrainedModel, rows: int = ROWS) -> PreTrainedModel:

@@ -22,14 +22,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..decoding.lookahead import (
-    CPU_INT8_BF16_PRIOR,
-    CPU_INT8_PRIOR,
-    PASS_SIZES,
-    Lookahead,
-    PassCosts,
-    expected_tokens,
-)
+from ..lookahead import Lookahead, expected_tokens
+from ..passes import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, PASS_SIZES, PassCosts
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -156,7 +150,7 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     `made`, when given, gets each int8 candidate's layers, so the chosen one is not quantized again."""
     from transformers import DynamicCache
 
-    from .quantize import prepare_int8_attention
+    from .attention import prepare_int8_attention
 
     layers = _candidate_layers(model, candidates, say)
     float_layers = layers["float32"]
@@ -179,7 +173,7 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
         if prompt:
             model(input_ids=ids, use_cache=True, logits_to_keep=1)
             return time.perf_counter() - start
-        model(input_ids=ids, past_key_values=cache, use_cache=True)
+        model(input_ids=ids, cache=cache, use_cache=True)
         seconds = time.perf_counter() - start
         cache.crop(-width)
         return seconds
@@ -187,7 +181,7 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     try:
         with torch.inference_mode():
             model(input_ids=torch.randint(0, vocab, (1, context_tokens), generator=generator),
-                  past_key_values=cache, use_cache=True, logits_to_keep=1)
+                  cache=cache, use_cache=True, logits_to_keep=1)
             costs, active = _time_widths(timed, list(layers), widths, repeats, spread)
             # Prompts: wide passes cost far from linearly in the narrow ones (float32 products
             # grow more efficient with the rows, int8-bf16's do not), so one is timed, not extrapolated.

