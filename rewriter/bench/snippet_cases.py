@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
 
-from ..edits.scopes import Span, SyntaxTree, expand_to_nodes
+from ..edits.scopes import SyntaxTree, expand_to_nodes
 from ..edits.snippet_lines import Node, definition_tree, indent_of
 from ..edits.snippets import Merged, merge_snippet
+from ..edits.target import Target
 
 REFERENCE_EDITS = (Path("/work/shared/bench/editeval_tests.jsonl"),
                    Path("/work/shared/bench/nofuneval_maintainability.jsonl"))
@@ -106,10 +107,8 @@ def _changed_lines(before: str, after: str) -> list[int]:
 
 def _with_context(syntax: SyntaxTree, lines: list[str], line: int, context: int) -> set[int]:
     low, high = max(line - context, 0), min(line + context, len(lines) - 1)
-    start = sum(len(text) for text in lines[:low])
-    end = sum(len(text) for text in lines[:high + 1])
-    grown = expand_to_nodes(syntax, Span(start, end, low + 1, high + 1))
-    return set(range(grown.start_line - 1, grown.end_line))
+    grown = expand_to_nodes(syntax, Target.of_lines("".join(lines), range(low, high + 1)))
+    return set(grown.lines)
 
 
 def _whole_function(syntax: SyntaxTree, tree: Node, lines: list[str], line: int) -> set[int]:
