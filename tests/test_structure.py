@@ -338,3 +338,36 @@ def test_test_modules_share_code_through_helpers_not_through_each_other():
                 if name.split(".")[-1].startswith("test_") or name.split(".")[-1] == "conftest":
                     borrowed.append(f"{path.relative_to(ROOT)} imports {name}")
     assert borrowed == []
+
+
+# ---- sizes ----------------------------------------------------------------------------------
+
+MAX_MODULE_LINES = 500  # a module a reader takes in at one sitting
+MAX_FUNCTION_LINES = 80  # a function that fits on a screen and a half
+
+
+def oversized(sources: dict[str, str]) -> list[str]:
+    """Modules over MAX_MODULE_LINES and functions over MAX_FUNCTION_LINES, named."""
+    found = []
+    for name, text in sorted(sources.items()):
+        if (lines := text.count("\n")) > MAX_MODULE_LINES:
+            found.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{name}.{node.name}: {length} lines")
+    return found
+
+
+def test_the_size_check_sees_long_modules_and_functions():
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    assert oversized({"m": f"def f():\n{body}"}) == [f"m.f: {MAX_FUNCTION_LINES + 1} lines"]
+    assert oversized({"m": "x = 1\n" * (MAX_MODULE_LINES + 1)}) == [f"m: {MAX_MODULE_LINES + 1} lines"]
+    at_the_limit = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 1))
+    module = "x = 1\n" * (MAX_MODULE_LINES - MAX_FUNCTION_LINES) + f"def f():\n{at_the_limit}"
+    assert oversized({"m": module}) == []
+
+
+def test_no_module_or_function_is_too_long_to_read():
+    assert oversized({name: path.read_text() for name, path in project_modules().items()}) == []

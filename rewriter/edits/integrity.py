@@ -247,12 +247,6 @@ class FileIntegrity:
         return min(bisect_right(self._line_starts, offset) - 1, max(len(self.lines) - 1, 0))
 
 
-def check_edit(file_text: str, start: int, end: int, answer: str, instruction: str,
-               grammar: str | None = None) -> Verdict:
-    """One rewrite of the file's characters [start, end) into `answer`, judged."""
-    return FileIntegrity(file_text, grammar).check(start, end, answer, instruction)
-
-
 def lost_definitions(old: list[Definition], new: list[Definition], instruction: str) -> list[Definition]:
     """The old definitions missing from the new ones that the instruction does not allow to lose."""
     new_paths = Counter(d.path for d in new)

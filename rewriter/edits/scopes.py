@@ -73,14 +73,6 @@ def parse(text: str, language: str) -> SyntaxTree:
     return SyntaxTree(text, language)
 
 
-def syntax_error_line(text: str, language: str | None) -> int | None:
-    """The line of the first parse error, or None when the text parses (or has no grammar)."""
-    if not language:
-        return None
-    tree = SyntaxTree(text, language)
-    return tree.first_error_line() if tree.has_errors() else None
-
-
 # ---- targets from offsets ----------------------------------------------------------------
 
 _TRAILER = re.compile(r"[ \t]*[;,]?[ \t]*(\r?\n|$)")

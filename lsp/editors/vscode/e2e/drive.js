@@ -1,7 +1,7 @@
 // End to end in a real VS Code (code-server) driven by headless Chromium: the extension (.vsix)
 // rewrites the function at the cursor through "Rewriter: Rewrite Selection…", shows the progress
 // in the status bar, cancels from it, and applies a refused edit with "Apply anyway".
-// Run by tests/test_vscode_e2e.py, which prepares the workspace and reads the report; settings
+// Run by tests/lsp/test_vscode_e2e.py, which prepares the workspace and reads the report; settings
 // come in through the environment:
 //   E2E_CODE_SERVER, E2E_CHROMIUM, E2E_VSIX, E2E_DIR (scratch), E2E_WORKSPACE (holds circle.py),
 //   E2E_SETTINGS (JSON for settings.json), E2E_REPORT (where the JSON report goes).

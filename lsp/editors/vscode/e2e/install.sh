@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs a real VS Code (code-server) and puppeteer-core here, from the npm registry alone, for
-# tests/test_vscode_e2e.py. code-server's own postinstall would fetch ripgrep and prebuilt native
+# tests/lsp/test_vscode_e2e.py. code-server's own postinstall would fetch ripgrep and prebuilt native
 # modules from GitHub, so its scripts are skipped: ripgrep is Debian's, and the native modules are
 # compiled against the local node's headers. Needs node 20 (what code-server 4.100 runs on), a C++
 # toolchain, and Debian's libkrb5-dev and ripgrep.

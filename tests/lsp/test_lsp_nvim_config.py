@@ -19,7 +19,7 @@ from tests.helpers.nvim import SAMPLE
 from tests.helpers.scripted import scripted_env
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 
 
 def version_of(nvim: str) -> tuple[int, ...]:

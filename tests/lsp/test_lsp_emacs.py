@@ -19,7 +19,7 @@ import pytest
 from tests.helpers.scripted import scripted_env
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 EMACS = shutil.which("emacs")
 
 

@@ -13,7 +13,7 @@ from drafters.vllm_proposer import RewriteProposer
 from rewriter.prompt import build_prompt
 
 MAX_MODEL_LEN = 2048
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = (ROOT / "samples" / "inventory.py").read_text()  # 43 lines, about 350 tokens
 
 

@@ -20,6 +20,7 @@ from tests.helpers.nvim import SAMPLE
 from tests.helpers.scripted import scripted_env
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 NVIM = shutil.which("nvim")
 
 
@@ -62,14 +63,14 @@ def run_nvim(tmp_path: Path, script_name: str, options: dict, **settings: str) -
         "REWRITER_NVIM_OUT": str(out),
         "REWRITER_NVIM_SERVER": json.dumps([sys.executable, "-m", "lsp"]),
         "REWRITER_NVIM_OPTIONS": json.dumps(options),
-        "REWRITER_NVIM_SETUP": str(HERE.parent / "lsp" / "editors" / "nvim.lua"),
+        "REWRITER_NVIM_SETUP": str(ROOT / "lsp" / "editors" / "nvim.lua"),
         **{f"REWRITER_NVIM_{name.upper()}": value for name, value in settings.items()},
         "XDG_STATE_HOME": str(tmp_path / "state"),  # Neovim's LSP log goes here, not into $HOME
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
     completed = subprocess.run(
         [NVIM, "--headless", "--clean", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {HERE / 'nvim' / script_name}"],
-        env=env, cwd=HERE.parent, capture_output=True, text=True, timeout=180)
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert out.exists(), f"nvim wrote no report (rc {completed.returncode}): {completed.stderr[-2000:]}"
     return json.loads(out.read_text())
 

@@ -12,7 +12,7 @@ from lsp import server
 from lsp.options import ENGINE_KINDS, STREAM_MODES, EngineOptions, Options, _camel, parse_options
 from rewriter.results import DTYPES
 
-EXTENSION = Path(__file__).resolve().parent.parent / "lsp" / "editors" / "vscode"
+EXTENSION = Path(__file__).resolve().parents[2] / "lsp" / "editors" / "vscode"
 MANIFEST = json.loads((EXTENSION / "package.json").read_text())
 SETTINGS = MANIFEST["contributes"]["configuration"]["properties"]
 # rewriter.server.* say how to start the server; every other setting is an initializationOption.

@@ -1,7 +1,7 @@
 -- Headless Neovim (0.7+) drives the language server like a user: open a file, ask for code
 -- actions at the cursor, pick one by title (vim.ui.select overridden), wait for the command to
 -- finish, and write what happened to a JSON file. Everything comes in through environment
--- variables (see tests/test_lsp_nvim.py).
+-- variables (see tests/lsp/test_lsp_nvim.py).
 local env = vim.fn.environ()
 local out = env.REWRITER_NVIM_OUT
 local report = { applied_edits = 0, progress = 0, messages = {} }

@@ -25,7 +25,7 @@ from rewriter.cli import main
 from rewriter.serve.client import ServiceError
 from tests.helpers.fake_openai import FakeOpenAI
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CASES = [
     {"id": "set/alpha", "language": "python", "before": "def alpha(a):\n    return a\n", "instruction": "Add type hints."},
     {"id": "set/beta", "language": "python", "before": "def beta(b):\n    return b\n", "instruction": "Add type hints."},

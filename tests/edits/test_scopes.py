@@ -12,11 +12,11 @@ from rewriter.edits.scopes import (
     parse,
     select_nodes,
     split_span,
-    syntax_error_line,
 )
 from rewriter.edits.target import Target, parse_line_range
+from tests.helpers.oracles import syntax_error_line
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 def names(path: str, kind: str) -> list[str]:

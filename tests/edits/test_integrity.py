@@ -16,7 +16,8 @@ from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import Options
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
-from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity, check_edit
+from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
+from tests.helpers.oracles import check_edit
 
 SHAPES = '''"""Shapes and helpers."""
 import math

@@ -21,7 +21,7 @@ import pytest
 from tests.helpers.nvim import SAMPLE
 from tests.helpers.scripted import scripted_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXTENSION = ROOT / "lsp" / "editors" / "vscode"
 E2E = EXTENSION / "e2e"
 CODE_SERVER = E2E / "node_modules" / ".bin" / "code-server"

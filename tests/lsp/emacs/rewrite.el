@@ -1,5 +1,5 @@
 ;;; rewrite.el --- emacs --batch runs the eglot set-up of docs/editors.md against the server  -*- lexical-binding: t -*-
-;; Everything comes in through environment variables (see tests/test_lsp_emacs.py); the outcome
+;; Everything comes in through environment variables (see tests/lsp/test_lsp_emacs.py); the outcome
 ;; goes to a JSON file.
 (require 'package)
 (package-initialize)

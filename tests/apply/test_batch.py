@@ -26,7 +26,7 @@ from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import ContextTooLarge, Progress, RewriteResult
 from rewriter.prompt import NoCodeBlock
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
 
 

@@ -9,7 +9,7 @@ from rewriter.bench.testrun import run_tests
 BEFORE = "def mean(values):\n    return sum(values) / len(values)\n"
 AFTER = "def mean(values):\n    if not values:\n        return 0.0\n    return sum(values) / len(values)\n"
 TESTS = "assert mean([1, 2, 3]) == 2\nassert mean([]) == 0.0\n"
-SHARED_CASES = Path(__file__).resolve().parents[2] / "shared" / "bench" / "editeval_tests.jsonl"
+SHARED_CASES = Path(__file__).resolve().parents[3] / "shared" / "bench" / "editeval_tests.jsonl"
 
 
 def test_the_reference_edit_passes_and_the_original_fails():

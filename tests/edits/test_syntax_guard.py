@@ -17,11 +17,11 @@ from rewriter.apply.plans import Options
 from rewriter.bench.integrity_bench import audit
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
-from rewriter.edits.integrity import check_edit
 from rewriter.edits.pipeline import INTEGRITY, SYNTAX, TargetEdit
-from rewriter.edits.scopes import SyntaxTree, definitions, syntax_error_line
+from rewriter.edits.scopes import SyntaxTree, definitions
 from rewriter.edits.syntax import compiles
 from rewriter.edits.target import Target
+from tests.helpers.oracles import check_edit, syntax_error_line
 from tests.helpers.samples import INTRANGES
 
 DOCSTRING_INSTRUCTION = "Add a one-line docstring to each function."
