@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .node_kinds import WRAPPERS
+from .node_kinds import WRAPPERS, walk
 from .scopes import Definition, SyntaxTree, definitions
 
 # A comment line (any common comment style), the comment's words in group 1.
@@ -62,11 +62,7 @@ class Node:
         return self.kind, self.name
 
     def walk(self):
-        stack = [self]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.children))
+        return walk(self)  # the same depth-first order as a tree-sitter tree's
 
     def child_at(self, line: int) -> Node | None:
         if self._starts is None or len(self._starts) != len(self.children):
