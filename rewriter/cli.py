@@ -41,11 +41,13 @@ def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
 
 def cmd_apply(args: argparse.Namespace) -> int:
     from .apply.batch import apply_command
-    from .apply.plans import Options
+    from .apply.plans import BatchError, Options
     from .edits.target import parse_line_range
 
+    if args.instruction is None and args.snippet is None:
+        raise BatchError("say what to change with -i, or give a snippet to merge with --snippet")
     options = Options(
-        instruction=args.instruction, lines=parse_line_range(args.lines) if args.lines else None,
+        instruction=args.instruction or "", lines=parse_line_range(args.lines) if args.lines else None,
         expand=args.expand, each=args.each, write=args.write, check=args.check,
         allow_syntax_errors=args.allow_syntax_errors, max_new_tokens=args.max_new_tokens,
         force=args.force, show_refused=args.show_refused,
@@ -76,6 +78,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
             return _configure(_load_rewriter(args, prefix_cache=True), args, params)
 
         workers = 1  # one in-process model decodes one request at a time
+    if args.snippet is not None:
+        from .apply.snippet import read_snippet, snippet_command
+
+        return snippet_command(args.paths, read_snippet(args.snippet), options, make_engine, json_output=args.json,
+                               quiet=args.quiet, say=_say)
     return apply_command(args.paths, options, make_engine, workers=workers, json_output=args.json,
                          quiet=args.quiet, say=_say)
 
@@ -230,7 +237,10 @@ def add_apply(commands) -> None:
     apply = commands.add_parser("apply", help="rewrite files, or parts of them, and show the diff")
     apply.add_argument("paths", nargs="+", metavar="PATH",
                        help="files, directories (recursive, honouring .gitignore) and globs")
-    apply.add_argument("-i", "--instruction", required=True, help="what to change")
+    apply.add_argument("-i", "--instruction", help="what to change (with --snippet: an optional hint)")
+    apply.add_argument("--snippet", metavar="PATH",
+                       help="merge this snippet (changed code, `# ... existing code ...` for the rest; - reads "
+                            "standard input) into the one FILE: without a model where the merge is clear")
     scope = apply.add_argument_group("scope (default: each whole file)")
     scope.add_argument("--lines", metavar="FIRST-LAST", help="rewrite only these lines (one file)")
     scope.add_argument("--expand", action="store_true",
@@ -264,7 +274,8 @@ def add_apply(commands) -> None:
 
 def add_bench(commands) -> None:
     bench = commands.add_parser("bench", help="compare with plain greedy decoding and prompt lookup")
-    bench.add_argument("cases", help="JSONL file of cases (id, language, before, instruction)")
+    bench.add_argument("cases", nargs="?", help="JSONL file of cases (id, language, before, instruction); "
+                                                "with --snippets, reference edits (id, before, after)")
     bench.add_argument("--limit", type=int, help="at most this many cases")
     bench.add_argument("--every", type=int, metavar="N",
                        help="only every Nth case (the 1st, the N+1th, ...): an evenly spread sample of a long set")
@@ -279,6 +290,14 @@ def add_bench(commands) -> None:
                        help="instead of speed: rewrite each function of the files (docstrings, type hints, "
                             "rename, simplify in turn) and count answers applied, stripped and refused")
     bench.add_argument("--spans", type=int, default=48, help="--integrity: how many functions (default 48)")
+    snippets = bench.add_argument_group("snippet merge (`apply --snippet`)")
+    snippets.add_argument("--snippets", action="store_true",
+                          help="merge a snippet made from each reference edit without a model and count exact "
+                               "merges (default cases: the editeval and nofuneval reference edits)")
+    snippets.add_argument("--model-merge", action="store_true",
+                          help="with --snippets, the model also merges each snippet found ambiguous")
+    snippets.add_argument("--model-only", action="store_true",
+                          help="with --snippets, the model merges every snippet (exact: deterministic, model, both)")
     quality = bench.add_argument_group("edit quality")
     quality.add_argument("--tests", action="store_true",
                          help="run each case's tests on the edited code (pass rate, unchanged, no code block); "

@@ -125,6 +125,18 @@ def build_prompt(code: str, instruction: str, language: str = "", context: str |
                          echo_targets=echo_targets(code, context))
 
 
+def merge_instruction(snippet: str, language: str = "", hint: str = "") -> str:
+    """The instruction that asks a model to merge a snippet (a chat model's changed code, with
+    markers such as `# ... existing code ...` for what stays) into the code it is sent with;
+    `hint`, when given, says what the snippet is for."""
+    fence = fence_for(snippet)
+    body = snippet if snippet.endswith("\n") else snippet + "\n"
+    hint_line = f"\nWhat it is for: {hint.strip()}" if hint.strip() else ""
+    return ("Merge this update into the code. Where it says that existing code stays (a comment "
+            "like `... existing code ...`), keep the code's own lines; everything the update does "
+            f"not change stays as it is.{hint_line}\n{fence}{language}\n{body}{fence}")
+
+
 # An instruction that may change the name a span defines: the name is then not prefilled.
 RENAMING = re.compile(r"\bre-?nam|\bnam(e|es|ed|ing)\b", re.IGNORECASE)
 # The opening of a definition up to its name: the first identifier directly followed by "("

@@ -32,7 +32,7 @@ from ..edits.scopes import (
 from ..edits.session import EditSession, Finished
 from ..edits.target import Target, numbered_lines
 from ..engine import Engine, instruction_is_empty
-from ..prompt import NoCodeBlock, language_for
+from ..prompt import NoCodeBlock, language_for, merge_instruction
 from ..results import ContextTooLarge, RewriteError, ServiceError
 from .collect import collect
 from .plans import BatchError, FilePlan, Options, Unit
@@ -155,6 +155,10 @@ class Runner:
                     unit = Unit(span, "failed", _describe(error), part_of=part_of)
                     self.report.unit_done(job, unit)
                     return [unit]
+        if self.options.snippet is not None:  # merged into the whole file: never into pieces of it
+            unit = Unit(span, "failed", "the file and the snippet do not fit the model's context together")
+            self.report.unit_done(job, unit)
+            return [unit]
         pieces = split_span(span, tree)
         if not pieces:
             unit = Unit(span, "failed", f"{span.label()} does not fit the model's context even without "
@@ -171,8 +175,12 @@ class Runner:
 
     def _request(self, job: FilePlan, text: str, integrity: FileIntegrity, span: Target,
                  window: int | None) -> Unit:
-        session = EditSession(self.engine, span, self.options.instruction, job.language,
-                              integrity=integrity, max_new_tokens=self.options.max_new_tokens)
+        instruction = self.options.instruction
+        if self.options.snippet is not None:  # the integrity check reads the user's hint alone
+            instruction = merge_instruction(self.options.snippet, job.language, self.options.instruction)
+        session = EditSession(self.engine, span, instruction, job.language, integrity=integrity,
+                              max_new_tokens=self.options.max_new_tokens,
+                              judged_instruction=self.options.instruction)
         finished = None
         stats = None
         try:
@@ -244,40 +252,18 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
     pending = [job for job in jobs if job.status == "pending"]
     report.start(jobs)
 
-    def deliver(job: FilePlan) -> None:
-        assert job.source is not None  # planning read every pending file
-        text = job.source.text
-        if job.new_text is not None and job.new_text != text:
-            job.diff = unified_diff(text, job.new_text, job.display)
-            if diff_out is not None:
-                report.clear()
-                diff_out.write(colorize(job.diff) if diff_out.isatty() else job.diff)
-                diff_out.flush()
-            if options.write:
-                _write(job, job.source, job.new_text)
-        for unit in job.units:
-            if unit.refused_text is not None:
-                unit.refused_diff = unified_diff(
-                    text, text[: unit.target.start] + unit.refused_text + text[unit.target.end:], job.display)
-                if options.show_refused and diff_out is not None:
-                    report.clear()
-                    diff_out.write(f"# refused, not applied: {job.display}: {unit.target.label()}: {unit.reason}\n")
-                    diff_out.write(colorize(unit.refused_diff) if diff_out.isatty() else unit.refused_diff)
-                    diff_out.flush()
-        report.file_done(job)
-
     try:
         if workers <= 1:
             for job in pending:
                 runner.rewrite_file(job)
-                deliver(job)
+                deliver(job, options, report, diff_out)
         else:
             pool = ThreadPoolExecutor(max_workers=workers)
             try:
                 futures = {pool.submit(runner.rewrite_file, job): job for job in pending}
                 for future in as_completed(futures):
                     future.result()
-                    deliver(futures[future])
+                    deliver(futures[future], options, report, diff_out)
             finally:
                 cancel.set()  # no-op after a full run; stops the workers after Ctrl-C
                 try:
@@ -296,6 +282,30 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
         return False
     report.close()
     return True
+
+
+def deliver(job: FilePlan, options: Options, report: Report, diff_out: TextIO | None) -> None:
+    """Show the file's diff (and its refused answers' with --show-refused); write it with --write."""
+    assert job.source is not None  # planning read every pending file
+    text = job.source.text
+    if job.new_text is not None and job.new_text != text:
+        job.diff = unified_diff(text, job.new_text, job.display)
+        if diff_out is not None:
+            report.clear()
+            diff_out.write(colorize(job.diff) if diff_out.isatty() else job.diff)
+            diff_out.flush()
+        if options.write:
+            _write(job, job.source, job.new_text)
+    for unit in job.units:
+        if unit.refused_text is not None:
+            unit.refused_diff = unified_diff(
+                text, text[: unit.target.start] + unit.refused_text + text[unit.target.end:], job.display)
+            if options.show_refused and diff_out is not None:
+                report.clear()
+                diff_out.write(f"# refused, not applied: {job.display}: {unit.target.label()}: {unit.reason}\n")
+                diff_out.write(colorize(unit.refused_diff) if diff_out.isatty() else unit.refused_diff)
+                diff_out.flush()
+    report.file_done(job)
 
 
 def _write(job: FilePlan, source: SourceFile, new_text: str) -> None:
@@ -329,35 +339,52 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
     stderr = stderr or sys.stderr
     if instruction_is_empty(options.instruction):
         raise BatchError("the instruction is empty: say what to change with -i")
-    if options.write and options.check:
-        raise BatchError("--check reports what would change and writes nothing; drop --write or --check")
-    if options.expand and not options.lines:
-        raise BatchError("--expand grows a --lines range; give --lines too")
+    check_options(options)
     jobs = collect(paths)
     if options.lines and not options.each and len([j for j in jobs if j.status == "pending"]) > 1:
         raise BatchError("--lines applies to one file; name a single file")
-    for job in jobs:
-        plan(job, options)
-        for note in job.notes:
-            say(f"{job.display}: {note}")
     if not jobs:
         raise BatchError("no source files found under " + ", ".join(paths))
-    pending = [job for job in jobs if job.status == "pending"]
-    if not pending:
-        for job in jobs:
-            say(f"{job.display}: skipped: {job.reason}")
-        raise BatchError("nothing to rewrite")
-
+    plan_all(jobs, options, say)
     started = time.perf_counter()
     engine = make_engine()
-    interactive = stderr.isatty() and not quiet and not json_output
-    report = TerminalReport(stderr) if interactive else Report()
+    report = progress_report(stderr, quiet, json_output)
     try:
         completed = run(jobs, engine, options, report, workers=workers,
                         diff_out=None if json_output else stdout)
     finally:
         engine.close()
-    seconds = time.perf_counter() - started
+    return conclude(jobs, options, completed, time.perf_counter() - started, json_output=json_output,
+                    quiet=quiet, say=say, stdout=stdout, stderr=stderr)
+
+
+def check_options(options: Options) -> None:
+    if options.write and options.check:
+        raise BatchError("--check reports what would change and writes nothing; drop --write or --check")
+    if options.expand and not options.lines:
+        raise BatchError("--expand grows a --lines range; give --lines too")
+
+
+def plan_all(jobs: list[FilePlan], options: Options, say: Callable[[str], None]) -> None:
+    """Plan every file; BatchError when none is left to rewrite."""
+    for job in jobs:
+        plan(job, options)
+        for note in job.notes:
+            say(f"{job.display}: {note}")
+    if not any(job.status == "pending" for job in jobs):
+        for job in jobs:
+            say(f"{job.display}: skipped: {job.reason}")
+        raise BatchError("nothing to rewrite")
+
+
+def progress_report(stderr: TextIO, quiet: bool, json_output: bool) -> Report:
+    """A progress bar on an interactive stderr; otherwise nothing shown while the run goes."""
+    return TerminalReport(stderr) if stderr.isatty() and not quiet and not json_output else Report()
+
+
+def conclude(jobs: list[FilePlan], options: Options, completed: bool, seconds: float, *, json_output: bool,
+             quiet: bool, say: Callable[[str], None], stdout: TextIO, stderr: TextIO) -> int:
+    """The run's report (the JSON one, or the summary table and what became of each file) and its exit code."""
     code = exit_code(jobs, options, completed)
     if json_output:
         stdout.write(json_report(jobs, options, seconds, code) + "\n")

@@ -26,6 +26,9 @@ class Options:
     max_new_tokens: int | None = None
     force: bool = False  # apply answers the integrity check refuses
     show_refused: bool = False  # print the diff of each refused answer
+    # --snippet: the snippet the model merges into the whole file (the instruction is then an
+    # optional hint); set only once the deterministic merge found it ambiguous
+    snippet: str | None = None
 
 
 @dataclass
@@ -59,6 +62,8 @@ class FilePlan:
     diff: str = ""
     notes: list[str] = field(default_factory=list)  # what planning changed about the scope, for stderr
     seconds: float = 0.0
+    merge: str = ""  # --snippet: how it was merged: "deterministic", "model" or "refused"
+    merge_reason: str = ""  # why the model was asked, or why the snippet was refused
 
     def skip(self, reason: str) -> FilePlan:
         self.status, self.reason = "skipped", reason

@@ -230,6 +230,7 @@ def json_report(jobs: list[FilePlan], options: Options, seconds: float, code: in
             } for u in job.units] if job.status != "skipped" else [],
             "diff": job.diff,
             "notes": job.notes,
+            **({"merge": job.merge, "merge_reason": job.merge_reason} if job.merge else {}),
             "stats": _stats_dict(stats),
             "seconds": round(job.seconds, 3),
         })

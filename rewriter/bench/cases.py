@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+Selected = TypeVar("Selected")  # any kind of case: benchmark cases, snippet cases
 
 
 @dataclass
@@ -31,7 +34,7 @@ def load_cases(path: str | Path) -> list[Case]:
     return cases
 
 
-def select(cases: list[Case], every: int | None = None, limit: int | None = None) -> list[Case]:
+def select(cases: list[Selected], every: int | None = None, limit: int | None = None) -> list[Selected]:
     """`--every N` (the 1st, the N+1th, ...), then `--limit N`."""
     if every:
         cases = cases[::every]

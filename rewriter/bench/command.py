@@ -1,6 +1,7 @@
 """`rewriter bench`: the parsed options checked and the run they ask for started: servers
-(`--endpoint`), edit quality (`--tests`), the integrity check (`--integrity`), the sampling modes,
-or speed. Torch-free when imported: `bench --endpoint` loads no model."""
+(`--endpoint`), edit quality (`--tests`), the integrity check (`--integrity`), the snippet merge
+(`--snippets`, torch-free unless the model merges too), the sampling modes, or speed. Torch-free
+when imported: `bench --endpoint` loads no model."""
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,14 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
     """The exit code: 0 done, 1 a server failed, 2 options that do not go together or no cases."""
     if args.every is not None and args.every < 1:
         say("--every takes a whole number of at least 1")
+        return 2
+    if args.snippets:
+        return _snippet_bench(args, load, say)
+    if args.model_merge or args.model_only:
+        say("--model-merge and --model-only measure the snippet merge: add --snippets")
+        return 2
+    if args.cases is None:
+        say("name a JSONL file of cases (or measure the snippet merge with --snippets)")
         return 2
     cases = load_cases(args.cases)
     sampling = params != SamplingParams() or bool(args.draft_model) or args.mjsd is not None
@@ -58,6 +67,34 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
     if sampling:
         return _sampling_bench(args, rewriter, cases, params, say)
     return _speed_bench(args, rewriter, cases, say)
+
+
+def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, say: Say) -> int:
+    """The deterministic merge on the snippet cases (torch-free), then, when asked, the model's merges."""
+    from .snippet_cases import REFERENCE_EDITS, format_report, make_cases, run_snippet_bench
+
+    others = [flag for flag, given in (("--tests", args.tests), ("--integrity", args.integrity),
+                                       ("--endpoint", args.endpoint), ("--compare", args.compare)) if given]
+    if others:
+        say(f"{', '.join(others)}: not for --snippets")
+        return 2
+    cases = select(make_cases([args.cases] if args.cases else REFERENCE_EDITS), args.every, args.limit)
+    if not cases:
+        say("no cases selected")
+        return 2
+    report = run_snippet_bench(cases)
+    print(format_report(report), flush=True)
+    if args.model_merge or args.model_only:
+        from .snippet_model import format_model_report, run_model_merges
+
+        which = "every case" if args.model_only else "the ambiguous cases"
+        say(f"the model merges {which}, as `rewriter apply --snippet` does")
+        report["model"] = run_model_merges(load(args), cases, report["cases"], every_case=args.model_only,
+                                           max_new_tokens=args.max_new_tokens, say=say)
+        print(format_model_report(report["model"]), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
 
 
 def _endpoint_bench(args: argparse.Namespace, cases: list[Case], sampling: bool, say: Say) -> int:

@@ -11,7 +11,8 @@ one of the styles they write, picked per case by a seeded choice among those tha
 - new_definition: a new function after the header of its neighbour, the rest as whole_definitions.
 
 The cases are made from the diff alone, not tuned to the merge. Torch-free:
-`python -m rewriter.bench.snippet_cases` prints the report.
+`rewriter bench --snippets` (or `python -m rewriter.bench.snippet_cases`) prints the report;
+snippet_model.py measures the model's merges of the same cases.
 """
 from __future__ import annotations
 
@@ -55,8 +56,21 @@ def load_reference_edits(paths=REFERENCE_EDITS) -> list[dict]:
     rows = []
     for path in paths:
         with open(path, encoding="utf-8") as lines:
-            rows += [json.loads(line) for line in lines if line.strip()]
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    if not all(isinstance(row[key], str) for key in ("before", "after")) or "id" not in row:
+                        raise KeyError("id, before and after")
+                except (json.JSONDecodeError, KeyError, TypeError) as error:
+                    raise ValueError(f"{path}:{number}: not a reference edit (id, before, after): {error}") from error
+                rows.append(row)
     return rows
+
+
+def make_cases(paths=REFERENCE_EDITS, seed: int = 0) -> list[SnippetCase]:
+    return [snippet_case(row, seed) for row in load_reference_edits(paths)]
 
 
 def snippet_case(row: dict, seed: int = 0) -> SnippetCase:
@@ -220,8 +234,7 @@ def large_file_ms(functions: int = 100, runs: int = 5) -> float:
     return statistics.median(times)
 
 
-def run_snippet_bench(paths=REFERENCE_EDITS, seed: int = 0) -> dict:
-    cases = [snippet_case(row, seed) for row in load_reference_edits(paths)]
+def run_snippet_bench(cases: list[SnippetCase]) -> dict:
     rows = [measure(case) for case in cases]
     by_style = defaultdict(list)
     for row in rows:
@@ -249,7 +262,7 @@ def format_report(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    report = run_snippet_bench(seed=int(args[0]) if args else 0)
+    report = run_snippet_bench(make_cases(seed=int(args[0]) if args else 0))
     print(format_report(report))
     inexact = [row for row in report["cases"] if not row["exact"] and row["outcome"] == "merged"]
     for row in inexact[:10]:

@@ -54,16 +54,20 @@ class TargetEdit:
     """One target's way through the model.
 
     `code` is what the model is sent; `finish(answer_text, finish_reason)` decides what of the
-    answer may be applied. `integrity` may be shared by the targets of one file (parsed once).
+    answer may be applied. `integrity` may be shared by the targets of one file (parsed once);
+    `judged_instruction` replaces the instruction where the integrity check reads it.
     """
 
     def __init__(self, target: Target, instruction: str, grammar: str | None = None,
-                 integrity: FileIntegrity | None = None):
+                 integrity: FileIntegrity | None = None, judged_instruction: str | None = None):
         self.target = target
         self.file_text = target.text
         self.start, self.end = target.start, target.end
         self.original = target.code
         self.instruction = instruction
+        # What the integrity check reads for the removals and renames it permits: the instruction,
+        # unless it carries other text (a snippet to merge, whose code may say "remove" anywhere).
+        self.judged_instruction = instruction if judged_instruction is None else judged_instruction
         self.grammar = integrity.grammar if integrity is not None else grammar
         self._integrity = integrity
         self.source = SourceText.from_text(self.original)  # the span's line endings
@@ -106,7 +110,7 @@ class TargetEdit:
             return Decision(APPLIED, new)
         if finish_reason == "length":
             return Decision(REFUSED, self.original, CUT_REASON, refused_text=new, refusal=CUT)
-        verdict = self.integrity.check(self.start, self.end, new, self.instruction)
+        verdict = self.integrity.check(self.start, self.end, new, self.judged_instruction)
         if verdict.refused and not force:
             return Decision(REFUSED, self.original, verdict.reason, refused_text=verdict.text, refusal=INTEGRITY)
         new = verdict.text

@@ -43,15 +43,16 @@ class Finished:
 
 
 class EditSession:
-    """One target rewritten by `engine` as `instruction` says."""
+    """One target rewritten by `engine` as `instruction` says; `judged_instruction`, when given,
+    is what the integrity check reads instead (a snippet merge's: the user's hint alone)."""
 
     def __init__(self, engine: Engine, target: Target, instruction: str,
                  language: str = "", *, grammar: str | None = None, integrity: FileIntegrity | None = None,
                  max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
-                 context: str | None = None):
+                 context: str | None = None, judged_instruction: str | None = None):
         self.engine = engine
         self.given_context = context  # a client's own context, sent as it is instead of the file around the span
-        self.edit = TargetEdit(target, instruction, grammar, integrity)
+        self.edit = TargetEdit(target, instruction, grammar, integrity, judged_instruction)
         self.language = language
         self.max_new_tokens = max_new_tokens
         self.sampling = sampling

@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 
-def run_cli(*args, cwd=None):
+def run_cli(*args, cwd=None, stdin: str | None = None):
     return subprocess.run([sys.executable, "-m", "rewriter.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          cwd=cwd, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"}, input=stdin)
 
 
 def assert_clean_failure(result, message):

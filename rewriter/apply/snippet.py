@@ -1,0 +1,94 @@
+"""`rewriter apply FILE --snippet PATH`: merge a chat model's snippet (the changed code, with markers
+such as `# ... existing code ...` for what stays) into one file.
+
+The deterministic merge (edits/snippets.py) goes first and needs no model: Merged gives the
+file's new text at once; Refused leaves the file alone with the reason. Only an Ambiguous snippet
+loads the model, which merges it as any rewrite of the whole file goes (batch.py's run: the file
+is the target and the prediction, the snippet rides in the instruction, the answer is judged by
+the one edit pipeline). Either way the result is shown, written or checked, and reported, as
+`rewriter apply -i` does it.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import BinaryIO, TextIO
+
+from ..edits.snippets import Ambiguous, Merged, merge_snippet
+from ..engine import Engine
+from .batch import MAX_FILE_BYTES, check_options, conclude, deliver, plan_all, progress_report, run
+from .collect import collect
+from .plans import BatchError, FilePlan, Options
+from .report import Report
+
+DETERMINISTIC, MODEL, REFUSED = "deterministic", "model", "refused"  # FilePlan.merge
+
+
+def read_snippet(where: str, stdin: BinaryIO | None = None) -> bytes:
+    """The snippet's bytes from a file, or from standard input for `-` (decoded by the merge,
+    which refuses what is not UTF-8 text)."""
+    if where == "-":
+        return (stdin or sys.stdin.buffer).read(MAX_FILE_BYTES + 1)  # one byte more: too large is seen
+    try:
+        return Path(where).read_bytes()
+    except OSError as error:
+        raise BatchError(f"--snippet {where}: cannot read it ({error.strerror or error})") from error
+
+
+def snippet_command(paths: list[str], snippet: bytes, options: Options, make_engine: Callable[[], Engine], *,
+                    json_output: bool = False, quiet: bool = False,
+                    say: Callable[[str], None] = lambda m: print(f"rewriter: {m}", file=sys.stderr),
+                    stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """The exit code, as `apply_command`'s: 0 merged (or nothing to change), 1 refused or failed, or
+    changes under --check; 2 bad usage; 130 interrupted."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    if options.lines or options.each or options.expand:
+        raise BatchError("--snippet merges into the whole file; leave out --lines, --expand and --each")
+    if len(snippet) > MAX_FILE_BYTES:
+        raise BatchError(f"the snippet is larger than {MAX_FILE_BYTES >> 20} MiB")
+    check_options(options)
+    jobs = collect(paths)
+    if len(paths) != 1 or len(jobs) != 1:
+        raise BatchError("--snippet merges into one file; name a single file")
+    plan_all(jobs, options, say)
+    job = jobs[0]
+    assert job.source is not None  # planned
+    started = time.perf_counter()
+    outcome = merge_snippet(job.source.text, snippet, job.language, options.instruction)
+    job.seconds = outcome.seconds
+    completed = True
+    if isinstance(outcome, Merged):
+        _merged(job, outcome.text)
+        if not quiet:
+            say(f"{job.display}: merged without a model in {1000 * outcome.seconds:.0f} ms")
+        deliver(job, options, Report(), None if json_output else stdout)
+    elif isinstance(outcome, Ambiguous):
+        job.merge, job.merge_reason = MODEL, outcome.reason
+        say(f"{job.display}: {outcome.reason}; the model merges the snippet")
+        model_options = replace(options, snippet=snippet.decode("utf-8"))  # the merge decoded it already
+        engine = make_engine()
+        try:
+            completed = run(jobs, engine, model_options, progress_report(stderr, quiet, json_output),
+                            diff_out=None if json_output else stdout)
+        finally:
+            engine.close()
+    else:
+        job.merge, job.merge_reason = REFUSED, outcome.reason
+        unit = job.units[0]
+        unit.status, unit.reason = "refused", outcome.reason
+        job.status, job.reason = "failed", f"snippet not merged: {outcome.reason}"
+    return conclude(jobs, options, completed, time.perf_counter() - started, json_output=json_output,
+                    quiet=quiet, say=say, stdout=stdout, stderr=stderr)
+
+
+def _merged(job: FilePlan, text: str) -> None:
+    """The file's plan done by the deterministic merge, as a rewrite of the whole file would leave it."""
+    assert job.source is not None
+    unit = job.units[0]
+    unit.status = "changed" if text != job.source.text else "unchanged"
+    unit.text = text
+    job.new_text, job.status, job.merge = text, unit.status, DETERMINISTIC

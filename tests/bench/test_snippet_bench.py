@@ -1,0 +1,94 @@
+"""`rewriter bench --snippets`: the deterministic merge's report without torch, and the model's merges
+(a scripted engine here) counted beside it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rewriter.bench.command import bench_command
+from rewriter.cli import build_parser
+from rewriter.engine import SamplingParams
+from tests.helpers.scripted import ScriptedEngine
+
+ROOT = Path(__file__).resolve().parents[2]
+BEFORE = '''def area(width, height):
+    return width * height
+
+
+def perimeter(width, height):
+    total = 0
+    total += 2 * width
+    total += 2 * height
+    return total
+'''
+EDITS = [
+    {"id": "simplify", "before": BEFORE, "instruction": "Simplify perimeter",
+     "after": BEFORE.replace("    total = 0\n    total += 2 * width\n    total += 2 * height\n    return total\n",
+                             "    return 2 * (width + height)\n")},
+    {"id": "hints", "before": BEFORE, "instruction": "Add type hints to area",
+     "after": BEFORE.replace("def area(width, height):", "def area(width: float, height: float) -> float:")},
+]
+
+
+@pytest.fixture
+def edits(tmp_path):
+    path = tmp_path / "edits.jsonl"
+    path.write_text("".join(json.dumps(edit) + "\n" for edit in EDITS))
+    return path
+
+
+def test_the_deterministic_report_runs_through_the_cli_without_torch(edits):
+    script = ("import sys\nsys.modules['torch'] = None  # `import torch` now raises ImportError\n"
+              "from rewriter.cli import main\n"
+              f"code = main(['bench', '--snippets', {str(edits)!r}])\n"
+              "assert sys.modules.get('torch') is None\nsys.exit(code)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["style", "cases", "exact"]
+    assert [line for line in lines if line.startswith("all ")][0].split()[1:3] == ["2", "2"]
+
+
+def bench(*args: str, engine=None) -> tuple[int, list[str]]:
+    said: list[str] = []
+    parsed = build_parser().parse_args(["bench", *args])
+    code = bench_command(parsed, SamplingParams(), lambda *given, **options: engine, said.append)
+    return code, said
+
+
+def test_the_model_merges_every_case_with_model_only(edits, tmp_path, capsys):
+    engine = ScriptedEngine([{"instruction": edit["instruction"], "replace": [[edit["before"], edit["after"]]]}
+                             for edit in EDITS])
+    report_path = tmp_path / "report.json"
+    code, said = bench("--snippets", str(edits), "--model-only", "--json", str(report_path), engine=engine)
+    assert code == 0, said
+    out = capsys.readouterr().out
+    assert "exact, the model alone:     2/2" in out and "exact, both" in out
+    model = json.loads(report_path.read_text())["model"]
+    assert model["model_cases"] == 2 and model["model_exact"] == 2 and model["both_exact"] == 2
+
+
+def test_model_merge_sends_only_the_ambiguous_cases(edits):
+    code, said = bench("--snippets", str(edits), "--model-merge", engine=ScriptedEngine([]))
+    assert code == 0 and not any(": model " in line for line in said)  # both merged without a model
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--model-merge"], "add --snippets"),
+    ([], "name a JSONL file"),
+    (["--snippets", "--tests"], "not for --snippets"),
+])
+def test_snippet_bench_usage_errors(args, words):
+    code, said = bench(*args)
+    assert code == 2 and words in said[-1]
+
+
+def test_a_file_of_other_cases_is_refused_clearly(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps({"id": "1", "before": "x = 1\n", "instruction": "x"}) + "\n")
+    with pytest.raises(ValueError, match="not a reference edit"):
+        bench("--snippets", str(path))
