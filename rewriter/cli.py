@@ -254,7 +254,8 @@ def add_apply(commands) -> None:
     apply.add_argument("--allow-syntax-errors", action="store_true",
                        help="apply rewrites that do not parse (refused by default)")
     apply.add_argument("--force", action="store_true",
-                       help="apply answers the integrity check refuses (lost definitions, duplicated code)")
+                       help="apply answers the integrity or the lint check refuses (lost definitions, duplicated "
+                            "code, undefined names)")
     apply.add_argument("--show-refused", action="store_true",
                        help="print the diff of each refused answer, with the reason")
     apply.add_argument("--json", action="store_true", help="one JSON report on stdout instead of diffs and a table")

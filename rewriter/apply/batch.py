@@ -21,7 +21,7 @@ from ..edits.diffs import colorize, unified_diff
 from ..edits.files import FileError, SourceFile, atomic_write, read_source
 from ..edits.integrity import FileIntegrity
 from ..edits.node_kinds import tree_language
-from ..edits.pipeline import CUT, INTEGRITY
+from ..edits.pipeline import CUT, SYNTAX
 from ..edits.scopes import (
     ScopeError,
     SyntaxTree,
@@ -200,7 +200,7 @@ class Runner:
         if decision.refusal == CUT:  # never applied, not even with --force
             return Unit(span, "failed", f"{decision.reason}; not applied", stats=stats)
         if decision.refused:
-            override = "--force" if decision.refusal == INTEGRITY else "--allow-syntax-errors"
+            override = "--allow-syntax-errors" if decision.refusal == SYNTAX else "--force"
             return Unit(span, "refused", f"{decision.reason}; not applied ({override} applies it anyway)",
                         refused_text=decision.refused_text, stats=stats)
         reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason

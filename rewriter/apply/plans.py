@@ -24,7 +24,7 @@ class Options:
     check: bool = False
     allow_syntax_errors: bool = False
     max_new_tokens: int | None = None
-    force: bool = False  # apply answers the integrity check refuses
+    force: bool = False  # apply answers the integrity or the lint check refuses
     show_refused: bool = False  # print the diff of each refused answer
     # --snippet: the snippet the model merges into the whole file (the instruction is then an
     # optional hint); set only once the deterministic merge found it ambiguous
@@ -36,7 +36,7 @@ class Unit:
     """One rewrite request: a target in the file and what became of it."""
 
     target: Target
-    status: str = "pending"  # unchanged, changed, failed, refused (by the syntax or integrity guard)
+    status: str = "pending"  # unchanged, changed, failed, refused (by a check of the edit pipeline)
     reason: str = ""
     text: str | None = None  # the span's new text
     refused_text: str | None = None  # a refused answer, kept to show (--show-refused) or apply (--force)

@@ -111,7 +111,7 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
             outcome.finish_reason = result.stats.finish_reason
             outcome.answer = result.answer
             started = time.perf_counter()
-            # Judged as every front end judges (integrity check, then the syntax guard).
+            # Judged as every front end judges (integrity check, syntax guard, lint check).
             verdict = edit.finish(result.text, result.stats.finish_reason)
             outcome.check_ms = (time.perf_counter() - started) * 1000
             if verdict.refusal == CUT:

@@ -31,6 +31,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
 
 from ..prompt import common_indent
+from .lint import FileLint
 from .scopes import COMMENTS, EMPTY, FULL, NONE, Definition, SyntaxTree, definitions, is_docstring, is_placeholder
 from .syntax import FileSyntax
 
@@ -85,6 +86,7 @@ class FileIntegrity:
         self.grammar = grammar
         self.tree = SyntaxTree(text, grammar) if grammar else None
         self.syntax = FileSyntax(text, self.tree)
+        self.lint = FileLint(text) if self.tree is not None and self.tree.language == "python" else None
         self.definitions = definitions(self.tree) if self.tree else []
         self.lines = text.splitlines(keepends=True)
         self.norm = [line.strip() for line in self.lines]

@@ -9,11 +9,14 @@ the span's trailing blank lines, and is judged in this order:
 - integrity (integrity.py): an echo of the surroundings is stripped; lost definitions,
   duplicated code and an answer that is only a copy are refused;
 - syntax (syntax.py): an answer that does not parse where the file did is refused; a Python file
-  that compiled must still compile (Python's compiler, not tree-sitter, has the last word).
+  that compiled must still compile (Python's compiler, not tree-sitter, has the last word);
+- lint (lint.py): in a Python file, an answer that brings a new undefined name (or a local used
+  before assignment) is refused: it compiles but cannot run.
 
 Every front end gets one `Decision` (applied, stripped or refused, the reason, the refused text)
 and so refuses what any other refuses. Only the CLI's flags override: `--force` applies what the
-integrity check refused, `--allow-syntax-errors` skips the syntax guard; nothing applies a cut answer.
+integrity or the lint check refused, `--allow-syntax-errors` skips the syntax guard; nothing applies a
+cut answer.
 """
 from __future__ import annotations
 
@@ -21,11 +24,12 @@ from dataclasses import dataclass
 
 from ..prompt import NoCodeBlock, SourceText, common_indent, extract_code
 from .integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
+from .lint import describe as describe_lint_errors
 from .node_kinds import grammar_for
 from .scopes import guess_language
 from .target import Target
 
-CUT, INTEGRITY, SYNTAX = "cut", "integrity", "syntax"  # why a Decision refused
+CUT, INTEGRITY, SYNTAX, LINT = "cut", "integrity", "syntax", "lint"  # why a Decision refused
 CUT_REASON = "the answer stopped at the token limit"
 
 
@@ -37,8 +41,8 @@ class Decision:
     text: str  # the span's text to apply; the original span when refused
     reason: str = ""  # refused: why; stripped: what was removed; forced: what was overridden
     refused_text: str | None = None  # refused: the span's text had the answer been applied
-    refusal: str = ""  # refused: CUT, INTEGRITY or SYNTAX
-    forced: bool = False  # applied although the integrity check refused it (--force)
+    refusal: str = ""  # refused: CUT, INTEGRITY, SYNTAX or LINT
+    forced: bool = False  # applied although the integrity or the lint check refused it (--force)
 
     @property
     def refused(self) -> bool:
@@ -119,8 +123,20 @@ class TargetEdit:
             if problem is not None:
                 return Decision(REFUSED, self.original, f"the rewrite does not parse ({problem.describe()})",
                                 refused_text=new, refusal=SYNTAX)
+        lint = self.lint_problem(new)
+        if lint and not force:
+            return Decision(REFUSED, self.original, lint, refused_text=new, refusal=LINT)
         status = STRIPPED if verdict.status == STRIPPED else APPLIED
-        return Decision(status, new, verdict.reason, forced=verdict.refused)
+        forced = "; ".join(reason for reason in (verdict.reason if verdict.refused else "", lint) if reason)
+        return Decision(status, new, forced or verdict.reason, forced=bool(forced))
+
+    def lint_problem(self, new: str) -> str:
+        """Why the lint check refuses `new` as the span's text; "" when it does not."""
+        lint = self.integrity.lint
+        if lint is None or new == self.original:
+            return ""
+        errors = lint.new_errors(self.start, self.end, new)
+        return describe_lint_errors(errors) if errors else ""
 
 
 def grammar_of(language: str, text: str) -> str | None:

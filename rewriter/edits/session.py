@@ -5,19 +5,25 @@ increment of the model's answer with the diff hunks it settled (in the span's li
 while the answer streams), then one `Finished` with the pipeline's Decision (applied, stripped
 or refused, see pipeline.py) and the hunks that take the span to the decided text. The language
 server applies the hunks as they come, the service sends them, `rewriter apply` waits for the
-decision; all of them judge an answer the same way because they all go through here.
+decision; all of them judge an answer the same way because they all go through here. An answer
+the syntax guard or the lint check refused gets one more try, the reason in the instruction,
+here, so that every front end gives the model the same second chance.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..engine import EditRequest, Engine, SamplingParams
 from ..results import RewriteResult, Stats
 from .hunks import Hunk, HunkStream
 from .integrity import APPLIED, FileIntegrity
-from .pipeline import Decision, TargetEdit
+from .pipeline import LINT, SYNTAX, Decision, TargetEdit
 from .target import Target
+
+# Refusals a model may mend when told the reason (a name it forgot to import, a missing colon);
+# a cut or a lost definition is not asked again.
+RETRIED_REFUSALS = (SYNTAX, LINT)
 
 
 @dataclass
@@ -40,6 +46,7 @@ class Finished:
     result: RewriteResult
     hunks: list[Hunk]
     restart: bool = False
+    retried: str = ""  # why the first answer was refused, when this is the second one's
 
 
 class EditSession:
@@ -69,33 +76,58 @@ class EditSession:
 
     def run(self, context_window: int | None = None, *, force: bool = False, allow_syntax_errors: bool = False,
             stopped: Callable[[], bool] = lambda: False) -> Generator[Delta | Finished, None, None]:
-        """Deltas while the engine answers, then one Finished. Engine errors (RewriteError,
-        NoCodeBlock, ServiceError, ...) pass through. Closing this iterator, or `stopped()`
-        turning true, stops the engine at once; nothing is finished then."""
+        """Deltas while the engine answers, then one Finished. An answer refused by the syntax
+        guard or the lint check is asked for once more, the reason added to the instruction; the
+        second answer's deltas settle no hunks, and its Finished restarts from the original.
+        Engine errors (RewriteError, NoCodeBlock, ServiceError, ...) pass through. Closing this
+        iterator, or `stopped()` turning true, stops the engine at once; nothing is finished then."""
+        request = self.request(context_window)
         hunks = HunkStream(self.edit.original)
+        result = yield from self._answer(request, hunks, stopped)
+        if result is None:
+            return
+        decision = self.edit.finish(result.text, result.stats.finish_reason, force=force,
+                                    allow_syntax_errors=allow_syntax_errors)
+        retried = ""
+        if decision.refused and decision.refusal in RETRIED_REFUSALS:
+            retried = decision.reason
+            again = replace(request, instruction=retry_instruction(request.instruction, retried))
+            result = yield from self._answer(again, None, stopped)
+            if result is None:
+                return
+            decision = self.edit.finish(result.text, result.stats.finish_reason, force=force,
+                                        allow_syntax_errors=allow_syntax_errors)
+        if decision.status == APPLIED and not retried:
+            yield Finished(decision, result, hunks.feed(decision.text, final=True))
+            return
+        # Stripped, refused or a second answer: what streamed is not what may be applied; start
+        # again from the original.
+        rest = [] if decision.refused else HunkStream(self.edit.original).feed(decision.text, final=True)
+        yield Finished(decision, result, rest, restart=True, retried=retried)
+
+    def _answer(self, request: EditRequest, hunks: HunkStream | None,
+                stopped: Callable[[], bool]) -> Generator[Delta, None, RewriteResult | None]:
+        """Deltas of one answer to `request` (settling `hunks`, when given); the engine's result,
+        or None when `stopped()` turned true."""
         answer = ""
-        result: RewriteResult | None = None
-        events = self.engine.stream(self.request(context_window))
+        events = self.engine.stream(request)
         try:
             for event in events:
                 if stopped():
-                    return
+                    return None
                 if isinstance(event, RewriteResult):
-                    result = event
-                    break
-                answer += event.text
-                written = self.edit.partial_text(answer)
-                settled = hunks.feed(written) if written is not None else []
+                    return event
+                settled: list[Hunk] = []
+                if hunks is not None:
+                    answer += event.text
+                    written = self.edit.partial_text(answer)
+                    settled = hunks.feed(written) if written is not None else []
                 yield Delta(event.text, event.stats, settled)
         finally:
             events.close()  # stops decoding at once when we leave early
-        if result is None:
-            raise RuntimeError("the engine's stream ended without a result")
-        decision = self.edit.finish(result.text, result.stats.finish_reason, force=force,
-                                    allow_syntax_errors=allow_syntax_errors)
-        if decision.status == APPLIED:
-            yield Finished(decision, result, hunks.feed(decision.text, final=True))
-            return
-        # Stripped or refused: what streamed is not what may be applied; start again from the original.
-        rest = [] if decision.refused else HunkStream(self.edit.original).feed(decision.text, final=True)
-        yield Finished(decision, result, rest, restart=True)
+        raise RuntimeError("the engine's stream ended without a result")
+
+
+def retry_instruction(instruction: str, reason: str) -> str:
+    """The instruction for a second answer, after the first was refused for `reason`."""
+    return f"{instruction}\n\nYour previous answer failed a check: {reason}. Fix that."

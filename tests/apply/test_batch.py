@@ -120,7 +120,7 @@ def test_check_exit_codes(tree):
 def test_each_method_rewrites_only_methods_with_the_rest_as_context(tree):
     path = tree / "samples" / "report.py"
     original = path.read_text()
-    engine = ScriptedEngine(lambda text: text.replace("print(", "log.info("))
+    engine = ScriptedEngine(lambda text: text.replace("print(", "sys.stdout.write("))
     assert run([str(path)], engine, each="method", write=True) == 0
     new = path.read_text()
     assert [text.split("(")[0].strip() for text, _ in engine.requests] == [
@@ -128,7 +128,7 @@ def test_each_method_rewrites_only_methods_with_the_rest_as_context(tree):
     for _, context in engine.requests:
         assert context == original  # the whole file goes along (small enough here)
     # The methods changed; the print calls outside them did not.
-    assert 'log.info("computed totals for"' in new
+    assert 'sys.stdout.write("computed totals for"' in new
     assert 'print("loaded", len(rows)' in new and 'print("usage: report.py' in new
     changed = [i for i, (a, b) in enumerate(zip(original.splitlines(), new.splitlines())) if a != b]
     assert changed == [41, 45]  # lines 42 and 46, inside compute and show
@@ -150,13 +150,13 @@ def test_each_with_lines_takes_the_nodes_in_the_range(tree):
 
 
 def test_lines_and_expand(tree):
-    engine = ScriptedEngine(lambda text: text.replace("item", "ITEM"))
+    engine = ScriptedEngine(lambda text: text.replace("quantity", "amount"))
     path = tree / "samples" / "inventory.py"
     lines = path.read_text().splitlines(keepends=True)
     assert run([str(path)], engine, lines=(28, 29), write=True) == 0
     assert engine.requests[0][0] == textwrap.dedent("".join(lines[27:29]))  # the model sees it dedented
     new = path.read_text().splitlines(keepends=True)
-    assert new[:27] == lines[:27] and new[29:] == lines[29:] and new[27] == lines[27].replace("item", "ITEM")
+    assert new[:27] == lines[:27] and new[29:] == lines[29:] and new[27] == lines[27].replace("quantity", "amount")
 
     engine = ScriptedEngine()
     assert run([str(path)], engine, lines=(20, 20), expand=True) == 0
@@ -322,11 +322,11 @@ def test_globs_expand_and_honour_gitignore(tree):
 def test_too_large_requests_shrink_the_context_then_split(tree):
     path = tree / "samples" / "report.py"
     text = path.read_text()
-    engine = ScriptedEngine(lambda t: t.replace("print(", "log.info("), limit=len(text) // 2)
+    engine = ScriptedEngine(lambda t: t.replace("print(", "sys.stdout.write("), limit=len(text) // 2)
     assert run([str(path)], engine, write=True) == 0
     assert len(engine.requests) >= 2
     assert all(len(code) + len(context or "") <= len(text) // 2 for code, context in engine.requests)
-    assert path.read_text() == text.replace("print(", "log.info(")
+    assert path.read_text() == text.replace("print(", "sys.stdout.write(")
 
     # A span that fits nowhere, and cannot be cut, is refused with a scope that would fit.
     (tree / "one.py").write_text("x = '" + "a" * 300 + "'\n")
@@ -472,11 +472,11 @@ def test_line_endings_bom_and_final_newline_survive_a_write(tree):
 def test_query_scope_rewrites_only_the_captured_calls(tree):
     path = tree / "samples" / "report.py"
     original = path.read_text()
-    engine = ScriptedEngine(lambda text: text.replace("print(", "log.info("))
+    engine = ScriptedEngine(lambda text: text.replace("print(", "sys.stdout.write("))
     query = '((call function: (identifier) @f) @scope (#eq? @f "print"))'
     assert run([str(path)], engine, each=query, write=True) == 0
     assert len(engine.requests) == 4
-    assert path.read_text() == original.replace("print(", "log.info(")
+    assert path.read_text() == original.replace("print(", "sys.stdout.write(")
 
 
 @pytest.mark.real_model

@@ -1,0 +1,92 @@
+"""The lint check: a Python edit that compiles must not bring a name that cannot be found when it runs.
+
+pyflakes, in-process, reads the whole file with the new span and the file as it was; only its
+error-class messages count (an undefined name, a local used before it is assigned, an undefined
+name in `__all__`), never its style warnings (unused imports, redefinitions). Errors are compared
+by kind and name, not by line (lines move): an error the file already had is not new, and only a
+new one refuses the edit. Where pyflakes cannot judge, nothing is refused: a file that does not
+compile (the syntax guard's to judge), and names in a file with `from x import *` (pyflakes
+reports those as perhaps star-imported, which this check does not count).
+"""
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass
+
+from pyflakes import messages
+from pyflakes.checker import Checker
+
+# pyflakes' messages for code that compiles but fails when it runs, and how a refusal names each.
+ERROR_KINDS: dict[type, str] = {
+    messages.UndefinedName: "undefined name",
+    messages.UndefinedLocal: "local variable used before assignment",
+    messages.UndefinedExport: "undefined name in __all__",
+}
+
+
+@dataclass(frozen=True)
+class LintError:
+    kind: str  # one of ERROR_KINDS' descriptions
+    name: str
+    line: int  # 1-based, in the whole file
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.name!r} at line {self.line}"
+
+
+def lint_errors(text: str) -> list[LintError] | None:
+    """pyflakes' error-class findings in the Python file `text`; None where it does not compile."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarning (an invalid escape) is no error
+        try:
+            tree = ast.parse(text, "<rewrite>")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+    found = []
+    for message in Checker(tree, "<rewrite>").messages:
+        kind = ERROR_KINDS.get(type(message))
+        if kind is not None:
+            found.append(LintError(kind, str(message.message_args[0]), message.lineno))
+    return sorted(found, key=lambda error: error.line)
+
+
+class FileLint:
+    """The lint check for edits of one Python file (the file's own errors are found once, on first use)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._linted = False
+        self._known: set[tuple[str, str]] | None = None
+
+    @property
+    def known(self) -> set[tuple[str, str]] | None:
+        """The (kind, name) of every error the file already had; None where it does not compile."""
+        if not self._linted:
+            before = lint_errors(self.text)
+            self._known = None if before is None else {(error.kind, error.name) for error in before}
+            self._linted = True
+        return self._known
+
+    def new_errors(self, start: int, end: int, new: str) -> list[LintError]:
+        """Errors of the file with text[start:end] replaced by `new` that the file did not have,
+        the first occurrence of each; empty where pyflakes cannot judge."""
+        known = self.known
+        if known is None:
+            return []
+        after = lint_errors(self.text[:start] + new + self.text[end:])
+        if after is None:
+            return []
+        new_errors: dict[tuple[str, str], LintError] = {}
+        for error in after:
+            key = (error.kind, error.name)
+            if key not in known:
+                new_errors.setdefault(key, error)
+        return list(new_errors.values())
+
+
+def describe(errors: list[LintError]) -> str:
+    """A refusal's reason for `errors` (at least one)."""
+    shown = "; ".join(error.describe() for error in errors[:3])
+    more = f" and {len(errors) - 3} more" if len(errors) > 3 else ""
+    return f"the rewrite would fail when run: {shown}{more}"
