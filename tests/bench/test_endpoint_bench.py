@@ -1,6 +1,7 @@
 """`rewriter bench CASES --endpoint ...`: servers measured side by side on fake OpenAI endpoints."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import statistics
@@ -170,14 +171,14 @@ def test_an_answer_without_a_code_block_is_still_measured_and_a_dead_endpoint_st
     case = Case(**CASES[0])
     with FakeOpenAI("ref", hinted, log) as ref, FakeOpenAI("chatty", lambda body: "Sure, done!", log) as chatty:
         result = run_endpoint_bench([Endpoint("ref", ref.url), Endpoint("chatty", chatty.url)], [case], None,
-                                    None, out=open(os.devnull, "w"))
+                                    None, out=io.StringIO())
         row = result["cases"][0]["endpoints"]["chatty"]
         assert row["answer"] == "Sure, done!" and row["identical_to_reference"] is False and "error" not in row
         assert row["output_tokens"] == 40
         assert log[-1][1]["max_tokens"] == 1024  # the fixed default budget
         with pytest.raises(ServiceError, match="endpoint gone"):
             run_endpoint_bench([Endpoint("ref", ref.url), Endpoint("gone", ref.url.replace("/v1", "/v2"))], [case],
-                               None, None, out=open(os.devnull, "w"))
+                               None, None, out=io.StringIO())
 
 
 def test_a_server_without_usage_is_counted_with_the_local_tokenizer(tmp_path, monkeypatch):
@@ -196,7 +197,7 @@ def test_a_server_without_usage_is_counted_with_the_local_tokenizer(tmp_path, mo
     case = Case(**CASES[0])
     with FakeOpenAI("ours", hinted, log) as ours, FakeOpenAI("llama", hinted, log, completion_tokens=0) as llama:
         result = run_endpoint_bench([Endpoint("ours", ours.url), Endpoint("llama", llama.url)], [case], None,
-                                    None, out=open(os.devnull, "w"))
+                                    None, out=io.StringIO())
     row = result["cases"][0]["endpoints"]
     answer = row["llama"]["answer"]
     assert (row["ours"]["output_tokens"], row["ours"]["tokens_from"]) == (40, "usage")
@@ -204,7 +205,7 @@ def test_a_server_without_usage_is_counted_with_the_local_tokenizer(tmp_path, mo
     assert row["llama"]["tokens_per_s"] == pytest.approx(row["llama"]["output_tokens"] / row["llama"]["seconds"])
     monkeypatch.setenv("REWRITER_CACHE", str(tmp_path / "empty"))  # no tokenizer here: not counted
     with FakeOpenAI("llama", hinted, log, completion_tokens=0) as llama:
-        result = run_endpoint_bench([Endpoint("llama", llama.url)], [case], None, None, out=open(os.devnull, "w"))
+        result = run_endpoint_bench([Endpoint("llama", llama.url)], [case], None, None, out=io.StringIO())
     assert result["cases"][0]["endpoints"]["llama"]["output_tokens"] is None
 
 
@@ -216,7 +217,7 @@ def test_each_request_waits_for_the_last_server_to_settle(monkeypatch):
     log: list = []
     with FakeOpenAI("ours", hinted, log) as ours, FakeOpenAI("llama", hinted, log) as llama:
         run_endpoint_bench([Endpoint("ours", ours.url), Endpoint("llama", llama.url)], [Case(**CASES[0])], None,
-                           None, out=open(os.devnull, "w"), settle_s=0.5)
+                           None, out=io.StringIO(), settle_s=0.5)
     # Before each endpoint's request of the case, not before the warm-ups (the fake servers' own
     # threads sleep 0 s through the same time module).
     assert waits.count(0.5) == 2

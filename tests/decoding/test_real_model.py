@@ -4,6 +4,7 @@ The `embedded_rewriter` runs in the default dtype (int8 on a CPU); a few cases r
 """
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -112,7 +113,7 @@ def test_rewrite_keeps_line_endings_tabs_and_non_ascii(embedded_rewriter):
 
 
 def test_cli_apply_writes_what_the_model_answers(tmp_path, embedded_rewriter):
-    original = open("samples/inventory.py").read()
+    original = Path("samples/inventory.py").read_text()
     instruction = "Rename the method low_stock to items_to_reorder."
     path = tmp_path / "inventory.py"
     path.write_text(original)
