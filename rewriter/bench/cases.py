@@ -3,11 +3,13 @@ measures servers without loading a model stack."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 Selected = TypeVar("Selected")  # any kind of case: benchmark cases, snippet cases
+Parsed = TypeVar("Parsed")
 
 
 @dataclass
@@ -19,19 +21,24 @@ class Case:
     tests: str | None = None  # Python run after the edited code; it passes when the program exits 0
 
 
-def load_cases(path: str | Path) -> list[Case]:
-    cases = []
+def read_jsonl(path: str | Path, what: str, parse: Callable[[dict], Parsed]) -> list[Parsed]:
+    """`parse` of each non-blank line's JSON object; a line it cannot take names the file, the line
+    and `what` a line should be."""
+    parsed = []
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-                cases.append(Case(str(row["id"]), row.get("language", ""), row["before"], row["instruction"],
-                                  row.get("tests")))
+                parsed.append(parse(json.loads(line)))
             except (json.JSONDecodeError, KeyError, TypeError) as error:
-                raise ValueError(f"{path}:{number}: not a benchmark case ({error})") from error
-    return cases
+                raise ValueError(f"{path}:{number}: not {what} ({error})") from error
+    return parsed
+
+
+def load_cases(path: str | Path) -> list[Case]:
+    return read_jsonl(path, "a benchmark case", lambda row: Case(
+        str(row["id"]), row.get("language", ""), row["before"], row["instruction"], row.get("tests")))
 
 
 def select(cases: list[Selected], every: int | None = None, limit: int | None = None) -> list[Selected]:

@@ -16,7 +16,6 @@ snippet_model.py measures the model's merges of the same cases.
 """
 from __future__ import annotations
 
-import json
 import random
 import re
 import statistics
@@ -30,6 +29,7 @@ from ..edits.scopes import SyntaxTree, expand_to_nodes
 from ..edits.snippet_lines import Node, definition_tree, indent_of
 from ..edits.snippets import Merged, merge_snippet
 from ..edits.target import Target
+from .cases import read_jsonl
 
 REFERENCE_EDITS = (Path("/work/shared/bench/editeval_tests.jsonl"),
                    Path("/work/shared/bench/nofuneval_maintainability.jsonl"))
@@ -53,20 +53,13 @@ class SnippetCase:
 
 
 def load_reference_edits(paths=REFERENCE_EDITS) -> list[dict]:
-    rows = []
-    for path in paths:
-        with open(path, encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    if not all(isinstance(row[key], str) for key in ("before", "after")) or "id" not in row:
-                        raise KeyError("id, before and after")
-                except (json.JSONDecodeError, KeyError, TypeError) as error:
-                    raise ValueError(f"{path}:{number}: not a reference edit (id, before, after): {error}") from error
-                rows.append(row)
-    return rows
+    return [row for path in paths for row in read_jsonl(path, "a reference edit (id, before, after)", _reference_edit)]
+
+
+def _reference_edit(row: dict) -> dict:
+    if not all(isinstance(row[key], str) for key in ("before", "after")) or "id" not in row:
+        raise KeyError("id, before and after")
+    return row
 
 
 def make_cases(paths=REFERENCE_EDITS, seed: int = 0) -> list[SnippetCase]:
