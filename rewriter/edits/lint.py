@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
 from pyflakes import messages
 from pyflakes.checker import Checker
@@ -56,17 +57,12 @@ class FileLint:
 
     def __init__(self, text: str):
         self.text = text
-        self._linted = False
-        self._known: set[tuple[str, str]] | None = None
 
-    @property
+    @cached_property
     def known(self) -> set[tuple[str, str]] | None:
         """The (kind, name) of every error the file already had; None where it does not compile."""
-        if not self._linted:
-            before = lint_errors(self.text)
-            self._known = None if before is None else {(error.kind, error.name) for error in before}
-            self._linted = True
-        return self._known
+        before = lint_errors(self.text)
+        return None if before is None else {(error.kind, error.name) for error in before}
 
     def new_errors(self, start: int, end: int, new: str) -> list[LintError]:
         """Errors of the file with text[start:end] replaced by `new` that the file did not have,
