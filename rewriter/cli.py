@@ -48,10 +48,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
         raise BatchError("say what to change with -i, or give a snippet to merge with --snippet")
     options = Options(
         instruction=args.instruction or "", lines=parse_line_range(args.lines) if args.lines else None,
-        expand=args.expand, each=args.each, write=args.write, check=args.check,
+        expand=args.expand, each=args.each, write=args.write or args.test is not None, check=args.check,
         allow_syntax_errors=args.allow_syntax_errors, max_new_tokens=args.max_new_tokens,
         force=args.force, show_refused=args.show_refused,
+        test=args.test, tries=args.tries, test_timeout=args.test_timeout,
     )
+    if args.test is not None and args.snippet is not None:
+        raise BatchError("--test gates model rewrites (-i); it does not apply to --snippet merges")
     params = _sampling_params(args)  # refuses bad settings before any model loads
     if args.endpoint:
         from .engines import EngineError, EngineSettings, api_key, build_engine
@@ -258,6 +261,15 @@ def add_apply(commands) -> None:
                             "code, undefined names)")
     apply.add_argument("--show-refused", action="store_true",
                        help="print the diff of each refused answer, with the reason")
+    tests = apply.add_argument_group("tests (each file's edit is kept only if they pass)")
+    tests.add_argument("--test", metavar="CMD",
+                       help="shell command run before any edit (must pass) and after each file's edit is written; "
+                            "an edit it fails with is put back byte for byte, the model asked again with the "
+                            "output's last lines (implies --write; files one at a time)")
+    tests.add_argument("--tries", type=int, default=2, metavar="N",
+                       help="answers asked for per file under --test, the first included (default 2)")
+    tests.add_argument("--test-timeout", type=float, default=300.0, metavar="S",
+                       help="seconds CMD may run before it is stopped and counts as failed (default 300)")
     apply.add_argument("--json", action="store_true", help="one JSON report on stdout instead of diffs and a table")
     apply.add_argument("--max-new-tokens", type=int, help="cap on each answer's tokens")
     apply.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary table")

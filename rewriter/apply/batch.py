@@ -6,7 +6,8 @@ the rest of the file the context; too large: less context, then smaller spans), 
 judged by pipeline.py as every front end's is -> reassemble (the whole file must still parse)
 -> diff -> atomic write. Files are written one at a time, each in one
 rename, so an interrupted run leaves every file untouched or fully rewritten. Progress, the
-summary and the JSON report: report.py.
+summary and the JSON report: report.py. With --test, testgate.py keeps a file's edit only when
+the user's tests pass with it, and asks the model again with their output when they do not.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from functools import partial
 from typing import TextIO
 
 from ..edits.diffs import colorize, unified_diff
@@ -29,7 +31,7 @@ from ..edits.scopes import (
     select_nodes,
     split_span,
 )
-from ..edits.session import EditSession, Finished
+from ..edits.session import EditSession, Feedback, Finished
 from ..edits.target import Target, numbered_lines
 from ..engine import Engine, instruction_is_empty
 from ..prompt import NoCodeBlock, language_for, merge_instruction
@@ -37,6 +39,7 @@ from ..results import ContextTooLarge, RewriteError, ServiceError
 from .collect import collect
 from .plans import BatchError, FilePlan, Options, Unit
 from .report import Report, TerminalReport, exit_code, json_report, plural, summary_table
+from .testgate import EditGate, check_baseline
 
 MAX_FILE_BYTES = 1 << 20  # larger files are generated or data, not code to rewrite by model
 # How much of the file around a span goes along as context: all of it first, then less when
@@ -120,31 +123,39 @@ class Runner:
         self.report = report
         self.cancel = cancel
 
-    def rewrite_file(self, job: FilePlan) -> FilePlan:
-        if job.status != "pending":
+    def rewrite_file(self, job: FilePlan, failed_check: str = "") -> FilePlan:
+        """Rewrite the planned file. With `failed_check` (why its last edit failed: the tests it
+        broke), ask again for each span that edit changed, with that span's answer and the reason."""
+        if job.status != "pending" and not failed_check:
             return job
         started = time.perf_counter()
-        job.status = "running"
+        job.status, job.new_text = "running", None
         assert job.source is not None  # planning read every pending file
         text = job.source.text
         tree = SyntaxTree(text, job.grammar) if job.grammar else None
         integrity = FileIntegrity(text, job.grammar)
         done: list[Unit] = []
         for unit in job.units:
-            done += self._rewrite_unit(job, text, tree, integrity, unit.target, part_of="")
-            self.report.span_done(job)
+            if not failed_check:
+                done += self._rewrite_unit(job, text, tree, integrity, unit.target, part_of="")
+                self.report.span_done(job)
+            elif unit.status == "changed" and unit.text is not None:
+                done += self._rewrite_unit(job, text, tree, integrity, unit.target, unit.part_of,
+                                           Feedback(unit.text, failed_check))
+            else:
+                done.append(unit)  # not part of the failed edit
         job.units = done
         self._assemble(job, text, integrity)
-        job.seconds = time.perf_counter() - started
+        job.seconds += time.perf_counter() - started
         return job
 
     def _rewrite_unit(self, job: FilePlan, text: str, tree, integrity: FileIntegrity, span: Target,
-                      part_of: str) -> list[Unit]:
+                      part_of: str, feedback: Feedback | None = None) -> list[Unit]:
         whole_file = span.start == 0 and span.end == len(text)
         self.report.unit_started(job, span)
         for window in ((0,) if whole_file else CONTEXT_WINDOWS):
             try:
-                unit = self._request(job, text, integrity, span, window)
+                unit = self._request(job, text, integrity, span, window, feedback)
                 unit.part_of = part_of
                 self.report.unit_done(job, unit)
                 return [unit]
@@ -170,11 +181,11 @@ class Runner:
         self.report.split(job, span, len(pieces))
         units: list[Unit] = []
         for piece in pieces:
-            units += self._rewrite_unit(job, text, tree, integrity, piece, part_of or span.label())
+            units += self._rewrite_unit(job, text, tree, integrity, piece, part_of or span.label(), feedback)
         return units
 
     def _request(self, job: FilePlan, text: str, integrity: FileIntegrity, span: Target,
-                 window: int | None) -> Unit:
+                 window: int | None, feedback: Feedback | None = None) -> Unit:
         instruction = self.options.instruction
         if self.options.snippet is not None:  # the integrity check reads the user's hint alone
             instruction = merge_instruction(self.options.snippet, job.language, self.options.instruction)
@@ -185,7 +196,7 @@ class Runner:
         stats = None
         try:
             for event in session.run(window, force=self.options.force,
-                                     allow_syntax_errors=self.options.allow_syntax_errors):
+                                     allow_syntax_errors=self.options.allow_syntax_errors, feedback=feedback):
                 if self.cancel.is_set():
                     raise Interrupted()
                 if isinstance(event, Finished):
@@ -249,6 +260,9 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
 
     cancel = threading.Event()
     runner = Runner(engine, options, report, cancel)
+    gate = EditGate(options) if options.test else None
+    if gate is not None:
+        workers = 1  # the tests see one edit at a time
     pending = [job for job in jobs if job.status == "pending"]
     report.start(jobs)
 
@@ -256,6 +270,8 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
         if workers <= 1:
             for job in pending:
                 runner.rewrite_file(job)
+                if gate is not None:  # writes the edit only if the tests pass with it
+                    gate.keep_or_put_back(job, partial(runner.rewrite_file, job))
                 deliver(job, options, report, diff_out)
         else:
             pool = ThreadPoolExecutor(max_workers=workers)
@@ -294,7 +310,7 @@ def deliver(job: FilePlan, options: Options, report: Report, diff_out: TextIO | 
             report.clear()
             diff_out.write(colorize(job.diff) if diff_out.isatty() else job.diff)
             diff_out.flush()
-        if options.write:
+        if options.write and job.status == "changed":  # not yet written (by the test gate)
             _write(job, job.source, job.new_text)
     for unit in job.units:
         if unit.refused_text is not None:
@@ -347,6 +363,8 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
         raise BatchError("no source files found under " + ", ".join(paths))
     plan_all(jobs, options, say)
     started = time.perf_counter()
+    if options.test:
+        check_baseline(options, say)  # before the model loads: failing tests stop the run here
     engine = make_engine()
     report = progress_report(stderr, quiet, json_output)
     try:
@@ -359,6 +377,13 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
 
 
 def check_options(options: Options) -> None:
+    if options.test is not None:
+        if options.check:
+            raise BatchError("--test writes each edit its tests pass with; it cannot be combined with --check")
+        if not options.test.strip():
+            raise BatchError("--test needs a command, e.g. --test 'pytest -x -q'")
+        if options.tries < 1 or options.test_timeout <= 0:
+            raise BatchError("--tries must be at least 1 and --test-timeout above 0")
     if options.write and options.check:
         raise BatchError("--check reports what would change and writes nothing; drop --write or --check")
     if options.expand and not options.lines:
@@ -397,6 +422,8 @@ def conclude(jobs: list[FilePlan], options: Options, completed: bool, seconds: f
             say(f"wrote {job.display}")
         elif job.status == "failed" or job.failed_units:
             say(f"{job.display}: {job.reason}")
+            if job.test_tail:
+                stderr.write("".join(f"    {line}\n" for line in job.test_tail.splitlines()))
     if not completed:
         written = [j.display for j in jobs if j.status == "written"]
         say(f"interrupted; {plural(len(written), 'file')} written" + (f" ({', '.join(written)})" if written else "")

@@ -29,6 +29,10 @@ class Options:
     # --snippet: the snippet the model merges into the whole file (the instruction is then an
     # optional hint); set only once the deterministic merge found it ambiguous
     snippet: str | None = None
+    # --test: a shell command that must pass after each file's edit, or the edit is put back
+    test: str | None = None
+    tries: int = 2  # answers asked for per file under --test, the first included
+    test_timeout: float = 300.0  # seconds the test command may run before it counts as failed
 
 
 @dataclass
@@ -64,6 +68,9 @@ class FilePlan:
     seconds: float = 0.0
     merge: str = ""  # --snippet: how it was merged: "deterministic", "model" or "refused"
     merge_reason: str = ""  # why the model was asked, or why the snippet was refused
+    test_tries: int = 0  # --test: the answers whose edit the tests ran on
+    test_outcome: str = ""  # --test: the last run's: passed, failed, timed out or interrupted
+    test_tail: str = ""  # --test: the last lines of the last failing run's output
 
     def skip(self, reason: str) -> FilePlan:
         self.status, self.reason = "skipped", reason

@@ -154,9 +154,20 @@ def status_text(job: FilePlan, options: Options) -> str:
     return f"{text}: {job.reason}" if job.reason else text
 
 
+def outcome_of_tests(job: FilePlan) -> str:
+    """--test: the last outcome and the tries it took ("passed on try 2", "failed after 2 tries")."""
+    if not job.test_tries:
+        return "-"
+    if job.test_outcome == "passed":
+        return f"passed on try {job.test_tries}"
+    return f"{job.test_outcome or 'not run'} after {job.test_tries} {'try' if job.test_tries == 1 else 'tries'}"
+
+
 def summary_table(jobs: list[FilePlan], options: Options, seconds: float) -> str:
     """The table printed at the end: one row per file, then the totals."""
-    rows = [("file", "spans", "changed", "prediction acc/rej", "tok/s", "time", "status")]
+    tested = options.test is not None
+    rows = [("file", "spans", "changed", "prediction acc/rej", "tok/s", "time", *(("tests",) if tested else ()),
+             "status")]
     total = Stats()
     for job in jobs:
         stats = file_stats(job)
@@ -170,6 +181,7 @@ def summary_table(jobs: list[FilePlan], options: Options, seconds: float) -> str
             f"{stats.accepted_prediction_tokens}/{stats.rejected_prediction_tokens}" if stats.output_tokens else "-",
             f"{_rate(stats):.1f}" if stats.output_tokens else "-",
             f"{job.seconds:.1f}s" if job.seconds else "-",
+            *((outcome_of_tests(job),) if tested else ()),
             status_text(job, options),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
@@ -231,6 +243,8 @@ def json_report(jobs: list[FilePlan], options: Options, seconds: float, code: in
             "diff": job.diff,
             "notes": job.notes,
             **({"merge": job.merge, "merge_reason": job.merge_reason} if job.merge else {}),
+            **({"test": {"tries": job.test_tries, "outcome": job.test_outcome or None,
+                         "output_tail": job.test_tail}} if options.test is not None else {}),
             "stats": _stats_dict(stats),
             "seconds": round(job.seconds, 3),
         })
@@ -241,5 +255,6 @@ def json_report(jobs: list[FilePlan], options: Options, seconds: float, code: in
         "files": files,
         "summary": {"files": len(jobs), **counts, "stats": _stats_dict(total),
                     "seconds": round(seconds, 3), "exit_code": code,
-                    "write": options.write, "check": options.check},
+                    "write": options.write, "check": options.check,
+                    **({"test": options.test} if options.test is not None else {})},
     }, indent=2)

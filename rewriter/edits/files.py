@@ -55,7 +55,12 @@ def atomic_write(source: SourceFile, text: str) -> None:
         raise FileError(f"{path}: cannot re-read before writing: {error.strerror}") from error
     if current != source.raw:
         raise FileError(f"{path}: changed on disk during the rewrite; not overwritten")
-    data = (UTF8_BOM if source.bom else b"") + text.encode("utf-8")
+    replace_bytes(path, (UTF8_BOM if source.bom else b"") + text.encode("utf-8"))
+
+
+def replace_bytes(path: Path, data: bytes) -> None:
+    """Make `data` the file's bytes in one rename, keeping its mode; on any failure the file
+    stays as it was."""
     mode = stat.S_IMODE(path.stat().st_mode)
     handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -7,7 +7,9 @@ or refused, see pipeline.py) and the hunks that take the span to the decided tex
 server applies the hunks as they come, the service sends them, `rewriter apply` waits for the
 decision; all of them judge an answer the same way because they all go through here. An answer
 the syntax guard or the lint check refused gets one more try, the reason in the instruction,
-here, so that every front end gives the model the same second chance.
+here, so that every front end gives the model the same second chance. A check made outside
+(`rewriter apply --test`: the user's tests) asks again the same way: a session started with
+`Feedback` sends the earlier answer and why it failed along with the instruction.
 """
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 
 from ..engine import EditRequest, Engine, SamplingParams
+from ..prompt import fence_for
 from ..results import RewriteResult, Stats
 from .hunks import Hunk, HunkStream
 from .integrity import APPLIED, FileIntegrity
-from .pipeline import LINT, SYNTAX, Decision, TargetEdit
+from .pipeline import LINT, SYNTAX, Decision, TargetEdit, dedent
 from .target import Target
 
 # Refusals a model may mend when told the reason (a name it forgot to import, a missing colon);
@@ -49,6 +52,15 @@ class Finished:
     retried: str = ""  # why the first answer was refused, when this is the second one's
 
 
+@dataclass(frozen=True)
+class Feedback:
+    """An earlier answer for the same target and the check it failed outside the session (the
+    user's tests): the next try is asked with both, as a refused answer's second try is."""
+
+    answer: str  # the span's text that answer gave
+    reason: str  # why it failed, as the model is told
+
+
 class EditSession:
     """One target rewritten by `engine` as `instruction` says; `judged_instruction`, when given,
     is what the integrity check reads instead (a snippet merge's: the user's hint alone)."""
@@ -68,20 +80,26 @@ class EditSession:
     def original(self) -> str:
         return self.edit.original
 
-    def request(self, context_window: int | None = None) -> EditRequest:
-        """What the engine is sent: the dedented span and the file around it, cut to the window."""
+    def request(self, context_window: int | None = None, feedback: Feedback | None = None) -> EditRequest:
+        """What the engine is sent: the dedented span and the file around it, cut to the window;
+        with `feedback`, the instruction carries the earlier answer and why it failed."""
         context = self.given_context if self.given_context is not None else self.edit.context(context_window)
-        return EditRequest(self.edit.code, self.edit.instruction, self.language, context,
-                           self.max_new_tokens, self.sampling)
+        instruction = self.edit.instruction
+        if feedback is not None:
+            instruction = retry_instruction(instruction, feedback.reason,
+                                            dedent(feedback.answer, self.edit.indent), self.language)
+        return EditRequest(self.edit.code, instruction, self.language, context, self.max_new_tokens, self.sampling)
 
     def run(self, context_window: int | None = None, *, force: bool = False, allow_syntax_errors: bool = False,
-            stopped: Callable[[], bool] = lambda: False) -> Generator[Delta | Finished, None, None]:
+            stopped: Callable[[], bool] = lambda: False,
+            feedback: Feedback | None = None) -> Generator[Delta | Finished, None, None]:
         """Deltas while the engine answers, then one Finished. An answer refused by the syntax
         guard or the lint check is asked for once more, the reason added to the instruction; the
         second answer's deltas settle no hunks, and its Finished restarts from the original.
         Engine errors (RewriteError, NoCodeBlock, ServiceError, ...) pass through. Closing this
-        iterator, or `stopped()` turning true, stops the engine at once; nothing is finished then."""
-        request = self.request(context_window)
+        iterator, or `stopped()` turning true, stops the engine at once; nothing is finished then.
+        `feedback`: this is a later try after an answer failed a check made outside."""
+        request = self.request(context_window, feedback)
         hunks = HunkStream(self.edit.original)
         result = yield from self._answer(request, hunks, stopped)
         if result is None:
@@ -128,6 +146,12 @@ class EditSession:
         raise RuntimeError("the engine's stream ended without a result")
 
 
-def retry_instruction(instruction: str, reason: str) -> str:
-    """The instruction for a second answer, after the first was refused for `reason`."""
-    return f"{instruction}\n\nYour previous answer failed a check: {reason}. Fix that."
+def retry_instruction(instruction: str, reason: str, previous: str | None = None, language: str = "") -> str:
+    """The instruction for a second answer, after the first (`previous`, when it is sent along:
+    the model answered another request) was refused for `reason`."""
+    if previous is None:
+        return f"{instruction}\n\nYour previous answer failed a check: {reason}. Fix that."
+    fence = fence_for(previous + reason)
+    body = previous if previous.endswith("\n") or not previous else previous + "\n"
+    return (f"{instruction}\n\nYour previous answer:\n{fence}{language}\n{body}{fence}\n"
+            f"It failed a check: {reason}\nFix that.")

@@ -1,0 +1,229 @@
+"""`rewriter apply --test CMD`: an edit stays only if the user's tests pass with it; otherwise the
+file's bytes are put back and the model is asked again with its answer and the tests' output."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rewriter.apply.batch import apply_command
+from rewriter.apply.plans import BatchError, Options
+from rewriter.apply.testgate import PASSED, TIMED_OUT, run_tests
+from rewriter.edits.session import EditSession, Feedback
+from rewriter.edits.target import Target, numbered_lines
+from rewriter.results import Progress, RewriteResult, Stats
+from tests.helpers.cli import assert_clean_failure
+from tests.helpers.fake_openai import FakeOpenAI
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A BOM and CRLF line endings: "put back byte for byte" must hold for both.
+ORIGINAL = "\ufeffdef add(a, b):\r\n    return a + b\r\n\r\n\r\ndef double(x):\r\n    return x * 2\r\n".encode()
+# The user's tests: add and double must still work.
+CHECK = ("import importlib.util, sys\n"
+         "spec = importlib.util.spec_from_file_location('m', 'm.py'); m = importlib.util.module_from_spec(spec)\n"
+         "spec.loader.exec_module(m)\n"
+         "assert m.add(2, 3) == 5, f'add(2, 3) returned {m.add(2, 3)}'\n"
+         "assert m.double(4) == 8, f'double(4) returned {m.double(4)}'\n"
+         "print('all good')\n")
+TEST = f"{sys.executable} check.py"
+
+
+class AnsweringEngine:
+    """Answers each request with `answer(request)` (the code); records every request."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests = []
+
+    def stream(self, request):
+        self.requests.append(request)
+        stats = Stats(output_tokens=4, total_s=0.01, finish_reason="stop")
+        yield Progress("```\n", stats)
+        yield RewriteResult(text=self.answer(request), answer="", stats=stats)
+
+    def close(self):
+        pass
+
+
+def retried(request) -> bool:
+    return "Your previous answer:" in request.instruction
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "m.py").write_bytes(ORIGINAL)
+    (tmp_path / "check.py").write_text(CHECK)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def apply(engine, json_output=False, capsys=None, **settings):
+    options = Options(**{"instruction": "Add type hints", "write": True, "test": TEST, **settings})
+    code = apply_command(["m.py"], options, lambda: engine, json_output=json_output, say=lambda message: None)
+    return code, (json.loads(capsys.readouterr().out) if json_output else None)
+
+
+def test_a_failing_edit_is_retried_with_the_answer_and_the_output_and_the_passing_one_kept(project, capsys):
+    def answer(request):
+        if not retried(request):
+            return request.code.replace("a + b", "a - b")  # breaks add
+        return request.code.replace("def add(a, b):", "def add(a: int, b: int) -> int:")
+    engine = AnsweringEngine(answer)
+    code, report = apply(engine, json_output=True, capsys=capsys)
+    assert code == 0
+    assert (project / "m.py").read_bytes() == ORIGINAL.replace(b"def add(a, b):", b"def add(a: int, b: int) -> int:")
+    second = engine.requests[1].instruction
+    assert "return a - b" in second  # the first answer, as the model wrote it
+    assert "add(2, 3) returned -1" in second and "exited with status 1" in second  # the output's tail
+    (file,) = report["files"]
+    assert file["status"] == "written" and file["test"] == {"tries": 2, "outcome": PASSED, "output_tail": ""}
+    assert report["summary"]["test"] == TEST
+
+
+def test_an_edit_still_failing_after_its_tries_is_put_back_byte_for_byte(project, capsys):
+    engine = AnsweringEngine(lambda request: request.code.replace("x * 2", "x * 3"))
+    code, report = apply(engine, json_output=True, capsys=capsys, tries=3)
+    assert code == 1
+    assert (project / "m.py").read_bytes() == ORIGINAL
+    assert len(engine.requests) == 3 and all(retried(r) for r in engine.requests[1:])
+    (file,) = report["files"]
+    assert file["status"] == "failed" and "put back as it was" in file["reason"]
+    assert file["test"]["tries"] == 3 and file["test"]["outcome"] == "failed"
+    assert "double(4) returned 12" in file["test"]["output_tail"]
+    assert file["diff"] == ""
+    assert not [p for p in project.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_summary_says_tries_and_outcome_and_shows_the_output_tail(project, capsys):
+    engine = AnsweringEngine(lambda request: request.code.replace("x * 2", "x * 3"))
+    options = Options(instruction="Add type hints", write=True, test=TEST, tries=1)
+    assert apply_command(["m.py"], options, lambda: engine, say=lambda message: print(message, file=sys.stderr)) == 1
+    err = capsys.readouterr().err
+    assert "tests" in err.splitlines()[0] and "failed after 1 try" in err
+    assert "    AssertionError: double(4) returned 12" in err
+
+
+def test_each_span_the_failed_edit_did_not_change_is_not_asked_again(project, capsys):
+    def answer(request):
+        if "def double" in request.code:
+            return request.code.replace("x * 2", "x + x" if retried(request) else "x ** 2")
+        return request.code  # add stays as it is
+    engine = AnsweringEngine(answer)
+    code, _ = apply(engine, json_output=True, capsys=capsys, each="function")
+    assert code == 0
+    assert [("def add" in r.code, retried(r)) for r in engine.requests] == [(True, False), (False, False),
+                                                                            (False, True)]
+    assert b"return x + x" in (project / "m.py").read_bytes()
+
+
+def test_failing_tests_before_any_edit_stop_the_run_before_the_model_loads(project):
+    (project / "check.py").write_text("print('broken already'); raise SystemExit(3)\n")
+
+    def no_engine():
+        raise AssertionError("the model must not load")
+    with pytest.raises(BatchError, match="(?s)fail before any edit.*status 3.*nothing was changed.*broken already"):
+        apply_command(["m.py"], Options(instruction="x", write=True, test=TEST), no_engine, say=lambda m: None)
+    assert (project / "m.py").read_bytes() == ORIGINAL
+
+
+@pytest.mark.parametrize("settings, words", [
+    ({"check": True, "write": False}, "cannot be combined with --check"),
+    ({"tries": 0}, "--tries must be at least 1"),
+    ({"test": "  "}, "--test needs a command"),
+])
+def test_unusable_test_settings_are_refused(project, settings, words):
+    with pytest.raises(BatchError, match=words):
+        apply(AnsweringEngine(lambda request: request.code), **settings)
+
+
+def test_a_command_past_its_time_limit_is_stopped_with_its_children(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    started = time.perf_counter()
+    run = run_tests(f"sleep 30 & echo $! > {pid_file}; echo waiting; wait", timeout_s=0.5)
+    assert run.outcome == TIMED_OUT and "waiting" in run.tail and time.perf_counter() - started < 10
+    assert "time limit" in run.describe("sleep")
+    _assert_gone(int(pid_file.read_text()))
+
+
+def test_the_output_tail_is_the_last_lines():
+    run = run_tests(f"{sys.executable} -c \"[print(f'line {{i}}') for i in range(500)]\"", timeout_s=30)
+    lines = run.tail.splitlines()
+    assert run.outcome == PASSED and len(lines) == 50 and lines[-1] == "line 499" and lines[0] == "line 450"
+
+
+def test_feedback_sends_the_earlier_answer_dedented_with_the_reason():
+    text = "class A:\n    def f(self):\n        return 1\n"
+    target = Target.of_lines(text, numbered_lines(2, 3))
+    session = EditSession(AnsweringEngine(lambda r: r.code), target, "Speed it up", "python")
+    request = session.request(feedback=Feedback("    def f(self):\n        return 2\n", "`pytest` exited with 1"))
+    assert request.instruction.startswith("Speed it up\n\nYour previous answer:\n```python\ndef f(self):\n"
+                                          "    return 2\n```\nIt failed a check: `pytest` exited with 1")
+    assert request.code == "def f(self):\n    return 1\n"  # the original is still what is edited
+
+
+def _assert_gone(pid: int) -> None:
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} still runs")
+
+
+# ---- interrupted in the middle of the tests, as a user does it ---------------------------------
+
+SLOW_CHECK = ("import os, sys, time\n"
+              "if 'a - b' in open('m.py').read():\n"
+              "    open('testing.pid', 'w').write(str(os.getpid()))\n"
+              "    time.sleep(60)\n")
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_while_the_tests_run_puts_the_original_back(tmp_path, signal_number):
+    (tmp_path / "m.py").write_bytes(ORIGINAL)
+    (tmp_path / "check.py").write_text(SLOW_CHECK)
+
+    def breaks_add(body: dict) -> str:
+        return body["prediction"]["content"].replace("a + b", "a - b") + "\n"
+    with FakeOpenAI("fake", breaks_add, []) as server:
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "rewriter.cli", "apply", "m.py", "-i", "Add type hints", "--test", TEST,
+             "--endpoint", server.url, "-q"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
+        try:
+            for _ in range(600):
+                if (tmp_path / "testing.pid").exists() and (tmp_path / "testing.pid").read_text():
+                    break
+                assert cli.poll() is None, cli.communicate()
+                time.sleep(0.05)
+            assert b"a - b" in (tmp_path / "m.py").read_bytes()  # the edit is on disk while its tests run
+            cli.send_signal(signal_number)
+            out, err = cli.communicate(timeout=30)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+    assert cli.returncode == 130, err
+    assert (tmp_path / "m.py").read_bytes() == ORIGINAL
+    assert "Traceback" not in err and "interrupted" in err
+    _assert_gone(int((tmp_path / "testing.pid").read_text()))
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--check"], "cannot be combined with --check"),
+    (["--snippet", "m.py"], "does not apply to --snippet"),
+])
+def test_the_command_line_refuses_test_with_check_or_snippet(project, extra, words):
+    result = subprocess.run([sys.executable, "-m", "rewriter.cli", "apply", "m.py", "-i", "x", "--test", "true", *extra],
+                            cwd=project, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert_clean_failure(result, words)
+    assert result.returncode == 2 and (project / "m.py").read_bytes() == ORIGINAL
