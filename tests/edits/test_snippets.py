@@ -193,3 +193,14 @@ def test_a_repeated_line_with_nothing_to_place_it_is_ambiguous_not_duplicated():
 def test_a_case_whose_after_does_not_parse_is_counted_unsolvable():
     row = {"id": "broken", "before": "def f():\n    return 1\n", "after": "def f():\n    return (1\n"}
     assert "does not parse" in snippet_case(row).unsolvable
+
+
+def test_a_definition_left_out_between_its_neighbours_goes_where_the_instruction_asks_for_removals():
+    snippet = "def load(path):\n    # ...\n    return lines\n\n\ndef save(path, lines):\n    # ...\n"
+    removed = merge_snippet(FILE, snippet, "python", "Remove the Shape class")
+    assert isinstance(removed, Merged) and "class Shape" not in removed.text
+    assert normalized(removed.text) == normalized(FILE[:FILE.index("class Shape")] + FILE[FILE.index("def save"):])
+    assert isinstance(merge_snippet(FILE, snippet, "python", "Tidy up"), Ambiguous)  # a marker forgotten?
+    # code in its place is no removal: which definition it stands for is unclear still
+    replaced = snippet.replace("\n\n\ndef save", "\n\n\nSIZE = 3\n\n\ndef save")
+    assert isinstance(merge_snippet(FILE, replaced, "python", "Remove the Shape class"), Ambiguous)
