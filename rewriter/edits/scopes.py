@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 from .node_kinds import (
@@ -328,31 +329,57 @@ class Definition:
 
 def definitions(tree: SyntaxTree, start: int = 0, end: int | None = None) -> list[Definition]:
     """Every named function, method and class in the file, in order (nested ones included);
-    with `start`/`end` (character offsets), only those that start there (the rest is not walked)."""
+    with `start`/`end` (character offsets), only those that start there."""
+    found_query = _definition_query(tree.language)
+    if found_query is None:
+        return []
+    from tree_sitter import QueryCursor
+
+    query, kinds = found_query
     low, high = tree.byte(start), tree.byte(len(tree.text) if end is None else end)
-    kinds = {node_type: alias for alias in ("class", "function")
-             for node_type in ALIASES[alias].get(tree.language, ())}
-    found: list[Definition] = []
-    # explicit stack: deeply nested code must not hit the recursion limit
-    stack: list[tuple[Node, tuple[str, ...]]] = [(tree.root, ())]
-    while stack:
-        node, path = stack.pop()
-        if node.end_byte <= low or node.start_byte >= high:
-            continue  # a subtree apart from the range holds no definition starting in it
-        kind = kinds.get(node.type)
-        if kind and node.type in JS_VALUE_FUNCTIONS and not is_named_function_value(node):
-            kind = None
-        name = name_of(node.parent if node.type in JS_VALUE_FUNCTIONS else node) if kind else ""
-        if kind and name:
-            path = path + (name,)  # an enclosing definition names those inside it, in range or not
-            if low <= node.start_byte < high:
-                start = tree.char(node.start_byte)
-                line_start = tree.text.rfind("\n", 0, start) + 1
-                line_end = tree.text.find("\n", start)
-                header = tree.text[line_start: line_end if line_end >= 0 else len(tree.text)].strip()
-                found.append(Definition(kind, path, start, header, _body_of(node)))
-        stack.extend((child, path) for child in reversed(node.children))
-    return found
+    cursor = QueryCursor(query)
+    cursor.set_byte_range(low, high)
+    named: dict[int, str] = {}  # node id -> its name as a definition, "" where it is none
+    found: list[tuple[int, int, Definition]] = []
+    for node in cursor.captures(tree.root).get("definition", []):
+        if not low <= node.start_byte < high or not _definition_name(node, named):
+            continue
+        # an enclosing definition names those inside it, in range or not
+        path, depth, outer = [named[node.id]], 0, node.parent
+        while outer is not None:
+            depth += 1
+            if outer.type in kinds and _definition_name(outer, named):
+                path.append(named[outer.id])
+            outer = outer.parent
+        at = tree.char(node.start_byte)
+        line_start = tree.text.rfind("\n", 0, at) + 1
+        line_end = tree.text.find("\n", at)
+        header = tree.text[line_start: line_end if line_end >= 0 else len(tree.text)].strip()
+        found.append((node.start_byte, depth, Definition(kinds[node.type], tuple(reversed(path)), at,
+                                                         header, _body_of(node))))
+    return [definition for _, _, definition in sorted(found, key=lambda entry: entry[:2])]
+
+
+@cache
+def _definition_query(language: str):
+    """A tree-sitter query for the language's function and class nodes, and each node type's
+    kind; None where the language has none."""
+    from tree_sitter import Query
+
+    known = grammar(language)
+    kinds = {node_type: alias for alias in ("class", "function") for node_type in ALIASES[alias].get(language, ())
+             if known is not None and known.id_for_node_kind(node_type, True) is not None}
+    if not kinds:
+        return None
+    return Query(known, "[" + " ".join(f"({node_type})" for node_type in sorted(kinds)) + "] @definition"), kinds
+
+
+def _definition_name(node, named: dict[int, str]) -> str:
+    """The node's name as a definition ("" for an unnamed one: an anonymous arrow function)."""
+    if node.id not in named:
+        nameless = node.type in JS_VALUE_FUNCTIONS and not is_named_function_value(node)
+        named[node.id] = "" if nameless else name_of(node.parent if node.type in JS_VALUE_FUNCTIONS else node)
+    return named[node.id]
 
 
 def _body_of(node) -> str:
@@ -361,10 +388,14 @@ def _body_of(node) -> str:
         return NONE
     if body.child_count == 0:
         return FULL  # an expression body: `() => 1`
-    code = [child for child in body.named_children if child.type not in COMMENTS and not is_placeholder(child)]
-    if code and _is_string_statement(code[0]):
-        code = code[1:]  # a body that is only its docstring does nothing
-    return FULL if code else EMPTY
+    # the first two statements that do something tell (a body that is only its docstring does
+    # nothing); read one by one, as a long body's statements need not all be made
+    code = (child for child in map(body.named_child, range(body.named_child_count))
+            if child is not None and child.type not in COMMENTS and not is_placeholder(child))
+    first = next(code, None)
+    if first is not None and _is_string_statement(first):
+        first = next(code, None)
+    return FULL if first is not None else EMPTY
 
 
 def _expression(statement):

@@ -48,15 +48,40 @@ def _anchor(items: list[Item], mine: list[int], file_items: list[Item], theirs: 
         return (items[b].key == file_items[fb].key and _joined(items, min(a, b), max(a, b), MARKER)
                 and _joined(file_items, min(fa, fb), max(fa, fb), DEF))
 
+    def replaced(k: int, f: int, k_end: int, f_end: int, step: int) -> tuple[int, int] | None:
+        """Past the snippet's new lines from (k, f) towards (k_end, f_end), the next line that
+        the file holds there, at its nearest copy: the file's lines skipped on the way are what
+        the new ones replace (none of them in the snippet, no marker or definition crossed)."""
+        stretch = {file_items[theirs[g]].key for g in range(min(f, f_end) + 1, max(f, f_end))}
+        j = k + step
+        while j != k_end and items[mine[j]].key not in stretch:
+            j += step
+        if j == k_end or j == k + step:
+            return None
+        g = next(g for g in range(f + step, f_end, step) if file_items[theirs[g]].key == items[mine[j]].key)
+        skipped = {file_items[theirs[h]].key for h in range(min(f, g) + 1, max(f, g))}
+        (a, fa), (b, fb) = item(k, f), item(j, g)
+        if skipped & {items[i].key for i in mine} or not (_joined(items, min(a, b), max(a, b), MARKER)
+                                                          and _joined(file_items, min(fa, fb), max(fa, fb), DEF)):
+            return None
+        return j, g
+
     points = [(-1, -1), *anchors, (len(mine), len(theirs))]
     matched: list[tuple[int, int]] = []
     for (k0, f0), (k1, f1) in zip(points, points[1:]):
-        while k0 + 1 < k1 and f0 + 1 < f1 and follows(k0, f0, 1):
-            k0, f0 = k0 + 1, f0 + 1
-            matched.append((k0, f0))
-        while k1 - 1 > k0 and f1 - 1 > f0 and follows(k1, f1, -1):
-            k1, f1 = k1 - 1, f1 - 1
-            matched.append((k1, f1))
+        while k0 + 1 < k1 and f0 + 1 < f1:
+            step = (k0 + 1, f0 + 1) if follows(k0, f0, 1) else replaced(k0, f0, k1, f1, 1) if k0 >= 0 else None
+            if step is None:
+                break
+            k0, f0 = step
+            matched.append(step)
+        while k1 - 1 > k0 and f1 - 1 > f0:
+            step = (k1 - 1, f1 - 1) if follows(k1, f1, -1) else (
+                replaced(k1, f1, k0, f0, -1) if k1 < len(mine) else None)
+            if step is None:
+                break
+            k1, f1 = step
+            matched.append(step)
     matched = sorted(matched + anchors)
     if not matched:
         return

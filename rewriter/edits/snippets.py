@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from ..prompt import common_indent
-from .integrity import FileIntegrity
+from .integrity import FileIntegrity, instruction_allows_removal
 from .node_kinds import grammar_for
 from .scopes import SyntaxTree
 from .snippet_anchors import line_pairs
@@ -106,7 +106,8 @@ def _merge(file_text: str, snippet: str | bytes, language: str, instruction: str
     integrity = FileIntegrity(file_text, grammar)  # the file parsed once, for the merge and its checks
     assert integrity.tree is not None  # a grammar was found
     file_tree = definition_tree(integrity.tree, file_lines, found=integrity.definitions)
-    merger = _Merger(file_lines, file_tree, lines, definition_tree(tree, lines, markers), markers, maybe)
+    merger = _Merger(file_lines, file_tree, lines, definition_tree(tree, lines, markers), markers, maybe,
+                     removals=instruction_allows_removal(instruction))
     try:
         merged = "".join(merger.root())
     except Unclear as unclear:
@@ -172,8 +173,9 @@ class _Merger:
     """One merge: the file's and the snippet's lines and definitions, walked region by region."""
 
     def __init__(self, file_lines: list[str], file_tree: Node, lines: list[str], tree: Node,
-                 markers: set[int], maybe: set[int]):
+                 markers: set[int], maybe: set[int], removals: bool = False):
         self.file_lines, self.file_tree = file_lines, file_tree
+        self.removals = removals  # the instruction asks for removals: left-out definitions may go
         self.lines, self.tree = lines, tree
         self.markers, self.maybe = markers, maybe
         self.overrides: dict[int, Node] = {}  # id of a nested file definition -> the snippet's, given alone
@@ -293,6 +295,10 @@ class _Merger:
                 # (or ends) at a matched line leaves the rest of the file as it is
                 return self._file_lines(file_items)
             dropped = [item.node for item in file_items if item.kind == DEF and item.node is not None]
+            if dropped and not code and self.removals:
+                # the code right before and right after them, and an instruction that asks for
+                # removals: they are removed (the integrity check still judges which)
+                return self._snippet_lines(items)
             if len([item for item in code if item.kind == DEF]) < len(dropped):
                 names = ", ".join(f"{node.kind} {node.name}" for node in dropped)
                 raise Unclear(f"the snippet leaves out {names} with no marker in its place")

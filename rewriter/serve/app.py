@@ -30,10 +30,12 @@ from starlette.routing import Route
 from ..decoding.decode import Stats
 from ..decoding.rewrite import Rewriter
 from ..decoding.sampling import make_verifier
+from ..edits.snippets import Merged
 from ..weights.models import LoadedModel
+from .apply_model import APPLY_MODEL, parsed_and_merged
 from .backend import Backend
 from .schema import ApiError, ChatRequest, ClientGone, Limits, error_for, parse_chat, parse_rewrite, read_json
-from .worker import END, Failed, QueueFull, Worker
+from .worker import END, AnsweredJob, Failed, QueueFull, Worker
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ class Service:
     backend: Backend
     worker: Worker
     limits: Limits
-    served: list[str]  # the model names requests may ask for
+    served: list[str]  # the model names requests may ask for (the loaded model's first, then the apply model)
     api_key: str | None
     hosts: set[str]  # Host names served without an API key
     created: int = field(default_factory=lambda: int(time.time()))
@@ -137,12 +139,11 @@ async def next_event(job):
     return event
 
 
-async def start(request: Request, work, request_id: str, tokens: int):
-    """Queue the work, watch for the client leaving, and wait for its first event.
+async def start(request: Request, job):
+    """Watch for the client leaving, and wait for the job's first event.
 
     Refusals found on the worker become plain HTTP errors; END means the client left.
     """
-    job = submit(service_of(request), work, request_id, tokens)
     watcher = asyncio.create_task(_watch_disconnect(request, job))
     try:
         first = await next_event(job)
@@ -228,6 +229,8 @@ async def chat_completions(request: Request) -> Response:
     service = service_of(request)
     body = await read_json(request, service.limits.max_body_bytes, service.limits.read_timeout_s)
     chat = parse_chat(body, set(service.served))
+    if chat.model == APPLY_MODEL:
+        return await apply_completions(request, chat)
     try:
         verifier = make_verifier(chat.sampling)
     except ValueError as error:
@@ -237,11 +240,34 @@ async def chat_completions(request: Request) -> Response:
     prepared = await asyncio.to_thread(backend.prepare_chat, chat)  # refusals before taking a queue slot
     request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     tokens = min(prepared.budget, len(prepared.prediction) + 16 if prepared.prediction else prepared.budget)
-    job, watcher, first = await start(request, lambda: backend.chat(prepared, verifier), request_id, tokens)
+    return await answer_chat(request, chat, submit(service, lambda: backend.chat(prepared, verifier), request_id,
+                                                   tokens), request_id)
+
+
+async def apply_completions(request: Request, chat: ChatRequest) -> Response:
+    """The apply model (apply_model.py): the deterministic merge answers at once; the model, on
+    the worker, merges what the merge found ambiguous."""
+    service = service_of(request)
+    backend = service.backend
+    apply, merge = await asyncio.to_thread(parsed_and_merged, chat)
+    request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    if isinstance(merge, Merged):
+        log.info("%s apply: merged without the model in %.0f ms", request_id, 1000 * merge.seconds)
+        return await answer_chat(request, chat, AnsweredJob(backend.merged(chat, merge)), request_id)
+    log.info("%s apply: %s; the model merges the update", request_id, merge.reason)
+    prepared = await asyncio.to_thread(backend.prepare_apply, apply, chat.max_tokens)
+    tokens = min(prepared.budget, len(prepared.prediction) + 16)
+    return await answer_chat(request, chat, submit(service, lambda: backend.apply(prepared), request_id, tokens),
+                             request_id)
+
+
+async def answer_chat(request: Request, chat: ChatRequest, job, request_id: str) -> Response:
+    """The job's answer as a chat completion: whole, or streamed as chunks."""
+    job, watcher, first = await start(request, job)
     if first is END:
         return Response(status_code=499)  # the client went away while queued
     base = {"id": request_id, "created": int(time.time()), "model": chat.model,
-            "system_fingerprint": f"rewriter-{service.name}"}
+            "system_fingerprint": f"rewriter-{service_of(request).name}"}
     if chat.stream:
         return EventStream(chat_chunks(chat, base, job, first, request_id), job, watcher)
     return await full_chat(base, job, watcher, first, request_id)
@@ -308,8 +334,8 @@ async def rewrites(request: Request) -> Response:
     backend = service.backend
     prepared = await asyncio.to_thread(backend.prepare_rewrite, parse_rewrite(body))
     request_id = f"rewrite-{uuid.uuid4().hex[:24]}"
-    job, watcher, first = await start(request, lambda: backend.rewrite(prepared), request_id,
-                                      min(prepared.budget, len(prepared.prediction) + 16))
+    job, watcher, first = await start(request, submit(service, lambda: backend.rewrite(prepared), request_id,
+                                                      min(prepared.budget, len(prepared.prediction) + 16)))
     if first is END:
         return Response(status_code=499)
     return EventStream(rewrite_events(job, first, request_id), job, watcher)
@@ -409,7 +435,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
     """The app serving `loaded`; `rewriter` answers /v1/rewrites instead of the model's own (tests)."""
     limits = limits or Limits()
     service = Service(backend=Backend(loaded, limits, rewriter), worker=Worker(max_queue=limits.max_queue),
-                      limits=limits, served=sorted(model_ids or {loaded.name}),
+                      limits=limits, served=[*sorted((model_ids or {loaded.name}) - {APPLY_MODEL}), APPLY_MODEL],
                       api_key=(api_key or "").strip() or None,
                       hosts={*LOOPBACK_HOSTS, *(host_name(h) for h in allowed_hosts)})
 

@@ -15,16 +15,19 @@ from dataclasses import dataclass
 
 from drafters import Drafter, PromptLookupDrafter, rewrite_drafter
 
-from ..decoding.decode import Decoder, Stats, StopCheck
+from ..decoding.decode import Decoder, StopCheck
 from ..decoding.rewrite import RewriteError, Rewriter
 from ..edits.hunks import Hunk
 from ..edits.integrity import STRIPPED
 from ..edits.pipeline import grammar_of
 from ..edits.session import Delta, EditSession
+from ..edits.snippets import Merged
 from ..edits.target import Target
 from ..engines import local_engine
-from ..prompt import language_for, prediction_ids
+from ..prompt import language_for, merge_instruction, prediction_ids
+from ..results import Stats
 from ..weights.models import LoadedModel
+from .apply_model import ApplyRequest, merge_refused
 from .schema import ApiError, ChatRequest, Limits, RewriteRequest
 
 STATS_EVERY_S = 0.5
@@ -204,7 +207,8 @@ class Backend:
         self._check_max_tokens(request.max_tokens)
         # The checks need a grammar: named, from the file name, else guessed from the code.
         session = EditSession(self.rewriter, target, request.instruction, language,
-                              grammar=grammar_of(language, target.text), context=context)
+                              grammar=grammar_of(language, target.text), context=context,
+                              judged_instruction=request.judged_instruction)
         sent = session.request()  # the limits are checked on exactly what the session will send
         try:  # stream() plans again on the worker (tokenizing is cheap)
             prompt, prediction, budget = self.rewriter.plan(sent.code, sent.instruction, sent.language, sent.context,
@@ -264,6 +268,35 @@ class Backend:
                 data["selection"] = decision.text
                 data["text"] = target.text[:target.start] + decision.text + target.text[target.end:]
             yield "result", data
+
+    def merged(self, chat: ChatRequest, merge: Merged) -> ChatDelta:
+        """The apply model's answer from the deterministic merge (no model ran: the usage counts
+        the message's and the merged code's tokens)."""
+        count = len(self.tokenizer.encode(chat.messages[0]["content"], add_special_tokens=False))
+        written = len(self.tokenizer.encode(merge.text, add_special_tokens=False))
+        stats = Stats(prompt_tokens=count, output_tokens=written, total_s=merge.seconds, finish_reason="stop")
+        return ChatDelta(merge.text, stats, True)
+
+    def prepare_apply(self, apply: ApplyRequest, max_tokens: int | None) -> PreparedRewrite:
+        """The apply model's ambiguous update, planned as a rewrite of the whole code: the update in
+        the instruction, the user's own instruction alone read by the integrity check."""
+        instruction = merge_instruction(apply.update, apply.language, apply.instruction)
+        return self.prepare_rewrite(RewriteRequest(apply.code, instruction, apply.language, max_tokens=max_tokens,
+                                                   judged_instruction=apply.instruction))
+
+    def apply(self, prepared: PreparedRewrite) -> Iterator[ChatDelta]:
+        """The model's merge for the apply model: empty deltas while it decodes (a cancel stops it
+        within a step), then the judged merge, whole; a refused one raises merge_refused."""
+        for event in prepared.session.run():
+            if isinstance(event, Delta):
+                yield ChatDelta("", dataclasses.replace(event.stats), False)
+                continue
+            if event.decision.refused:
+                raise merge_refused(event.decision.reason)
+            completion = self.tokenizer.encode(event.result.answer, add_special_tokens=False)
+            rejected = rejected_prediction_tokens(prepared.prediction, completion)
+            self._count(event.result.stats, rejected)
+            yield ChatDelta(event.decision.text, dataclasses.replace(event.result.stats), True, rejected)
 
 
 def target_of(request: RewriteRequest) -> Target:

@@ -295,6 +295,7 @@ class RewriteRequest:
     max_tokens: int | None = None
     lines: range | None = None  # the body's `range`: the lines of `text` to rewrite; the rest is context
     file_name: str | None = None  # the file's name or path, for its language
+    judged_instruction: str | None = None  # what the integrity check reads, where not `instruction`
 
 
 def parse_rewrite(body: dict) -> RewriteRequest:

@@ -86,6 +86,21 @@ class QueuedRequest:
         return await self.events.get()
 
 
+class AnsweredJob:
+    """A request answered without the worker (the apply model's deterministic merge): its events,
+    then END, as a queued request hands them out."""
+
+    def __init__(self, *events: Any):
+        self.events = [*events, END]
+        self.queued_at = self.started_at = time.perf_counter()
+
+    def cancel(self) -> None:
+        pass  # nothing runs
+
+    async def next(self) -> Any:
+        return self.events.pop(0)
+
+
 class Worker:
     """Runs submitted work one request at a time on a worker thread, with a bounded queue."""
 

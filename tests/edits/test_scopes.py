@@ -183,3 +183,47 @@ def test_syntax_error_line():
     assert syntax_error_line("def f(:\n    pass\n", "python") == 1
     assert syntax_error_line("def f():\n    return (1\n", "python") is not None
     assert syntax_error_line("anything at all", None) is None
+
+
+# ---- definitions: what the integrity check and the snippet merge list ------------------------
+
+NESTED = '''class Outer:
+    """Doc."""
+
+    @staticmethod
+    def first():
+        def helper():
+            pass
+        return helper
+
+    def second(self):
+        ...
+
+
+def stub():
+    """Only a docstring."""
+'''
+
+
+def test_definitions_are_in_order_with_the_names_around_them_and_their_bodies():
+    from rewriter.edits.scopes import definitions
+
+    found = definitions(parse(NESTED, "python"))
+    assert [(d.kind, d.name, d.body) for d in found] == [
+        ("class", "Outer", "full"), ("function", "Outer.first", "full"),
+        ("function", "Outer.first.helper", "empty"), ("function", "Outer.second", "empty"),
+        ("function", "stub", "empty")]
+    assert found[1].header == "def first():" and NESTED[found[1].start:].startswith("def first")
+    start = NESTED.index("def second")
+    # a range lists those that start in it, named by the definitions around them all the same
+    assert [d.name for d in definitions(parse(NESTED, "python"), start, len(NESTED))] == ["Outer.second", "stub"]
+    assert definitions(parse(NESTED, "python"), start, start) == []
+
+
+def test_javascript_definitions_name_function_values_and_skip_anonymous_ones():
+    from rewriter.edits.scopes import definitions
+
+    text = ("const load = (path) => read(path);\n[1, 2].map((x) => x * 2);\n"
+            "class Shape {\n  area() { return 0; }\n}\nfunction save() { return function () {}; }\n")
+    assert [d.name for d in definitions(parse(text, "javascript"))] == ["load", "Shape", "Shape.area", "save"]
+    assert [d.name for d in definitions(parse("x = 1\n", "lua"))] == []

@@ -183,13 +183,61 @@ def test_a_repeated_line_anchors_where_the_lines_next_to_it_place_it():
                                                      'result = read()\ncheck(result == "second")')
 
 
-def test_a_repeated_line_with_nothing_to_place_it_is_ambiguous_not_duplicated():
-    # `cleanup()` follows "first" two lines on, with a changed line between: either copy could be meant
+def test_a_repeated_line_after_new_lines_is_the_nearest_copy_and_behind_a_marker_ambiguous():
+    # `cleanup()` follows "first" past new lines with no marker between: the nearest copy, as the
+    # farther one would have the snippet drop the lines between without a marker
     snippet = '# ...\nwrite("first")\nresult = read()\ncheck(result != "first")\ncleanup()\n# ...\n'
-    outcome = merge_snippet(SCRIPT, snippet, "python")
+    assert merged(snippet, SCRIPT) == SCRIPT.replace('check(read() != "first")',
+                                                     'result = read()\ncheck(result != "first")')
+    behind = '# ...\nwrite("first")\nresult = read()\n# ...\ncleanup()\n# ...\n'  # either copy could be meant
+    outcome = merge_snippet(SCRIPT, behind, "python")
     assert isinstance(outcome, Ambiguous) and "more than once" in outcome.reason
 
 
 def test_a_case_whose_after_does_not_parse_is_counted_unsolvable():
     row = {"id": "broken", "before": "def f():\n    return 1\n", "after": "def f():\n    return (1\n"}
     assert "does not parse" in snippet_case(row).unsolvable
+
+
+def test_a_definition_left_out_between_its_neighbours_goes_where_the_instruction_asks_for_removals():
+    snippet = "def load(path):\n    # ...\n    return lines\n\n\ndef save(path, lines):\n    # ...\n"
+    removed = merge_snippet(FILE, snippet, "python", "Remove the Shape class")
+    assert isinstance(removed, Merged) and "class Shape" not in removed.text
+    assert normalized(removed.text) == normalized(FILE[:FILE.index("class Shape")] + FILE[FILE.index("def save"):])
+    assert isinstance(merge_snippet(FILE, snippet, "python", "Tidy up"), Ambiguous)  # a marker forgotten?
+    # code in its place is no removal: which definition it stands for is unclear still
+    replaced = snippet.replace("\n\n\ndef save", "\n\n\nSIZE = 3\n\n\ndef save")
+    assert isinstance(merge_snippet(FILE, replaced, "python", "Remove the Shape class"), Ambiguous)
+
+
+REPEATED = '''def run():
+    setup()
+    step("a")
+    check()
+    cleanup()
+    setup()
+    step("b")
+    check()
+    cleanup()
+    setup()
+    step("c")
+    check()
+    cleanup()
+'''
+
+
+def test_new_lines_after_an_anchor_replace_the_file_lines_up_to_the_nearest_copy_of_the_next():
+    snippet = 'def run():\n    # ...\n    step("b")\n    result = check()\n    assert result\n    cleanup()\n    # ...\n'
+    assert merged(snippet, REPEATED) == REPEATED.replace(
+        'step("b")\n    check()\n', 'step("b")\n    result = check()\n    assert result\n')
+    # and the same going back from an anchor after them
+    back = 'def run():\n    # ...\n    setup()\n    prepare()\n    step("b")\n    # ...\n'
+    assert merged(back, REPEATED) == REPEATED.replace('cleanup()\n    setup()\n    step("b")',
+                                                      'cleanup()\n    setup()\n    prepare()\n    step("b")')
+
+
+def test_a_file_line_the_snippet_holds_elsewhere_is_not_taken_as_replaced():
+    moved = 'def run():\n    # ...\n    step("b")\n    value = 1\n    cleanup()\n    check()\n    # ...\n'
+    assert isinstance(merge_snippet(REPEATED, moved, "python"), Ambiguous)
+    marker = 'def run():\n    # ...\n    step("b")\n    value = 1\n    # ...\n    cleanup()\n    # ...\n'
+    assert isinstance(merge_snippet(REPEATED, marker, "python"), Ambiguous)
