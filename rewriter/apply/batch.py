@@ -255,6 +255,9 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
     try:
         if workers <= 1:
             for job in pending:
+                if options.review is not None and options.review.stopped:  # no model time for unasked files
+                    job.skip(f"not rewritten: {options.review.stopped}")
+                    continue
                 runner.rewrite_file(job)
                 deliver(job, options, report, diff_out)
         else:
@@ -289,12 +292,17 @@ def deliver(job: FilePlan, options: Options, report: Report, diff_out: TextIO | 
     assert job.source is not None  # planning read every pending file
     text = job.source.text
     if job.new_text is not None and job.new_text != text:
-        job.diff = unified_diff(text, job.new_text, job.display)
-        if diff_out is not None:
+        if options.review is not None:
+            report.clear()
+            verdict = options.review.decide(job.display, text, job.new_text)  # shows each hunk and asks
+            job.new_text = verdict.text
+            job.reason = "; ".join(filter(None, (job.reason, verdict.note)))
+        job.diff = unified_diff(text, job.new_text, job.display)  # "" when no hunk was accepted
+        if diff_out is not None and options.review is None:  # the review showed it hunk by hunk
             report.clear()
             diff_out.write(colorize(job.diff) if diff_out.isatty() else job.diff)
             diff_out.flush()
-        if options.write:
+        if options.write and job.new_text != text:
             _write(job, job.source, job.new_text)
     for unit in job.units:
         if unit.refused_text is not None:
@@ -348,7 +356,8 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
     plan_all(jobs, options, say)
     started = time.perf_counter()
     engine = make_engine()
-    report = progress_report(stderr, quiet, json_output)
+    # Files decode in threads while one is reviewed: no progress bar drawn over the questions.
+    report = progress_report(stderr, quiet or (options.review is not None and workers > 1), json_output)
     try:
         completed = run(jobs, engine, options, report, workers=workers,
                         diff_out=None if json_output else stdout)
@@ -359,8 +368,12 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
 
 
 def check_options(options: Options) -> None:
+    if options.review is not None and options.check:
+        raise BatchError("--check writes nothing, and --interactive writes the hunks you accept; drop one")
     if options.write and options.check:
         raise BatchError("--check reports what would change and writes nothing; drop --write or --check")
+    if options.review is not None and (why := options.review.cannot_ask()):
+        raise BatchError(why)
     if options.expand and not options.lines:
         raise BatchError("--expand grows a --lines range; give --lines too")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..edits.files import SourceFile
 from ..edits.target import Target
 from ..results import Stats
+from .review import Review
 
 
 class BatchError(ValueError):
@@ -29,6 +30,10 @@ class Options:
     # --snippet: the snippet the model merges into the whole file (the instruction is then an
     # optional hint); set only once the deterministic merge found it ambiguous
     snippet: str | None = None
+    review: Review | None = None  # --interactive: each hunk is asked about; what is accepted is written
+
+    def __post_init__(self):
+        self.write = self.write or self.review is not None
 
 
 @dataclass
