@@ -50,7 +50,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         instruction=args.instruction or "", lines=parse_line_range(args.lines) if args.lines else None,
         expand=args.expand, each=args.each, write=args.write or args.test is not None, check=args.check,
         allow_syntax_errors=args.allow_syntax_errors, max_new_tokens=args.max_new_tokens,
-        force=args.force, show_refused=args.show_refused,
+        force=args.force, show_refused=args.show_refused, review=_review(args),
         test=args.test, tries=args.tries, test_timeout=args.test_timeout,
     )
     if args.test is not None and args.snippet is not None:
@@ -88,6 +88,20 @@ def cmd_apply(args: argparse.Namespace) -> int:
                                quiet=args.quiet, say=_say)
     return apply_command(args.paths, options, make_engine, workers=workers, json_output=args.json,
                          quiet=args.quiet, say=_say)
+
+
+def _review(args: argparse.Namespace):
+    """--interactive: the review that asks on stdout and reads the answers from stdin."""
+    if not args.interactive:
+        return None
+    from .apply.plans import BatchError
+    from .apply.review import Review
+
+    if args.json:
+        raise BatchError("--interactive asks about each hunk, --json prints one report and asks nothing; drop one")
+    if args.snippet == "-":
+        raise BatchError("--interactive reads its answers from standard input: give --snippet a file, not -")
+    return Review(sys.stdin, sys.stdout, _say)
 
 
 def _default_sampling():
@@ -254,6 +268,10 @@ def add_apply(commands) -> None:
     mode = apply.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="write the results to the files (atomically)")
     mode.add_argument("--check", action="store_true", help="write nothing; exit 1 when anything would change")
+    mode.add_argument("--interactive", action="store_true",
+                      help="show each hunk and ask, as git add -p: y apply it, n not, a it and the rest of the "
+                           "file, d none of the rest of the file, q quit (not it, nor any later one; what was "
+                           "accepted is written, atomically); answers are read from stdin, one a line")
     apply.add_argument("--allow-syntax-errors", action="store_true",
                        help="apply rewrites that do not parse (refused by default)")
     apply.add_argument("--force", action="store_true",

@@ -269,6 +269,9 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
     try:
         if workers <= 1:
             for job in pending:
+                if options.review is not None and options.review.stopped:  # no model time for unasked files
+                    job.skip(f"not rewritten: {options.review.stopped}")
+                    continue
                 runner.rewrite_file(job)
                 if gate is not None:  # writes the edit only if the tests pass with it
                     gate.keep_or_put_back(job, partial(runner.rewrite_file, job))
@@ -305,12 +308,17 @@ def deliver(job: FilePlan, options: Options, report: Report, diff_out: TextIO | 
     assert job.source is not None  # planning read every pending file
     text = job.source.text
     if job.new_text is not None and job.new_text != text:
-        job.diff = unified_diff(text, job.new_text, job.display)
-        if diff_out is not None:
+        if options.review is not None:
+            report.clear()
+            verdict = options.review.decide(job.display, text, job.new_text)  # shows each hunk and asks
+            job.new_text = verdict.text
+            job.reason = "; ".join(filter(None, (job.reason, verdict.note)))
+        job.diff = unified_diff(text, job.new_text, job.display)  # "" when no hunk was accepted
+        if diff_out is not None and options.review is None:  # the review showed it hunk by hunk
             report.clear()
             diff_out.write(colorize(job.diff) if diff_out.isatty() else job.diff)
             diff_out.flush()
-        if options.write and job.status == "changed":  # not yet written (by the test gate)
+        if options.write and job.status == "changed" and job.new_text != text:  # not yet written by the test gate
             _write(job, job.source, job.new_text)
     for unit in job.units:
         if unit.refused_text is not None:
@@ -366,7 +374,8 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
     if options.test:
         check_baseline(options, say)  # before the model loads: failing tests stop the run here
     engine = make_engine()
-    report = progress_report(stderr, quiet, json_output)
+    # Files decode in threads while one is reviewed: no progress bar drawn over the questions.
+    report = progress_report(stderr, quiet or (options.review is not None and workers > 1), json_output)
     try:
         completed = run(jobs, engine, options, report, workers=workers,
                         diff_out=None if json_output else stdout)
@@ -384,8 +393,14 @@ def check_options(options: Options) -> None:
             raise BatchError("--test needs a command, e.g. --test 'pytest -x -q'")
         if options.tries < 1 or options.test_timeout <= 0:
             raise BatchError("--tries must be at least 1 and --test-timeout above 0")
+    if options.review is not None and options.check:
+        raise BatchError("--check writes nothing, and --interactive writes the hunks you accept; drop one")
+    if options.review is not None and options.test is not None:
+        raise BatchError("--test keeps or puts back a file's whole edit; it cannot be combined with --interactive")
     if options.write and options.check:
         raise BatchError("--check reports what would change and writes nothing; drop --write or --check")
+    if options.review is not None and (why := options.review.cannot_ask()):
+        raise BatchError(why)
     if options.expand and not options.lines:
         raise BatchError("--expand grows a --lines range; give --lines too")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..edits.files import SourceFile
 from ..edits.target import Target
 from ..results import Stats
+from .review import Review
 
 
 class BatchError(ValueError):
@@ -33,6 +34,10 @@ class Options:
     test: str | None = None
     tries: int = 2  # answers asked for per file under --test, the first included
     test_timeout: float = 300.0  # seconds the test command may run before it counts as failed
+    review: Review | None = None  # --interactive: each hunk is asked about; what is accepted is written
+
+    def __post_init__(self):
+        self.write = self.write or self.review is not None
 
 
 @dataclass

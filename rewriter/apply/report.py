@@ -208,6 +208,8 @@ def exit_code(jobs: list[FilePlan], options: Options, completed: bool) -> int:
         return 1
     if options.check and any(j.status in ("changed", "written") for j in jobs):
         return 1
+    if options.review is not None and options.review.ran_out:  # hunks left unanswered were not applied
+        return 1
     return 0
 
 

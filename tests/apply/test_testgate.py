@@ -220,8 +220,9 @@ def test_an_interrupt_while_the_tests_run_puts_the_original_back(tmp_path, signa
 @pytest.mark.parametrize("extra, words", [
     (["--check"], "cannot be combined with --check"),
     (["--snippet", "m.py"], "does not apply to --snippet"),
+    (["--interactive"], "cannot be combined with --interactive"),
 ])
-def test_the_command_line_refuses_test_with_check_or_snippet(project, extra, words):
+def test_the_command_line_refuses_test_with_check_snippet_or_interactive(project, extra, words):
     result = subprocess.run([sys.executable, "-m", "rewriter.cli", "apply", "m.py", "-i", "x", "--test", "true", *extra],
                             cwd=project, capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
