@@ -296,6 +296,8 @@ class EditorRewrite:
         """The outcome with review on: the proposal's hunks are under review, nothing was applied."""
         hunks = collector.conclude(outcome.status, outcome.message, outcome.stats)
         if outcome.status not in ("done", "unchanged") or not hunks:
+            if outcome.status == "done":  # nothing left to review (a new rewrite superseded it)
+                return Outcome("unchanged", "no changes to review", stats=outcome.stats)
             outcome.edits = 0
             return outcome
         message = f"proposed {hunks} change(s) for review: " + outcome.message.partition(": ")[2]

@@ -28,6 +28,7 @@ class RewriterServer(RewriteHost, Protocol):
     """The language server (lsp/server.py) as these commands see it."""
 
     reviews: Reviews
+    jobs: dict  # the rewrites running, by id
 
     async def start_rewrite(self, uri: str, lines: range, instruction: str, wait: bool = False, *,
                             refine: Proposal | None = None, judged_instruction: str | None = None) -> dict: ...
@@ -81,6 +82,10 @@ async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: 
         raise invalid(f"{uri} is not open in the editor")
     if instruction_is_empty(snippet):
         raise invalid("the snippet is empty")
+    if any(job.uri == uri for job in ls.jobs.values()):
+        message = "a rewrite is already running in this document; cancel it first (rewriter.cancel)"
+        ls.show(message, types.MessageType.Warning)
+        return {"status": "busy", "message": message, "edits": 0, "stats": {}}
     document = ls.workspace.get_text_document(uri)
     language = ls.language_of(document)
     text = document.source.replace("\r\n", "\n")

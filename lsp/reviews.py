@@ -103,11 +103,10 @@ class Reviews:
         before = [(h.id, h.start, h.end) for h in proposal.hunks]
         had_pending = proposal.pending is not None
         stale = proposal.document_changed(document.source, document.version)
-        if had_pending and proposal.pending is None and proposal.id in self.landed:
-            self.landed[proposal.id].set()
-            return  # the accept that sent it tells the client
         if stale:
             self.end(proposal, "stale", stale)
+        elif had_pending and proposal.pending is None and proposal.id in self.landed:
+            self.landed[proposal.id].set()  # the accept that sent it tells the client
         elif before != [(h.id, h.start, h.end) for h in proposal.hunks] and proposal.id not in self.writing:
             self.publish(proposal, final=True)
 
@@ -245,8 +244,8 @@ class ProposalCollector:
         if self.refine and proposal.hunks:  # the refine failed: the proposal stays as it was
             reviews.publish(proposal, final=True)
             return len(proposal.hunks)
-        reviews.end(proposal, "rejected" if status == "unchanged" else "error",
-                    "no changes to review" if status == "unchanged" else message)
+        reason = {"unchanged": "rejected", "conflict": "stale"}.get(status, "error")
+        reviews.end(proposal, reason, "no changes to review" if status == "unchanged" else message)
         return 0
 
     def offer(self, message: str, refused_text: str) -> None:

@@ -82,6 +82,6 @@ return {
   filetypes = { 'python', 'javascript', 'typescript', 'go', 'rust', 'java', 'c', 'cpp', 'lua' },
   root_markers = { 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml', '.git' },
   -- Neovim applies versioned edits (checking the buffer version), so the rewrite can stream in.
-  init_options = { streamEdits = 'always', review = review or false },
+  init_options = review and { streamEdits = 'always', review = true } or { streamEdits = 'always' },
   on_attach = add_commands,
 }
