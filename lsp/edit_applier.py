@@ -136,8 +136,14 @@ class EditApplier:
                         types.MessageType.Warning)
 
     def _workspace_edit(self, document, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
-        if self.server.versioned_edits():
-            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
-                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=self.uri, version=document.version),
-                edits=edits)])
-        return types.WorkspaceEdit(changes={self.uri: edits})
+        return workspace_edit(self.server, self.uri, document.version, edits)
+
+
+def workspace_edit(server: RewriteHost, uri: str, version: int | None,
+                   edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+    """Edits of the document at `uri`, for its `version` when the client takes versioned edits."""
+    if server.versioned_edits():
+        return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+            edits=edits)])
+    return types.WorkspaceEdit(changes={uri: edits})

@@ -24,12 +24,15 @@ from rewriter.edits.hunks import Hunk
 from rewriter.edits.integrity import STRIPPED
 from rewriter.edits.pipeline import grammar_of
 from rewriter.edits.session import Delta, EditSession, Finished
+from rewriter.edits.target import Target
 from rewriter.prompt import NoCodeBlock, SourceText
 from rewriter.results import RewriteError, ServiceError
 
 from .document_sync import DocumentSync
 from .edit_applier import EditApplier
 from .host import RewriteHost
+from .review import Proposal
+from .reviews import ProposalCollector, Reviews
 from .targets import document_target
 
 log = logging.getLogger(__name__)
@@ -53,10 +56,13 @@ class Outcome:
     edits: int = 0
     stats: dict = field(default_factory=dict)
     refused_text: str | None = None  # the target's text the integrity check refused
+    proposal: str | None = None  # with review on: the proposal's id ("proposed": its hunks are `edits`)
 
     def as_dict(self) -> dict:
         refused = {"refused_text": self.refused_text} if self.refused_text is not None else {}
-        return {"status": self.status, "message": self.message, "edits": self.edits, "stats": self.stats, **refused}
+        proposed = {"proposal": self.proposal, "hunks": self.edits} if self.proposal is not None else {}
+        return {"status": self.status, "message": self.message, "edits": self.edits, "stats": self.stats,
+                **refused, **proposed}
 
 
 class RewriteProgress:
@@ -96,10 +102,13 @@ class RewriteProgress:
 
 class EditorRewrite:
     """A rewrite the editor asked for: its target's session, run in a worker thread and streamed
-    into the open document."""
+    into the open document, or, given `reviews` and a `proposal`, into the proposal (then `base`,
+    when given, is what the model rewrites instead of the document's lines: a refine's proposed
+    text). `judged_instruction` is what the integrity check reads (a snippet merge's hint)."""
 
     def __init__(self, server: RewriteHost, uri: str, lines: range, instruction: str, stream: bool,
-                 announce_end: bool = False):
+                 announce_end: bool = False, *, reviews: Reviews | None = None, proposal: Proposal | None = None,
+                 base: Target | None = None, judged_instruction: str | None = None):
         self.id = next(_ids)
         self.announce_end = announce_end  # nobody waits for the outcome: say every ending
         self.server = server
@@ -112,14 +121,19 @@ class EditorRewrite:
         document = server.workspace.get_text_document(uri)
         # The target in the document as it is now (LF line endings); the whole document goes
         # along as context when it is small enough.
-        self.target = document_target(document.source, lines)
+        self.target = base or document_target(document.source, lines)
+        self.judged_instruction = judged_instruction
         self.language = server.language_of(document)
         whole = lines.start == 0 and lines.stop >= len(document.lines)
         self.context = document.source if not whole and len(document.source) <= server.options.context_chars else None
         source = SourceText.from_text("".join(document.lines[lines.start:lines.stop]))  # its line endings
         self.sync = DocumentSync(document.source, lines, on_conflict=self.cancel)
-        self.applier = EditApplier(server, uri, instruction, stream, self.sync, source,
-                                   wait=self._wait_unless_stopped, stopped=self.cancelled.is_set)
+        self.applier: EditApplier | ProposalCollector
+        if reviews is not None and proposal is not None:
+            self.applier = ProposalCollector(reviews, proposal, self.sync, source, self.target, refine=base is not None)
+        else:
+            self.applier = EditApplier(server, uri, instruction, stream, self.sync, source,
+                                       wait=self._wait_unless_stopped, stopped=self.cancelled.is_set)
         self.progress = RewriteProgress(server, self)
 
     # --- the user's side -------------------------------------------------------------------
@@ -146,12 +160,14 @@ class EditorRewrite:
             log.exception("rewrite %s failed", self.id)
             outcome = Outcome("error", f"rewrite failed: {error}")
         outcome.edits = self.applier.edits
+        if isinstance(self.applier, ProposalCollector):
+            outcome = self._proposed(outcome, self.applier)
         self.progress.end(outcome.message)
         server = self.server
         if outcome.refused_text is not None and server.supports_message_actions():
             # the command answers now; the user decides later (a cut answer comes without a text)
             self.applier.offer(outcome.message, outcome.refused_text)
-        elif outcome.status not in ("done", "unchanged", "cancelled"):
+        elif outcome.status not in ("done", "unchanged", "cancelled", "proposed"):
             server.window_show_message(types.ShowMessageParams(
                 type=types.MessageType.Warning if outcome.status != "error" else types.MessageType.Error,
                 message=f"rewriter: {outcome.message}"))
@@ -179,7 +195,8 @@ class EditorRewrite:
             target = self.target
             session = EditSession(engine, target, self.instruction, self.language,
                                   grammar=grammar_of(self.language, target.text),
-                                  max_new_tokens=server.options.max_new_tokens, context=self.context)
+                                  max_new_tokens=server.options.max_new_tokens, context=self.context,
+                                  judged_instruction=self.judged_instruction)
             worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True, args=(session,))
             worker.start()
             try:
@@ -275,13 +292,24 @@ class EditorRewrite:
         summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == STRIPPED else "")
         return Outcome(status, ("rewrote" if edits else "no changes") + f": {summary}", stats=result_stats)
 
+    def _proposed(self, outcome: Outcome, collector: ProposalCollector) -> Outcome:
+        """The outcome with review on: the proposal's hunks are under review, nothing was applied."""
+        hunks = collector.conclude(outcome.status, outcome.message, outcome.stats)
+        if outcome.status not in ("done", "unchanged") or not hunks:
+            if outcome.status == "done":  # nothing left to review (a new rewrite superseded it)
+                return Outcome("unchanged", "no changes to review", stats=outcome.stats)
+            outcome.edits = 0
+            return outcome
+        message = f"proposed {hunks} change(s) for review: " + outcome.message.partition(": ")[2]
+        return Outcome("proposed", message, hunks, outcome.stats, proposal=collector.proposal.id)
+
     def _conflict(self) -> Outcome:
         return Outcome("conflict", f"stopped: {self.sync.conflict}; nothing more was applied there")
 
     def _stopped(self) -> Outcome:
         if self.sync.conflict:
             return self._conflict()
-        edits = self.applier.edits
+        edits = self.applier.edits if isinstance(self.applier, EditApplier) else 0  # a proposal applies none
         applied = f"; {edits} edit(s) already applied stay" if edits else ""
         return Outcome("cancelled", f"cancelled{applied}")
 

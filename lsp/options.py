@@ -43,6 +43,9 @@ class Options:
     context_chars: int = 0
     max_new_tokens: int | None = None
     stream_edits: str = "auto"  # auto: stream when the client declares versioned document changes
+    # Rewrites become proposals the user accepts or rejects hunk by hunk (docs/editors.md, the review
+    # protocol); off: they are applied directly, for clients that show no review.
+    review: bool = False
 
 
 def _camel(name: str) -> str:
@@ -110,6 +113,13 @@ def parse_options(raw) -> tuple[Options, list[str]]:
             options.stream_edits = value
         else:
             bad("stream_edits", value, " or ".join(STREAM_MODES), options.stream_edits)
+
+    found, value = _get(raw, "review")
+    if found:
+        if isinstance(value, bool):
+            options.review = value
+        else:
+            bad("review", value, "true or false", options.review)
 
     known = {_camel(n) for n in Options.__dataclass_fields__} | set(Options.__dataclass_fields__)
     for key in raw:

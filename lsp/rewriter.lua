@@ -9,6 +9,9 @@
 --   :Rewrite [instruction]   the range, or with no range the function/class at the cursor;
 --                            with no instruction it prompts (vim.ui.input)
 --   :RewriteFile [instruction], :RewriteCancel
+-- With vim.g.rewriter_review = true (set it before vim.lsp.enable), rewrites become proposals shown
+-- as a diff preview that you accept or reject (lsp/editors/nvim_review.lua, found beside this file
+-- in the repository, lists the commands and mappings).
 -- The rewrite's progress comes as LSP progress (the LspProgress event; :checkhealth vim.lsp
 -- shows the log), and how it ended as a message.
 
@@ -58,12 +61,27 @@ local function add_commands(client, bufnr)
   end, { desc = 'Stop the rewrite running in this buffer' })
 end
 
+local review_module = debug.getinfo(1, 'S').source:sub(2):gsub('rewriter%.lua$', 'editors/nvim_review.lua')
+local review = vim.g.rewriter_review and vim.fn.filereadable(review_module) == 1
+if review then
+  dofile(review_module).setup(function(bufnr, command, arguments, on_done)
+    local client = vim.lsp.get_clients({ bufnr = bufnr, name = 'rewriter' })[1]
+    if not client then
+      return vim.notify('rewriter: the language server is not attached to this buffer', vim.log.levels.WARN)
+    end
+    client:request('workspace/executeCommand', { command = command, arguments = arguments }, function(err, result)
+      if err then vim.notify('rewriter: ' .. err.message, vim.log.levels.ERROR) end
+      if on_done then on_done(err, result) end
+    end, bufnr)
+  end)
+end
+
 ---@type vim.lsp.Config
 return {
   cmd = { 'rewriter', 'lsp' },
   filetypes = { 'python', 'javascript', 'typescript', 'go', 'rust', 'java', 'c', 'cpp', 'lua' },
   root_markers = { 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml', '.git' },
   -- Neovim applies versioned edits (checking the buffer version), so the rewrite can stream in.
-  init_options = { streamEdits = 'always' },
+  init_options = review and { streamEdits = 'always', review = true } or { streamEdits = 'always' },
   on_attach = add_commands,
 }

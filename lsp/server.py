@@ -11,17 +11,27 @@ import sys
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from rewriter import package_version
 from rewriter.engine import instruction_is_empty
 from rewriter.prompt import language_for
 
+from .arguments import argument as _argument
+from .arguments import invalid
 from .editor_rewrite import EditorRewrite, Outcome
 from .engines import EngineError, make_engine
 from .options import DIAGNOSTIC_PRESET, Options, parse_options
-from .targets import comment_instruction, enclosing_definition, lines_after_comment, selection_lines
+from .review import Proposal
+from .review_commands import register_review_commands
+from .reviews import Reviews
+from .targets import (
+    comment_instruction,
+    document_target,
+    enclosing_definition,
+    lines_after_comment,
+    selection_lines,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +55,7 @@ class RewriterServer(LanguageServer):
         self.jobs_by_token: dict[str, EditorRewrite] = {}
         self.runs: dict[int, asyncio.Task] = {}  # job id -> its run, kept after the end for rewriter.wait
         self.load_listeners: set = set()  # progress reporters of the rewrites waiting for the model
+        self.reviews = Reviews(self)  # with the review option on: the proposals under review
 
     # --- what the client can do ----------------------------------------------------------------
 
@@ -69,6 +80,9 @@ class RewriterServer(LanguageServer):
     def supports_message_actions(self) -> bool:
         """Whether window/showMessageRequest may offer choices ("Apply anyway" / "Discard")."""
         return self._capability("window", "show_message", default=None) is not None
+
+    def notify(self, method: str, params: dict) -> None:
+        self.protocol.notify(method, params)
 
     def language_of(self, document) -> str:
         path = unquote(urlparse(document.uri).path)
@@ -109,9 +123,11 @@ class RewriterServer(LanguageServer):
     def progress_ended(self, token: str) -> None:
         self.jobs_by_token.pop(token, None)
 
-    async def start_rewrite(self, uri: str, lines: range, instruction: str, wait: bool = False) -> dict:
+    async def start_rewrite(self, uri: str, lines: range, instruction: str, wait: bool = False, *,
+                            refine: Proposal | None = None, judged_instruction: str | None = None) -> dict:
         """Start a rewrite and answer at once ({status: "started", job}); the end comes through
-        progress and window/showMessage. With `wait` (or rewriter.wait), answer with its outcome."""
+        progress and window/showMessage. With `wait` (or rewriter.wait), answer with its outcome.
+        With review on, the rewrite becomes a proposal; `refine` rewrites one's proposed text."""
         if uri not in self.workspace.text_documents:
             raise invalid(f"{uri} is not open in the editor")
         if instruction_is_empty(instruction):
@@ -127,7 +143,15 @@ class RewriterServer(LanguageServer):
             message = "a rewrite is already running in this document; cancel it first (rewriter.cancel)"
             self.show(message, types.MessageType.Warning)
             return {"status": "busy", "message": message, "edits": 0, "stats": {}}
-        job = EditorRewrite(self, uri, lines, instruction.strip(), self.streams(), announce_end=not wait)
+        review: dict = {}
+        if refine is not None:
+            refine.instruction = instruction.strip()
+            base = document_target(refine.proposed_text(), refine.proposed_region())
+            review = {"reviews": self.reviews, "proposal": refine, "base": base}
+        elif self.options.review:
+            review = {"reviews": self.reviews, "proposal": self.reviews.open(uri, lines, instruction.strip())}
+        job = EditorRewrite(self, uri, lines, instruction.strip(), self.streams(), announce_end=not wait,
+                            judged_instruction=judged_instruction, **review)
         self.jobs[job.id] = job
         self.runs[job.id] = asyncio.ensure_future(self._run(job))
         for old in list(self.runs)[:-KEEP_OUTCOMES]:
@@ -163,11 +187,6 @@ class RewriterServer(LanguageServer):
 
     def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"rewriter: {message}"))
-
-
-def invalid(message: str) -> JsonRpcInvalidParams:
-    """Bad arguments: InvalidParams with a one-line message, not an internal error with a traceback."""
-    return JsonRpcInvalidParams(message)
 
 
 server = RewriterServer()
@@ -227,6 +246,7 @@ def did_change(ls: RewriterServer, params: types.DidChangeTextDocumentParams) ->
     for job in list(ls.jobs.values()):
         if job.uri == uri:
             job.document_changed(ls.workspace.get_text_document(uri).source)
+    ls.reviews.document_changed(uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -234,6 +254,7 @@ def did_close(ls: RewriterServer, params: types.DidCloseTextDocumentParams) -> N
     for job in list(ls.jobs.values()):
         if job.uri == params.text_document.uri:
             job.stop("the document was closed")
+    ls.reviews.closed(params.text_document.uri)
 
 
 @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -300,17 +321,6 @@ def diagnostic_instruction(diagnostics: list[types.Diagnostic], lines: range) ->
         source = f" ({diagnostic.source})" if diagnostic.source else ""
         problems.append(f"line {where} of the code: {diagnostic.message}{source}")
     return "Fix these problems reported by the editor, changing nothing else: " + "; ".join(problems)
-
-
-def _argument(args: tuple, name: str, expected: type, required: bool = True):
-    if not args or not isinstance(args[0], dict):
-        raise invalid(f"expected one object argument with {name!r}")
-    value = args[0].get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-        raise invalid(f"argument {name!r} must be a {expected.__name__}, got {value!r:.80}")
-    return value
 
 
 def _wait(args: tuple) -> bool:
@@ -383,6 +393,9 @@ def cancel_command(ls: RewriterServer, *args):
     elif args and isinstance(args[0], str):
         uri = args[0]
     return {"cancelled": ls.cancel_jobs(uri, job_id)}
+
+
+register_review_commands(server)
 
 
 @server.feature(types.SHUTDOWN)

@@ -7,6 +7,8 @@
 --   :Rewrite [instruction]   rewrite the range (default: the function/class at the cursor);
 --                            without an instruction it prompts (vim.ui.input)
 --   :RewriteFile [instruction], :RewriteCancel
+--   vim.g.rewriter_review = true  -- rewrites become proposals you accept or reject (a diff preview;
+--                                 -- lsp/editors/nvim_review.lua lists its commands and mappings)
 -- On Neovim 0.11+ lsp/rewriter.lua (a vim.lsp.config file) does all this by itself; to use it with
 -- this file instead, set vim.g.rewriter_no_autostart = true: the commands work with any client
 -- named 'rewriter'.
@@ -14,7 +16,8 @@ local M = {}
 
 local function options()
   -- Neovim applies versioned edits (checking the buffer version) though it does not say so.
-  return vim.tbl_extend('keep', vim.g.rewriter_options or {}, { streamEdits = 'always' })
+  return vim.tbl_extend('keep', vim.g.rewriter_options or {},
+    { streamEdits = 'always', review = vim.g.rewriter_review == true })
 end
 
 local client_id
@@ -60,6 +63,12 @@ local function execute(bufnr, command, arguments, on_done)
   end
 end
 M.execute = execute
+
+if vim.g.rewriter_review then
+  local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
+  M.review = dofile(here .. 'nvim_review.lua')
+  M.review.setup(execute)
+end
 
 local function with_instruction(given, run)
   if given ~= nil and given ~= '' then

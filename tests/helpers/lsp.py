@@ -144,6 +144,39 @@ class Editor:
         return [value for values in self.client.progress_reports.values() for value in values]
 
 
+class Watched:
+    """The editor and the review notifications the server sent it."""
+
+    def __init__(self, editor: Editor):
+        self.editor = editor
+        self.proposals: list[dict] = []
+        self.ended: list[dict] = []
+        client = editor.client
+        client.feature("rewriter/proposal")(lambda params: self.proposals.append(_plain(params)))
+        client.feature("rewriter/proposalEnded")(lambda params: self.ended.append(_plain(params)))
+
+    @property
+    def messages(self) -> list[str]:
+        return [m.message for m in self.editor.client.messages]
+
+    def last(self) -> dict:
+        return self.proposals[-1]
+
+    async def settle(self) -> None:
+        await asyncio.sleep(0.3)  # notifications after a command's answer
+
+
+def _plain(params) -> dict:
+    """A notification's params as plain JSON (pygls hands them over as namespaces)."""
+    if hasattr(params, "_asdict"):  # pygls's namedtuples
+        params = params._asdict()
+    if isinstance(params, dict):
+        return {key: _plain(value) for key, value in params.items()}
+    if isinstance(params, (list, tuple)):
+        return [_plain(p) for p in params]  # type: ignore[return-value]
+    return params
+
+
 NVIM = "neovim@v0.7.0"  # no versioned document changes declared: one edit at the end
 VSCODE = "visual-studio-code@v1.65.2"  # versioned document changes: edits stream in
 URI = "file:///project/circle.py"

@@ -97,3 +97,18 @@ def test_the_readme_setup_rewrite_command_prompts_for_the_instruction(tmp_path):
     assert report["prompts"] == ["Rewrite: "] and report["result"]["status"] == "done", report
     want = SAMPLE.replace("self.r * self.r", "self.r ** 2")
     assert "\n".join(report["lines"]) + "\n" == want
+
+
+def test_the_review_previews_a_proposal_and_applies_only_what_is_accepted(tmp_path):
+    # lsp/editors/nvim.lua with vim.g.rewriter_review: the proposal shows as virtual lines, the
+    # buffer stays as it was; ,a accepts the first change, ,r rejects the next, ,A accepts the rest.
+    report = run_nvim(tmp_path, "review.lua", {})
+    assert report["status"] == "finished", report
+    assert report["result"]["status"] == "proposed" and report["hunks"] == 3, report
+    assert report["unchanged_while_proposed"] and report["previews"] == 3
+    assert report["decisions"] == ["ok", "ok", "ok"]
+    steps = ["\n".join(lines) + "\n" for lines in report["steps"]]
+    assert steps[0] == SAMPLE.replace(*DOCSTRINGS[0])
+    assert steps[1] == steps[0]  # a reject changes nothing
+    assert steps[2] == SAMPLE.replace(*DOCSTRINGS[0]).replace(*DOCSTRINGS[2])
+    assert report["ended"]["reason"] == "accepted" and report["marks_left"] == 0

@@ -1,0 +1,121 @@
+"""The review's commands (accept or reject one hunk or all, refine) and `rewriter.applySnippet`,
+registered on the language server by lsp/server.py. The protocol is in docs/editors.md."""
+from __future__ import annotations
+
+from typing import Protocol
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from rewriter.edits.hunks import HunkStream
+from rewriter.edits.snippets import Ambiguous, Merged, merge_snippet
+from rewriter.engine import instruction_is_empty
+from rewriter.prompt import SourceText, merge_instruction
+
+from .arguments import argument, invalid
+from .edit_applier import line_range, workspace_edit
+from .host import RewriteHost
+from .review import Proposal
+from .reviews import Reviews
+
+ACCEPT_HUNK, REJECT_HUNK = "rewriter.acceptHunk", "rewriter.rejectHunk"
+ACCEPT_ALL, REJECT_ALL = "rewriter.acceptAll", "rewriter.rejectAll"
+REFINE, APPLY_SNIPPET = "rewriter.refine", "rewriter.applySnippet"
+SNIPPET_LABEL = "apply the snippet"
+
+
+class RewriterServer(RewriteHost, Protocol):
+    """The language server (lsp/server.py) as these commands see it."""
+
+    reviews: Reviews
+    jobs: dict  # the rewrites running, by id
+
+    async def start_rewrite(self, uri: str, lines: range, instruction: str, wait: bool = False, *,
+                            refine: Proposal | None = None, judged_instruction: str | None = None) -> dict: ...
+
+
+def register_review_commands(server: LanguageServer) -> None:
+    # The handlers' `ls` goes unannotated: pygls reads handlers' type hints at run time.
+    @server.command(ACCEPT_HUNK)
+    async def accept_hunk(ls, *args):
+        """{proposal, hunk}: apply one hunk (a versioned edit); {status, message, remaining}."""
+        return await ls.reviews.accept(argument(args, "proposal", str), argument(args, "hunk", str))
+
+    @server.command(REJECT_HUNK)
+    async def reject_hunk(ls, *args):
+        return await ls.reviews.reject(argument(args, "proposal", str), argument(args, "hunk", str))
+
+    @server.command(ACCEPT_ALL)
+    async def accept_all(ls, *args):
+        return await ls.reviews.accept(argument(args, "proposal", str), None)
+
+    @server.command(REJECT_ALL)
+    async def reject_all(ls, *args):
+        return await ls.reviews.reject(argument(args, "proposal", str), None)
+
+    @server.command(REFINE)
+    async def refine(ls, *args):
+        """{proposal, instruction, wait?}: rewrite the proposal's text with a follow-up instruction,
+        that text as the prediction; the answer is a rewrite's (status "proposed": the same id)."""
+        proposal_id = argument(args, "proposal", str)
+        instruction = argument(args, "instruction", str)
+        wait = bool(argument(args, "wait", bool, required=False))
+        proposal = ls.reviews.find(proposal_id)
+        if proposal is None:
+            return {"status": "unknown", "message": f"no proposal {proposal_id} is under review", "remaining": 0}
+        if proposal.id in ls.reviews.writing:
+            return {"status": "stale", "message": "the proposal is still being written; refine it once it is final",
+                    "remaining": len(proposal.hunks)}
+        return await ls.start_rewrite(proposal.uri, proposal.region, instruction, wait, refine=proposal)
+
+    @server.command(APPLY_SNIPPET)
+    async def apply_snippet(ls, *args):
+        """{uri, snippet, instruction?, wait?}: merge a chat model's snippet into the document; the
+        deterministic merge first, the model only where it is ambiguous (as `rewriter apply --snippet`)."""
+        return await merge_into_document(ls, argument(args, "uri", str), argument(args, "snippet", str),
+                                         argument(args, "instruction", str, required=False) or "",
+                                         bool(argument(args, "wait", bool, required=False)))
+
+
+async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: str, wait: bool) -> dict:
+    if uri not in ls.workspace.text_documents:
+        raise invalid(f"{uri} is not open in the editor")
+    if instruction_is_empty(snippet):
+        raise invalid("the snippet is empty")
+    if any(job.uri == uri for job in ls.jobs.values()):
+        message = "a rewrite is already running in this document; cancel it first (rewriter.cancel)"
+        ls.show(message, types.MessageType.Warning)
+        return {"status": "busy", "message": message, "edits": 0, "stats": {}}
+    document = ls.workspace.get_text_document(uri)
+    language = ls.language_of(document)
+    text = document.source.replace("\r\n", "\n")
+    whole = range(0, max(len(document.lines), 1))
+    outcome = merge_snippet(text, snippet, language, hint)
+    if isinstance(outcome, Ambiguous):
+        ls.show(f"{outcome.reason}; the model merges the snippet")
+        return await ls.start_rewrite(uri, whole, merge_instruction(snippet, language, hint), wait,
+                                      judged_instruction=hint)
+    if not isinstance(outcome, Merged):
+        message = f"the snippet was not merged: {outcome.reason}; the document is unchanged"
+        ls.show(message, types.MessageType.Warning)
+        return {"status": "refused", "message": message, "edits": 0, "stats": {}}
+    if outcome.text == text:
+        return {"status": "unchanged", "message": "the snippet changes nothing", "edits": 0, "stats": {}}
+    new_text = SourceText.from_text(document.source).native(outcome.text)
+    if ls.options.review:
+        proposal = ls.reviews.open(uri, whole, SNIPPET_LABEL)
+        proposal.propose_region(new_text.splitlines(keepends=True))
+        ls.reviews.publish(proposal, final=True)
+        return {"status": "proposed", "message": f"proposed {len(proposal.hunks)} change(s) for review",
+                "edits": len(proposal.hunks), "stats": {}, "proposal": proposal.id, "hunks": len(proposal.hunks)}
+    # Review off: one versioned edit of the document the merge read, as a rewrite's final edit.
+    lines = list(document.lines)
+    edits = [types.TextEdit(range=line_range(lines, h.start, h.end, document.position_codec), new_text=h.text)
+             for h in HunkStream(document.source).feed(new_text, final=True)]
+    result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+        edit=workspace_edit(ls, uri, document.version, edits), label=f"rewriter: {SNIPPET_LABEL}"))
+    if not result.applied:
+        message = f"the editor did not apply the merge ({result.failure_reason or 'no reason given'})"
+        ls.show(message, types.MessageType.Warning)
+        return {"status": "conflict", "message": message, "edits": 0, "stats": {}}
+    return {"status": "done", "message": "merged the snippet without a model", "edits": 1, "stats": {}}
