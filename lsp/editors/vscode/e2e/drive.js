@@ -129,14 +129,18 @@ async function review({ page, notifications, runCommand, answerInputBox, goToLin
   const file = path.join(env.E2E_WORKSPACE, 'circle.py');
   const lenses = () => page.evaluate(() => [...document.querySelectorAll('.editor-instance .codelens-decoration')]
     .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)
-    .map((lens) => lens.innerText.replace(/\u00a0/g, ' ').trim()).filter(Boolean));
-  const clickLens = (index, title) => until(`the lens ${title}`, () => page.evaluate((index, title) => {
-    const all = [...document.querySelectorAll('.editor-instance .codelens-decoration')]
-      .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top);
-    const link = all[index] && [...all[index].querySelectorAll('a')].find((a) => a.innerText.trim() === title);
-    link?.click();
-    return Boolean(link);
-  }, index, title), 10000);
+    .map((lens) => lens.innerText.replace(/\s+/g, ' ').trim()).filter(Boolean));
+  // A lens reacts to the editor's own mouse events: a real click at the link.
+  const clickLens = async (index, title) => {
+    const at = await until(`the lens ${title}`, () => page.evaluate((index, title) => {
+      const all = [...document.querySelectorAll('.editor-instance .codelens-decoration')]
+        .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top);
+      const link = all[index] && [...all[index].querySelectorAll('a')].find((a) => a.innerText.trim() === title);
+      const box = link?.getBoundingClientRect();
+      return box ? { x: box.left + box.width / 2, y: box.top + box.height / 2 } : false;
+    }, index, title), 10000);
+    await page.mouse.click(at.x, at.y);
+  };
   // What the decorations show: the struck-through text, and the text shown after lines.
   const shown = () => page.evaluate(() => {
     const spans = [...document.querySelectorAll('.editor-instance .view-lines span')];
