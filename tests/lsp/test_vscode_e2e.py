@@ -1,7 +1,9 @@
 """The VS Code extension end to end, in a real VS Code: code-server with the packaged .vsix,
 driven by headless Chromium (lsp/editors/vscode/e2e/drive.js). "Rewriter: Rewrite Selection…" on
 the function at the cursor streams the rewrite in while the status bar shows its progress, the
-status bar's Cancel stops a rewrite, and a refused edit is applied with "Apply anyway".
+status bar's Cancel stops a rewrite, and a refused edit is applied with "Apply anyway" (review off);
+with review on, the rewrite is a proposal: one hunk rejected, one refined and accepted, screenshots
+of the review saved beside the report.
 
 Needs what lsp/editors/vscode/e2e/install.sh installs (code-server, puppeteer-core), the
 extension's own node_modules (npm ci) and Chromium (Debian: chromium). The engine is the scripted
@@ -46,7 +48,14 @@ SCRIPT = {"delay_s": 0.05, "chunk_chars": 4, "rules": [
 ]}
 
 
-def test_rewrite_selection_progress_cancel_and_apply_anyway_in_code_server(tmp_path):
+REVIEW_SCRIPT = {"delay_s": 0.05, "chunk_chars": 4, "rules": [
+    {"instruction": "Modernize", "replace": [["self.r * self.r", "self.r ** 2"], ["2 * math.pi * self.r", "math.tau * self.r"]]},
+    {"instruction": "Add a docstring", "replace": [["    def area(self):\n", '    def area(self):\n        """The area."""\n']]},
+]}
+
+
+def drive(tmp_path: Path, script: dict, scenario: str, settings: dict) -> dict:
+    """Runs drive.js's `scenario` in code-server with the packaged extension; its report."""
     vsix = tmp_path / "rewriter.vsix"
     subprocess.run([NPX, "tsc", "-p", "."], cwd=EXTENSION, check=True, timeout=300)
     subprocess.run([NPX, "vsce", "package", "--skip-license", "--allow-missing-repository", "--out", str(vsix)],
@@ -54,8 +63,8 @@ def test_rewrite_selection_progress_cancel_and_apply_anyway_in_code_server(tmp_p
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / "circle.py").write_text(SAMPLE)
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
+    script_file = tmp_path / "script.json"
+    script_file.write_text(json.dumps(script))
     report_file = tmp_path / "report.json"
     settings = {
         "rewriter.server.interpreter": sys.executable,  # started as `python -m lsp`
@@ -63,10 +72,11 @@ def test_rewrite_selection_progress_cancel_and_apply_anyway_in_code_server(tmp_p
         "security.workspace.trust.enabled": False,
         "extensions.autoCheckUpdates": False,
         "extensions.autoUpdate": False,
+        **settings,
     }
     env = {
         **os.environ,
-        **scripted_env(script),
+        **scripted_env(script_file),
         "E2E_CODE_SERVER": str(CODE_SERVER),
         "E2E_CHROMIUM": CHROMIUM,
         "E2E_VSIX": str(vsix),
@@ -74,6 +84,7 @@ def test_rewrite_selection_progress_cancel_and_apply_anyway_in_code_server(tmp_p
         "E2E_WORKSPACE": str(workspace),
         "E2E_SETTINGS": json.dumps(settings),
         "E2E_REPORT": str(report_file),
+        "E2E_SCENARIO": scenario,
         "HOME": str(tmp_path / "home"),  # code-server and Chromium keep their state there
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_DATA_HOME": str(tmp_path / "data"),
@@ -84,6 +95,11 @@ def test_rewrite_selection_progress_cancel_and_apply_anyway_in_code_server(tmp_p
     assert report_file.exists(), f"no report (rc {completed.returncode}): {completed.stderr[-3000:]}"
     report = json.loads(report_file.read_text())
     assert report["status"] == "finished", (report, completed.stdout[-3000:], f"screenshot: {tmp_path / 'failure.png'}")
+    return report
+
+
+def test_rewrite_selection_progress_cancel_and_apply_anyway_in_code_server(tmp_path):
+    report = drive(tmp_path, SCRIPT, "direct", {"rewriter.review": False})
 
     squared = SAMPLE.replace("self.r * self.r", "self.r ** 2")
     assert report["afterRewrite"] == squared  # only the function at the cursor changed
@@ -98,3 +114,31 @@ def test_rewrite_selection_progress_cancel_and_apply_anyway_in_code_server(tmp_p
     assert "not applied: it would lose method Circle.perimeter" in report["refusedOffer"]
     assert "Apply anyway" in report["refusedOffer"] and "Discard" in report["refusedOffer"]
     assert report["afterApplyAnyway"] == squared[:squared.index(PERIMETER)]  # the method is gone
+
+
+def test_review_reject_refine_accept_in_code_server(tmp_path):
+    """Review on (the extension's default): the class at the cursor rewritten as a proposal; one
+    hunk rejected from its lens, the rest refined once, the refined hunk accepted from its lens."""
+    report = drive(tmp_path, REVIEW_SCRIPT, "review", {})
+
+    # Proposed: nothing in the document yet, the two hunks shown with Accept | Reject above each.
+    assert [lens.split(" | ")[:2] for lens in report["proposedLenses"]] == [["Accept", "Reject"]] * 2
+    assert "Refine…" in report["proposedLenses"][0] and "Accept All" in report["proposedLenses"][0]
+    assert "self.r * self.r" in report["proposedShown"]["struck"] and "2 * math.pi" in report["proposedShown"]["struck"]
+    assert any("self.r ** 2" in text for text in report["proposedShown"]["after"])
+    assert any("math.tau" in text for text in report["proposedShown"]["after"])
+    assert report["savedDuringReview"] == SAMPLE  # a save writes nothing under review
+
+    # Rejected: the perimeter's hunk is gone from the view; refined: the area gains a docstring.
+    assert not any("math.tau" in text for text in report["afterRejectShown"]["after"])
+    assert len(report["refinedLenses"]) == 1
+    assert any("The area" in text for text in report["refinedShown"]["after"])
+
+    # Accepted: exactly the accepted text, no trace of the rejected hunk, no review UI left.
+    expected = SAMPLE.replace("self.r * self.r", "self.r ** 2").replace(
+        "    def area(self):\n", '    def area(self):\n        """The area."""\n')
+    assert report["afterAccept"] == expected
+    assert report["leftOver"] == {"lenses": [], "shown": {"struck": "", "after": []}}
+    assert report["afterUndo"] == SAMPLE  # the accept was one undo step
+    for name in ("review-proposed.png", "review-refined.png"):
+        assert (tmp_path / name).read_bytes().startswith(b"\x89PNG"), name

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from lsp import server
+from lsp import review_commands, server
 from lsp.options import ENGINE_KINDS, STREAM_MODES, EngineOptions, Options, _camel, parse_options
 from rewriter.results import DTYPES
 
@@ -18,7 +18,11 @@ SETTINGS = MANIFEST["contributes"]["configuration"]["properties"]
 # rewriter.server.* say how to start the server; every other setting is an initializationOption.
 OPTION_SETTINGS = {name.removeprefix("rewriter."): schema for name, schema in SETTINGS.items()
                    if not name.startswith("rewriter.server.")}
-SERVER_COMMANDS = {server.REWRITE, server.REWRITE_FILE, server.CANCEL, server.WAIT}
+SERVER_COMMANDS = {server.REWRITE, server.REWRITE_FILE, server.CANCEL, server.WAIT,
+                   review_commands.ACCEPT_HUNK, review_commands.REJECT_HUNK, review_commands.ACCEPT_ALL,
+                   review_commands.REJECT_ALL, review_commands.REFINE, review_commands.APPLY_SNIPPET}
+# The extension shows the review, so it asks for it; the server's default (off) is for clients without one.
+EXTENSION_DEFAULTS = {"review": True}
 
 
 def server_defaults() -> dict:
@@ -55,12 +59,12 @@ def test_every_server_option_is_a_setting_and_every_setting_an_option():
 def test_the_settings_defaults_are_the_servers():
     defaults = server_defaults()
     for key, schema in OPTION_SETTINGS.items():
-        assert schema.get("default") == defaults[key], key
+        assert schema.get("default") == EXTENSION_DEFAULTS.get(key, defaults[key]), key
         if defaults[key] is None:
             assert "null" in schema["type"], f"{key}: unset is null, which its type must admit"
     # Sent as the extension sends them, the defaults are valid and change nothing.
     options, warnings = parse_options(nested({key: schema["default"] for key, schema in OPTION_SETTINGS.items()}))
-    assert warnings == [] and options == Options()
+    assert warnings == [] and options == dataclasses.replace(Options(), **EXTENSION_DEFAULTS)
 
 
 def test_the_settings_choices_are_the_servers():

@@ -1,10 +1,11 @@
 // End to end in a real VS Code (code-server) driven by headless Chromium: the extension (.vsix)
-// rewrites the function at the cursor through "Rewriter: Rewrite Selection…", shows the progress
-// in the status bar, cancels from it, and applies a refused edit with "Apply anyway".
+// rewrites the function at the cursor through "Rewriter: Rewrite Selection…". E2E_SCENARIO
+// "direct" (review off): the progress in the status bar, Cancel from it, a refused edit applied
+// with "Apply anyway"; "review": the proposal reviewed hunk by hunk, refined once, screenshots.
 // Run by tests/lsp/test_vscode_e2e.py, which prepares the workspace and reads the report; settings
 // come in through the environment:
 //   E2E_CODE_SERVER, E2E_CHROMIUM, E2E_VSIX, E2E_DIR (scratch), E2E_WORKSPACE (holds circle.py),
-//   E2E_SETTINGS (JSON for settings.json), E2E_REPORT (where the JSON report goes).
+//   E2E_SETTINGS (JSON for settings.json), E2E_REPORT (where the JSON report goes), E2E_SCENARIO.
 // The language server's own environment (PYTHONPATH, REWRITER_LSP_TEST_SCRIPT) is inherited.
 'use strict';
 const { spawn, execFileSync } = require('child_process');
@@ -40,6 +41,170 @@ async function until(what, test, timeoutMs = 60000, everyMs = 200) {
     }
     await sleep(everyMs);
   }
+}
+
+/** Review off: the rewrite streams into the editor; the status bar's Cancel; Apply anyway. */
+async function direct({ page, editorText, statusBar, notifications, runCommand, answerInputBox, goToLine, save }) {
+  // 1. Rewrite Selection… with nothing selected: the function at the cursor. Its progress
+  //    shows in the status bar while it streams.
+  await goToLine(9);
+  const seen = new Set();
+  let rewritten = false;
+  for (let attempt = 0; attempt < 5 && !rewritten; attempt += 1) {
+    await runCommand('Rewriter: Rewrite Selection');
+    await answerInputBox('Square the radius');
+    try {
+      await until('the rewrite in the editor', async () => {
+        for (const text of await statusBar()) {
+          if (text.includes('Rewrite:') || text.includes('Cancel')) {
+            seen.add(text);
+          }
+        }
+        return (await editorText()).includes('self.r ** 2');
+      }, 20000, 50);
+      rewritten = true;
+    } catch (error) {
+      report.steps.push(`attempt ${attempt}: ${error.message}; ${JSON.stringify(await notifications())}`);
+      await sleep(2000); // the server may still be starting
+    }
+  }
+  report.statusBarDuringRewrite = [...seen];
+  report.afterRewrite = await save((text) => text.includes('self.r ** 2'));
+  report.steps.push('rewrote');
+
+  // The server's presets are code actions (Ctrl+.).
+  await goToLine(9);
+  await page.keyboard.down('Control');
+  await page.keyboard.press('.');
+  await page.keyboard.up('Control');
+  report.codeActions = await until('the code actions', () => page.evaluate(() => {
+    const widget = document.querySelector('.action-widget');
+    return widget && widget.innerText.includes('Rewrite:') ? widget.innerText.split('\n').filter(Boolean) : false;
+  }), 20000);
+  await page.keyboard.press('Escape');
+
+  // 2. Cancel from the status bar: a slow rewrite whose change comes last (nothing streams yet).
+  await goToLine(12);
+  await runCommand('Rewriter: Rewrite Selection');
+  await answerInputBox('Slowly double');
+  const cancelButton = await until('Cancel in the status bar', () => page.evaluate(() => {
+    const items = [...document.querySelectorAll('.statusbar-item')];
+    const item = items.find((candidate) => candidate.innerText.trim() === 'Cancel');
+    if (!item) {
+      return false;
+    }
+    (item.querySelector('a') || item).click();
+    return true;
+  }), 20000, 100);
+  report.cancelClicked = cancelButton;
+  report.afterCancelNotifications = await until('the cancel message', async () => {
+    const shown = await notifications();
+    return shown.some((text) => text.includes('cancelled')) ? shown : false;
+  }, 20000);
+  report.progressGone = await until('the progress gone', async () =>
+    !(await statusBar()).some((text) => text.includes('Rewrite:')), 10000);
+  report.afterCancel = await editorText();
+  report.steps.push('cancelled');
+
+  // 3. A refused edit (it drops a method): the warning offers Apply anyway / Discard.
+  await page.keyboard.press('Escape');
+  await runCommand('Rewriter: Rewrite File');
+  await answerInputBox('Tidy up');
+  report.refusedOffer = await until('the refused-edit warning', async () => {
+    const shown = await notifications();
+    return shown.find((text) => text.includes('Apply anyway')) || false;
+  }, 30000);
+  await page.evaluate(() => {
+    const buttons = [...document.querySelectorAll('.notifications-toasts .monaco-button')];
+    buttons.find((button) => button.innerText.trim() === 'Apply anyway').click();
+  });
+  report.afterApplyAnyway = await save((text) => !text.includes('perimeter'));
+  report.steps.push('applied anyway');
+}
+
+/** Review on: the rewrite of the class at the cursor shows as a proposal (struck-through old lines,
+ *  the new text after them, Accept | Reject above each hunk); a save writes nothing of it; Reject
+ *  on one hunk's lens, Refine… (Ctrl+Alt+E), Accept on the refined hunk's lens, then one undo. */
+async function review({ page, notifications, runCommand, answerInputBox, goToLine, save, keys }) {
+  const file = path.join(env.E2E_WORKSPACE, 'circle.py');
+  const lenses = () => page.evaluate(() => [...document.querySelectorAll('.editor-instance .codelens-decoration')]
+    .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)
+    .map((lens) => lens.innerText.replace(/\s+/g, ' ').trim()).filter(Boolean));
+  // A lens reacts to the editor's own mouse events: a real click at the link.
+  const clickLens = async (index, title) => {
+    const at = await until(`the lens ${title}`, () => page.evaluate((index, title) => {
+      const all = [...document.querySelectorAll('.editor-instance .codelens-decoration')]
+        .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top);
+      const link = all[index] && [...all[index].querySelectorAll('a')].find((a) => a.innerText.trim() === title);
+      const box = link?.getBoundingClientRect();
+      return box ? { x: box.left + box.width / 2, y: box.top + box.height / 2 } : false;
+    }, index, title), 10000);
+    await page.mouse.click(at.x, at.y);
+  };
+  // What the decorations show: the struck-through text, and the text shown after lines.
+  const shown = () => page.evaluate(() => {
+    const spans = [...document.querySelectorAll('.editor-instance .view-lines span')];
+    return {
+      struck: spans.filter((span) => getComputedStyle(span).textDecorationLine.includes('line-through'))
+        .map((span) => span.innerText.replace(/\u00a0/g, ' ')).join('').trim(),
+      after: spans.map((span) => getComputedStyle(span, '::after').content)
+        .filter((content) => content && content !== 'none' && content !== 'normal'),
+    };
+  });
+  const screenshot = (name) => page.screenshot({ path: path.join(env.E2E_DIR, name) });
+
+  await goToLine(4); // class Circle: the class at the cursor
+  let proposed = false;
+  for (let attempt = 0; attempt < 5 && !proposed; attempt += 1) {
+    await runCommand('Rewriter: Rewrite Selection');
+    await answerInputBox('Modernize');
+    try {
+      await until('the proposal', async () => {
+        const now = await lenses();
+        return now.length === 2 && !now.join().includes('rewriting');
+      }, 20000, 100);
+      proposed = true;
+    } catch (error) {
+      report.steps.push(`attempt ${attempt}: ${error.message}; ${JSON.stringify(await notifications())}`);
+      await sleep(2000); // the server may still be starting
+    }
+  }
+  await sleep(500);
+  report.proposedLenses = await lenses();
+  report.proposedShown = await shown();
+  await screenshot('review-proposed.png');
+  report.steps.push('proposed');
+
+  await keys('Control', 's');
+  await sleep(1500);
+  report.savedDuringReview = fs.readFileSync(file, 'utf8');
+  report.saveNotice = await notifications();
+
+  await clickLens(1, 'Reject'); // the perimeter's hunk
+  await until('one hunk left', async () => (await lenses()).length === 1, 10000);
+  report.afterRejectShown = await shown();
+  report.steps.push('rejected');
+
+  await page.click('.editor-instance .monaco-editor .view-lines');
+  await keys('Control', 'Alt', 'e');
+  await answerInputBox('Add a docstring');
+  await until('the refined proposal', async () => (await shown()).after.some((text) => text.includes('The area')), 20000);
+  await sleep(500);
+  report.refinedLenses = await lenses();
+  report.refinedShown = await shown();
+  await screenshot('review-refined.png');
+  report.steps.push('refined');
+
+  await clickLens(0, 'Accept');
+  await until('the review over', async () => (await lenses()).length === 0, 10000);
+  report.afterAccept = await save((text) => text.includes('The area'));
+  report.leftOver = { lenses: await lenses(), shown: await shown() };
+  report.steps.push('accepted');
+
+  await page.click('.editor-instance .monaco-editor .view-lines');
+  await keys('Control', 'z'); // the accept is one undo step
+  report.afterUndo = await save((text) => !text.includes('The area'));
+  report.steps.push('undone');
 }
 
 async function main() {
@@ -107,6 +272,15 @@ async function main() {
       await page.keyboard.press('Enter');
       await sleep(300);
     };
+    const keys = async (...chord) => {
+      for (const key of chord.slice(0, -1)) {
+        await page.keyboard.down(key);
+      }
+      await page.keyboard.press(chord[chord.length - 1]);
+      for (const key of chord.slice(0, -1).reverse()) {
+        await page.keyboard.up(key);
+      }
+    };
     const save = async (saved) => {
       await page.keyboard.down('Control');
       await page.keyboard.press('s');
@@ -129,81 +303,8 @@ async function main() {
     await page.click('.editor-instance .monaco-editor .view-lines');
     report.steps.push('opened');
 
-    // 1. Rewrite Selection… with nothing selected: the function at the cursor. Its progress
-    //    shows in the status bar while it streams.
-    await goToLine(9);
-    const seen = new Set();
-    let rewritten = false;
-    for (let attempt = 0; attempt < 5 && !rewritten; attempt += 1) {
-      await runCommand('Rewriter: Rewrite Selection');
-      await answerInputBox('Square the radius');
-      try {
-        await until('the rewrite in the editor', async () => {
-          for (const text of await statusBar()) {
-            if (text.includes('Rewrite:') || text.includes('Cancel')) {
-              seen.add(text);
-            }
-          }
-          return (await editorText()).includes('self.r ** 2');
-        }, 20000, 50);
-        rewritten = true;
-      } catch (error) {
-        report.steps.push(`attempt ${attempt}: ${error.message}; ${JSON.stringify(await notifications())}`);
-        await sleep(2000); // the server may still be starting
-      }
-    }
-    report.statusBarDuringRewrite = [...seen];
-    report.afterRewrite = await save((text) => text.includes('self.r ** 2'));
-    report.steps.push('rewrote');
-
-    // The server's presets are code actions (Ctrl+.).
-    await goToLine(9);
-    await page.keyboard.down('Control');
-    await page.keyboard.press('.');
-    await page.keyboard.up('Control');
-    report.codeActions = await until('the code actions', () => page.evaluate(() => {
-      const widget = document.querySelector('.action-widget');
-      return widget && widget.innerText.includes('Rewrite:') ? widget.innerText.split('\n').filter(Boolean) : false;
-    }), 20000);
-    await page.keyboard.press('Escape');
-
-    // 2. Cancel from the status bar: a slow rewrite whose change comes last (nothing streams yet).
-    await goToLine(12);
-    await runCommand('Rewriter: Rewrite Selection');
-    await answerInputBox('Slowly double');
-    const cancelButton = await until('Cancel in the status bar', () => page.evaluate(() => {
-      const items = [...document.querySelectorAll('.statusbar-item')];
-      const item = items.find((candidate) => candidate.innerText.trim() === 'Cancel');
-      if (!item) {
-        return false;
-      }
-      (item.querySelector('a') || item).click();
-      return true;
-    }), 20000, 100);
-    report.cancelClicked = cancelButton;
-    report.afterCancelNotifications = await until('the cancel message', async () => {
-      const shown = await notifications();
-      return shown.some((text) => text.includes('cancelled')) ? shown : false;
-    }, 20000);
-    report.progressGone = await until('the progress gone', async () =>
-      !(await statusBar()).some((text) => text.includes('Rewrite:')), 10000);
-    report.afterCancel = await editorText();
-    report.steps.push('cancelled');
-
-    // 3. A refused edit (it drops a method): the warning offers Apply anyway / Discard.
-    await page.keyboard.press('Escape');
-    await runCommand('Rewriter: Rewrite File');
-    await answerInputBox('Tidy up');
-    report.refusedOffer = await until('the refused-edit warning', async () => {
-      const shown = await notifications();
-      return shown.find((text) => text.includes('Apply anyway')) || false;
-    }, 30000);
-    await page.evaluate(() => {
-      const buttons = [...document.querySelectorAll('.notifications-toasts .monaco-button')];
-      buttons.find((button) => button.innerText.trim() === 'Apply anyway').click();
-    });
-    report.afterApplyAnyway = await save((text) => !text.includes('perimeter'));
-    report.steps.push('applied anyway');
+    const editor = { page, editorText, statusBar, notifications, runCommand, answerInputBox, goToLine, save, keys };
+    await (env.E2E_SCENARIO === 'review' ? review : direct)(editor);
     report.status = 'finished';
   } catch (error) {
     report.status = `failed: ${error.stack || error}`;

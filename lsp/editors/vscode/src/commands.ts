@@ -12,6 +12,13 @@ export const SERVER_COMMANDS = {
   rewriteFile: 'rewriter.rewriteFile',
   cancel: 'rewriter.cancel',
   wait: 'rewriter.wait',
+  // Review before apply (review.ts) and Apply Code Block to File (snippet.ts).
+  acceptHunk: 'rewriter.acceptHunk',
+  rejectHunk: 'rewriter.rejectHunk',
+  acceptAll: 'rewriter.acceptAll',
+  rejectAll: 'rewriter.rejectAll',
+  refine: 'rewriter.refine',
+  applySnippet: 'rewriter.applySnippet',
 } as const;
 
 export const CLIENT_COMMANDS = {

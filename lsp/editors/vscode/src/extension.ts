@@ -1,5 +1,6 @@
 // The Rewriter extension: starts `rewriter lsp` with vscode-languageclient and adds the commands
-// (commands.ts) and the progress in the status bar (progress.ts). The code actions (presets),
+// (commands.ts), the progress in the status bar (progress.ts), the review of proposals
+// (review.ts) and Apply Code Block to File (snippet.ts). The code actions (presets),
 // the streamed edits and the refused-edit question come from the server through the client.
 import * as vscode from 'vscode';
 import {
@@ -15,11 +16,15 @@ import {
 
 import { registerCommands, RewriteServer, Rewrites } from './commands';
 import { ProgressTracker, ProgressValue, Token } from './progress';
+import { PROPOSAL, PROPOSAL_ENDED, Proposal, ProposalEnded } from './proposal';
+import { registerReview, Review } from './review';
+import { APPLY_CODE_BLOCK, applyCodeBlock } from './snippet';
 import { initializationOptions, SECTION, serverCommand } from './settings';
 
 let client: LanguageClient | undefined;
 let progress: ProgressTracker | undefined;
 let output: vscode.OutputChannel | undefined;
+let review: Review | undefined;
 
 /** Answers window/workDoneProgress/create with the status-bar tracker. Registered after the
  *  client's built-in features, so its handler is the one that stays. */
@@ -77,6 +82,8 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   };
   const languageClient = new LanguageClient('rewriter', 'Rewriter', serverOptions, clientOptions);
   languageClient.registerFeature(new StatusBarProgress(languageClient, progress!));
+  languageClient.onNotification(PROPOSAL, (params: Proposal) => review?.onProposal(params));
+  languageClient.onNotification(PROPOSAL_ENDED, (params: ProposalEnded) => review?.onProposalEnded(params));
   client = languageClient;
   try {
     await languageClient.start();
@@ -92,6 +99,7 @@ async function stopClient(): Promise<void> {
   const running = client;
   client = undefined;
   progress?.connect(undefined);
+  review?.clear();
   if (running) {
     await running.stop();
   }
@@ -112,11 +120,13 @@ function server(): RewriteServer | undefined {
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel('Rewriter');
   progress = new ProgressTracker();
+  review = new Review(server);
   const restart = async () => {
     await stopClient();
     await startClient(context);
   };
-  context.subscriptions.push(output, progress, ...registerCommands(new Rewrites(server), progress, restart));
+  context.subscriptions.push(output, progress, ...registerCommands(new Rewrites(server), progress, restart),
+    ...registerReview(review), vscode.commands.registerCommand(APPLY_CODE_BLOCK, () => applyCodeBlock(server)));
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async (event) => {
     if (!event.affectsConfiguration(SECTION)) {
       return;

@@ -3,6 +3,8 @@ import * as vscode from 'vscode';
 
 import { CLIENT_COMMANDS, registerCommands, RewriteServer, Rewrites, SERVER_COMMANDS } from '../src/commands';
 import { ProgressTracker } from '../src/progress';
+import { registerReview, Review } from '../src/review';
+import { APPLY_CODE_BLOCK, applyCodeBlock } from '../src/snippet';
 import { manifest } from './manifest';
 import { Position, Selection, ui } from './vscode-mock';
 
@@ -131,7 +133,9 @@ describe('the commands', () => {
 
   it('are the ones package.json contributes, none of them a server command', async () => {
     const progress = new ProgressTracker();
-    const disposables = registerCommands(new Rewrites(() => undefined), progress, async () => undefined);
+    const disposables = [...registerCommands(new Rewrites(() => undefined), progress, async () => undefined),
+      ...registerReview(new Review(() => undefined)),
+      vscode.commands.registerCommand(APPLY_CODE_BLOCK, () => applyCodeBlock(() => undefined))];
     const registered = [...ui.commands.keys()].sort();
     const contributed = manifest.contributes.commands.map((c: { command: string }) => c.command);
     // The status bar's Cancel is an internal command: not in the palette.

@@ -19,7 +19,12 @@ describe('initializationOptions', () => {
       maxRewriteLines: 400,
       contextChars: 0,
       streamEdits: 'auto',
+      review: true, // the extension shows the review; the server's default (off) is for clients without one
     });
+  });
+
+  it('sends review: false when the user turns the review off', () => {
+    assert.strictEqual(initializationOptions(configuration({ review: false }), properties).review, false);
   });
 
   it("sends the user's values, trimmed, and leaves out cleared ones", () => {

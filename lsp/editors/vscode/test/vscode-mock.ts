@@ -27,6 +27,80 @@ export class Selection {
   }
 }
 
+export class Range {
+  readonly start: Position;
+  readonly end: Position;
+  constructor(startLine: number, startCharacter: number, endLine: number, endCharacter: number) {
+    this.start = new Position(startLine, startCharacter);
+    this.end = new Position(endLine, endCharacter);
+  }
+}
+
+export class Uri {
+  constructor(readonly scheme: string, readonly path: string, readonly query = '') {}
+  static file(path: string): Uri { return new Uri('file', path); }
+  static from(parts: { scheme: string; path: string; query?: string }): Uri { return new Uri(parts.scheme, parts.path, parts.query); }
+  toString(): string { return `${this.scheme}://${this.path}${this.query ? `?${this.query}` : ''}`; }
+}
+
+export class ThemeColor {
+  constructor(readonly id: string) {}
+}
+
+export class MarkdownString {
+  constructor(readonly value: string) {}
+}
+
+export class CodeLens {
+  constructor(readonly range: Range, readonly command?: { title: string; command: string; arguments?: unknown[] }) {}
+}
+
+export class EventEmitter<T> {
+  private listeners: ((value: T) => void)[] = [];
+  readonly event = (listener: (value: T) => void) => {
+    this.listeners.push(listener);
+    return new Disposable(() => { this.listeners = this.listeners.filter((l) => l !== listener); });
+  };
+  fire(value: T): void { this.listeners.forEach((listener) => listener(value)); }
+  dispose(): void { this.listeners = []; }
+}
+
+/** A text document over `text`, enough for what the extension reads of one. */
+export class TextDocument {
+  readonly uri: Uri;
+  isClosed = false;
+  isDirty = false;
+  constructor(readonly fileName: string, public text: string, scheme = 'file') {
+    this.uri = new Uri(scheme, fileName);
+  }
+  offsetAt(position: Position): number {
+    const lines = this.text.split('\n');
+    let offset = 0;
+    for (let line = 0; line < position.line && line < lines.length; line += 1) {
+      offset += lines[line].length + 1;
+    }
+    return Math.min(offset + position.character, this.text.length);
+  }
+  getText(range?: Range | Selection): string {
+    return range ? this.text.slice(this.offsetAt(range.start), this.offsetAt(range.end)) : this.text;
+  }
+  lineAt(line: number): { text: string } {
+    return { text: this.text.split('\n')[line] };
+  }
+}
+
+/** An editor on `document`; `decorations` holds what was last set for each decoration type. */
+export class TextEditor {
+  readonly decorations = new Map<unknown, any[]>();
+  selection: Selection;
+  constructor(readonly document: TextDocument, at: [number, number] = [0, 0], to: [number, number] = at) {
+    this.selection = new Selection(new Position(...at), new Position(...to));
+  }
+  setDecorations(type: unknown, options: any[]): void {
+    this.decorations.set(type, options);
+  }
+}
+
 export class StatusBarItem {
   text = '';
   tooltip: string | undefined;
@@ -47,20 +121,36 @@ export const ui = {
   inputBoxes: [] as any[],
   inputAnswer: undefined as string | undefined,
   commands: new Map<string, (...args: any[]) => unknown>(),
+  context: new Map<string, unknown>(),
+  quickPicks: [] as any[][],
+  pickAnswer: (items: any[]) => items[0] as unknown,
+  shownDocuments: [] as unknown[],
+  clipboard: '',
+  executed: [] as { id: string; args: any[] }[],
+  messageAnswer: undefined as string | undefined,
   reset(): void {
     this.shown = [];
     this.statusBarItems = [];
     this.inputBoxes = [];
     this.inputAnswer = undefined;
     this.commands = new Map();
+    this.context = new Map();
+    this.quickPicks = [];
+    this.pickAnswer = (items) => items[0];
+    this.shownDocuments = [];
+    this.clipboard = '';
+    this.executed = [];
+    this.messageAnswer = undefined;
     window.activeTextEditor = undefined;
+    window.visibleTextEditors = [];
+    workspace.textDocuments = [];
   },
 };
 
 function show(kind: Shown['kind']) {
   return (message: string, ...items: string[]) => {
     ui.shown.push({ kind, message, items });
-    return Promise.resolve(undefined);
+    return Promise.resolve(ui.messageAnswer);
   };
 }
 
@@ -75,6 +165,18 @@ export const window: any = {
     ui.inputBoxes.push(options);
     return Promise.resolve(ui.inputAnswer);
   },
+  visibleTextEditors: [] as TextEditor[],
+  createTextEditorDecorationType: (options: unknown) => ({ options, dispose: () => undefined }),
+  showQuickPick: (items: any[]) => {
+    ui.quickPicks.push(items);
+    return Promise.resolve(ui.pickAnswer(items));
+  },
+  showTextDocument: (document: unknown) => {
+    ui.shownDocuments.push(document);
+    return Promise.resolve(undefined);
+  },
+  onDidChangeVisibleTextEditors: () => new Disposable(),
+  onDidChangeActiveTextEditor: () => new Disposable(),
   showErrorMessage: show('error'),
   showWarningMessage: show('warning'),
   showInformationMessage: show('information'),
@@ -88,12 +190,34 @@ export const commands = {
     ui.commands.set(id, run);
     return new Disposable(() => ui.commands.delete(id));
   },
-  executeCommand: (id: string, ...args: any[]) => Promise.resolve(ui.commands.get(id)?.(...args)),
+  executeCommand: (id: string, ...args: any[]) => {
+    if (id === 'setContext') {
+      ui.context.set(args[0], args[1]);
+      return Promise.resolve(undefined);
+    }
+    ui.executed.push({ id, args });
+    return Promise.resolve(ui.commands.get(id)?.(...args));
+  },
 };
 
-export const StatusBarAlignment = { Left: 1, Right: 2 };
+export const workspace: any = {
+  textDocuments: [] as TextDocument[],
+  asRelativePath: (uri: Uri) => uri.path.replace(/^\/project\//, ''),
+  onWillSaveTextDocument: () => new Disposable(),
+  registerTextDocumentContentProvider: () => new Disposable(),
+};
 
-const vscode = { Disposable, Position, Selection, StatusBarAlignment, window, commands };
+export const languages = { registerCodeLensProvider: () => new Disposable() };
+
+export const env = { clipboard: { readText: () => Promise.resolve(ui.clipboard) } };
+
+export const StatusBarAlignment = { Left: 1, Right: 2 };
+export const OverviewRulerLane = { Left: 1, Center: 2, Right: 4, Full: 7 };
+
+const vscode = {
+  Disposable, Position, Range, Selection, Uri, ThemeColor, MarkdownString, CodeLens, EventEmitter,
+  StatusBarAlignment, OverviewRulerLane, window, commands, workspace, languages, env,
+};
 
 // `require('vscode')` in the extension's modules gets this object.
 const load = (Module as any)._load;
