@@ -53,8 +53,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
         force=args.force, show_refused=args.show_refused, review=_review(args),
         test=args.test, tries=args.tries, test_timeout=args.test_timeout,
     )
-    if args.test is not None and args.snippet is not None:
-        raise BatchError("--test gates model rewrites (-i); it does not apply to --snippet merges")
     params = _sampling_params(args)  # refuses bad settings before any model loads
     if args.endpoint:
         from .engines import EngineError, EngineSettings, api_key, build_engine

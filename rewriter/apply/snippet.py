@@ -2,11 +2,14 @@
 such as `# ... existing code ...` for what stays) into one file.
 
 The deterministic merge (edits/snippets.py) goes first and needs no model: Merged gives the
-file's new text at once; Refused leaves the file alone with the reason. Only an Ambiguous snippet
-loads the model, which merges it as any rewrite of the whole file goes (batch.py's run: the file
-is the target and the prediction, the snippet rides in the instruction, the answer is judged by
-the one edit pipeline). Either way the result is shown, written or checked, and reported, as
-`rewriter apply -i` does it.
+file's new text at once (judged as any edit is: integrity, syntax, lint); Refused leaves the file
+alone with the reason (a merge only the lint check refused is applied with --force). Only an
+Ambiguous snippet loads the model, which merges it as any rewrite of the whole file goes
+(batch.py's run: the file is the target and the prediction, the snippet rides in the
+instruction, the answer is judged by the one edit pipeline). Either way the result is shown,
+written or checked, and reported, as `rewriter apply -i` does it. With --test, the merge is
+written only if the user's tests pass with it (testgate.py); the model's merge that fails them
+is asked again with their output, a deterministic one is put back (it would come out the same).
 """
 from __future__ import annotations
 
@@ -17,12 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from ..edits.snippets import Ambiguous, Merged, merge_snippet
+from ..edits.snippets import Ambiguous, Merged, Refused, merge_snippet
 from ..engine import Engine
 from .batch import MAX_FILE_BYTES, check_options, conclude, deliver, plan_all, progress_report, run
 from .collect import collect
 from .plans import BatchError, FilePlan, Options
 from .report import Report
+from .testgate import EditGate, check_baseline
 
 DETERMINISTIC, MODEL, REFUSED = "deterministic", "model", "refused"  # FilePlan.merge
 
@@ -61,14 +65,20 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
     outcome = merge_snippet(job.source.text, snippet, job.language, options.instruction)
     job.seconds = outcome.seconds
     completed = True
-    if isinstance(outcome, Merged):
+    if isinstance(outcome, Refused) and outcome.refused_text is not None and options.force:
+        _merged(job, outcome.refused_text, f"applied with --force although {outcome.reason}")
+        say(f"{job.display}: {outcome.reason}; applied anyway (--force)")
+        completed = _delivered(job, options, say, None if json_output else stdout)
+    elif isinstance(outcome, Merged):
         _merged(job, outcome.text)
         if not quiet:
             say(f"{job.display}: merged without a model in {1000 * outcome.seconds:.0f} ms")
-        deliver(job, options, Report(), None if json_output else stdout)
+        completed = _delivered(job, options, say, None if json_output else stdout)
     elif isinstance(outcome, Ambiguous):
         job.merge, job.merge_reason = MODEL, outcome.reason
         say(f"{job.display}: {outcome.reason}; the model merges the snippet")
+        if options.test:
+            check_baseline(options, say)  # before the model loads: failing tests stop the run here
         model_options = replace(options, snippet=snippet.decode("utf-8"))  # the merge decoded it already
         engine = make_engine()
         try:
@@ -77,18 +87,46 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
         finally:
             engine.close()
     else:
-        job.merge, job.merge_reason = REFUSED, outcome.reason
-        unit = job.units[0]
-        unit.status, unit.reason = "refused", outcome.reason
-        job.status, job.reason = "failed", f"snippet not merged: {outcome.reason}"
+        _refused(job, outcome, options, None if json_output else stdout)
     return conclude(jobs, options, completed, time.perf_counter() - started, json_output=json_output,
                     quiet=quiet, say=say, stdout=stdout, stderr=stderr)
 
 
-def _merged(job: FilePlan, text: str) -> None:
+def _merged(job: FilePlan, text: str, reason: str = "") -> None:
     """The file's plan done by the deterministic merge, as a rewrite of the whole file would leave it."""
     assert job.source is not None
     unit = job.units[0]
     unit.status = "changed" if text != job.source.text else "unchanged"
-    unit.text = text
-    job.new_text, job.status, job.merge = text, unit.status, DETERMINISTIC
+    unit.text, unit.reason = text, reason
+    job.new_text, job.status, job.merge, job.merge_reason = text, unit.status, DETERMINISTIC, reason
+
+
+def _delivered(job: FilePlan, options: Options, say: Callable[[str], None], diff_out: TextIO | None) -> bool:
+    """The deterministic merge shown, written or checked; with --test, written only if the tests
+    pass with it. False when interrupted (the file is then as it was, or the merge that passed)."""
+    if options.test and job.status == "changed":
+        check_baseline(options, say)
+    try:
+        if options.test and job.status == "changed":
+            # One try: there is no model to ask again, and the merge would come out the same.
+            EditGate(replace(options, tries=1)).keep_or_put_back(job, lambda why: None)
+            if job.status == "failed" and job.test_tries:
+                job.reason += " (a merge without a model is not tried again: it would come out the same)"
+        deliver(job, options, Report(), diff_out)
+    except KeyboardInterrupt:
+        if job.status == "changed":
+            job.status, job.reason = "interrupted", "untouched"
+        return False
+    return True
+
+
+def _refused(job: FilePlan, outcome: Refused, options: Options, diff_out: TextIO | None) -> None:
+    """The file left alone with the reason; a merge the lint check refused is shown as refused
+    (--show-refused, the JSON report's refused_diff), for --force to apply."""
+    job.merge, job.merge_reason = REFUSED, outcome.reason
+    unit = job.units[0]
+    unit.status, unit.reason, unit.refused_text = "refused", outcome.reason, outcome.refused_text
+    if outcome.refused_text is not None:
+        unit.reason += "; not applied (--force applies it anyway)"
+    job.status, job.reason = "failed", f"snippet not merged: {unit.reason}"
+    deliver(job, options, Report(), diff_out)

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
 
+from ..edits.lint import FileLint
 from ..edits.scopes import SyntaxTree, expand_to_nodes
 from ..edits.snippet_lines import Node, definition_tree, indent_of
-from ..edits.snippets import Merged, merge_snippet
+from ..edits.snippets import LINT, Merged, merge_snippet
 from ..edits.target import Target
 from .cases import read_jsonl
 
@@ -164,8 +165,11 @@ def _with_markers(lines: list[str], shown: set[int], marker: str) -> str:
 
 
 def _unsolvable(before: str, snippet: str, lines: list[str], shown: set[int]) -> str:
-    if SyntaxTree("".join(lines), "python").has_errors():
+    after = "".join(lines)
+    if SyntaxTree(after, "python").has_errors():
         return "the reference after does not parse: the syntax guard refuses any merge that gives it"
+    if FileLint(before).new_errors(0, len(before), after):
+        return "the reference after brings an undefined name: the lint check refuses any merge that gives it"
     kept = {line.strip() for line in before.splitlines() if line.strip()}
     if not any(lines[i].strip() in kept for i in shown if lines[i].strip()):
         return "no line of the file is left in the snippet: nothing places it"
@@ -198,6 +202,7 @@ def measure(case: SnippetCase) -> dict:
         row["lost"], row["duplicated"] = code_damage(case.before, case.after, outcome.text)
     else:
         row["reason"] = outcome.reason
+        row["lint"] = getattr(outcome, "check", "") == LINT
     return row
 
 
@@ -207,6 +212,7 @@ def summarize(rows: list[dict]) -> dict:
             "merged": sum(row["outcome"] == "merged" for row in rows),
             "ambiguous": sum(row["outcome"] == "ambiguous" for row in rows),
             "refused": sum(row["outcome"] == "refused" for row in rows),
+            "refused_by_lint": sum(row.get("lint", False) for row in rows),
             "lost_code": sum(bool(row["lost"]) for row in rows),
             "duplicated_code": sum(bool(row["duplicated"]) for row in rows),
             "unsolvable": sum(bool(row["unsolvable"]) for row in rows),
@@ -248,6 +254,7 @@ def format_report(report: dict) -> str:
     out += [line(style, summary) for style, summary in report["styles"].items()]
     out.append(line("all", report["summary"]))
     out.append(f"a one-function merge into a 1,000-line file: {report['large_file_ms']:.1f} ms (median of 5)")
+    out.append(f"refused by the lint check (a new undefined name): {report['summary']['refused_by_lint']}")
     reasons = Counter(row.get("reason", "") for row in report["cases"] if row["outcome"] != "merged")
     out += [f"  {count:>3} x {reason}" for reason, count in reasons.most_common(12)]
     return "\n".join(out)

@@ -67,11 +67,11 @@ class FileLint:
     def new_errors(self, start: int, end: int, new: str) -> list[LintError]:
         """Errors of the file with text[start:end] replaced by `new` that the file did not have,
         the first occurrence of each; empty where pyflakes cannot judge."""
+        after = lint_errors(self.text[:start] + new + self.text[end:])
+        if not after:  # no error at all (most edits): the file's own need not be found
+            return []
         known = self.known
         if known is None:
-            return []
-        after = lint_errors(self.text[:start] + new + self.text[end:])
-        if after is None:
             return []
         new_errors: dict[tuple[str, str], LintError] = {}
         for error in after:
@@ -80,9 +80,18 @@ class FileLint:
                 new_errors.setdefault(key, error)
         return list(new_errors.values())
 
+    def problem(self, start: int, end: int, new: str, edit: str = "the rewrite") -> str:
+        """Why the check refuses `new` as text[start:end] (`edit` names it in the reason); "" when
+        it does not. Every edit is judged here: a model's answer (pipeline.py) and a snippet's
+        deterministic merge (snippets.py)."""
+        if new == self.text[start:end]:
+            return ""
+        errors = self.new_errors(start, end, new)
+        return describe(errors, edit) if errors else ""
 
-def describe(errors: list[LintError]) -> str:
+
+def describe(errors: list[LintError], edit: str = "the rewrite") -> str:
     """A refusal's reason for `errors` (at least one)."""
     shown = "; ".join(error.describe() for error in errors[:3])
     more = f" and {len(errors) - 3} more" if len(errors) > 3 else ""
-    return f"the rewrite would fail when run: {shown}{more}"
+    return f"{edit} would fail when run: {shown}{more}"

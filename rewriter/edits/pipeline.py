@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from ..prompt import NoCodeBlock, SourceText, common_indent, extract_code
 from .integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
-from .lint import describe as describe_lint_errors
 from .node_kinds import grammar_for
 from .scopes import guess_language
 from .target import Target
@@ -133,10 +132,7 @@ class TargetEdit:
     def lint_problem(self, new: str) -> str:
         """Why the lint check refuses `new` as the span's text; "" when it does not."""
         lint = self.integrity.lint
-        if lint is None or new == self.original:
-            return ""
-        errors = lint.new_errors(self.start, self.end, new)
-        return describe_lint_errors(errors) if errors else ""
+        return "" if lint is None else lint.problem(self.start, self.end, new)
 
 
 def grammar_of(language: str, text: str) -> str | None:

@@ -8,7 +8,7 @@ A new definition lands where the snippet puts it: after the item before it, or b
 after it. Where that leaves a doubt (a name defined twice, code between two markers with nothing
 to place it by, a definition left out with no marker in its place) the outcome is Ambiguous and a
 model should merge; a snippet that cannot be merged at all is Refused. Every merge is then judged
-like any edit: the integrity check and the syntax guard may refuse it.
+like any edit: the integrity check, the syntax guard and the lint check may refuse it.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from .snippet_lines import (
 )
 from .syntax import compiles
 
-SNIPPET, INTEGRITY, SYNTAX = "snippet", "integrity", "syntax"  # what refused a merge
+SNIPPET, INTEGRITY, SYNTAX, LINT = "snippet", "integrity", "syntax", "lint"  # what refused a merge
 EDGE_LINES = 3  # lines a snippet may replace at the file's start or end without a marker there
 
 
@@ -60,8 +60,11 @@ class Refused:
     """The snippet cannot be merged (or its merge failed a check); the file stays as it is."""
 
     reason: str
-    check: str = SNIPPET  # SNIPPET (the snippet itself), INTEGRITY or SYNTAX (the merge's result)
+    check: str = SNIPPET  # SNIPPET (the snippet itself), INTEGRITY, SYNTAX or LINT (the merge's result)
     seconds: float = 0.0
+    # LINT: the whole file as the merge left it. It compiles, so a user may apply it anyway
+    # (`--force`, as for a rewrite the lint check refused); None for every other refusal.
+    refused_text: str | None = None
 
 
 MergeOutcome = Merged | Ambiguous | Refused
@@ -132,8 +135,8 @@ def _parsed(lines: list[str], markers: set[int], grammar: str) -> SyntaxTree | N
 
 
 def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> MergeOutcome:
-    """The merge, unless the integrity check or the syntax guard objects to the lines it changed
-    (as for any edit's span)."""
+    """The merge, unless the integrity check, the syntax guard or the lint check objects to the
+    lines it changed (as for any edit's span, in pipeline.py's order)."""
     file_text = integrity.text
     if merged == file_text:
         return Merged(merged)
@@ -146,12 +149,14 @@ def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> MergeOut
     if verdict.text != new:
         return Refused(f"the merge repeats the file around it ({verdict.reason})", INTEGRITY)
     # A merge that parses (and compiles, in Python) passes the syntax guard whatever the file
-    # did: only then is the file's own compile, which the guard asks for, not needed.
-    if not parsed.has_errors() and (parsed.language != "python" or compiles(merged) is True):
-        return Merged(merged)
-    problem = integrity.syntax.problem(start, end, new)
-    if problem is not None:
-        return Refused(f"the merge does not parse ({problem.describe()})", SYNTAX)
+    # did: only otherwise is the file's own compile, which the guard asks for, needed.
+    if parsed.has_errors() or parsed.language == "python" and compiles(merged) is not True:
+        problem = integrity.syntax.problem(start, end, new)
+        if problem is not None:
+            return Refused(f"the merge does not parse ({problem.describe()})", SYNTAX)
+    lint = integrity.lint.problem(start, end, new, "the merge") if integrity.lint is not None else ""
+    if lint:
+        return Refused(lint, LINT, refused_text=merged)
     return Merged(merged)
 
 

@@ -17,51 +17,16 @@ from rewriter.apply.plans import BatchError, Options
 from rewriter.apply.testgate import PASSED, TIMED_OUT, run_tests
 from rewriter.edits.session import EditSession, Feedback
 from rewriter.edits.target import Target, numbered_lines
-from rewriter.results import Progress, RewriteResult, Stats
 from tests.helpers.cli import assert_clean_failure
 from tests.helpers.fake_openai import FakeOpenAI
+from tests.helpers.gated import ORIGINAL, TEST, AnsweringEngine, make_project, retried
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# A BOM and CRLF line endings: "put back byte for byte" must hold for both.
-ORIGINAL = "\ufeffdef add(a, b):\r\n    return a + b\r\n\r\n\r\ndef double(x):\r\n    return x * 2\r\n".encode()
-# The user's tests: add and double must still work.
-CHECK = ("import importlib.util, sys\n"
-         "spec = importlib.util.spec_from_file_location('m', 'm.py'); m = importlib.util.module_from_spec(spec)\n"
-         "spec.loader.exec_module(m)\n"
-         "assert m.add(2, 3) == 5, f'add(2, 3) returned {m.add(2, 3)}'\n"
-         "assert m.double(4) == 8, f'double(4) returned {m.double(4)}'\n"
-         "print('all good')\n")
-TEST = f"{sys.executable} check.py"
-
-
-class AnsweringEngine:
-    """Answers each request with `answer(request)` (the code); records every request."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.requests = []
-
-    def stream(self, request):
-        self.requests.append(request)
-        stats = Stats(output_tokens=4, total_s=0.01, finish_reason="stop")
-        yield Progress("```\n", stats)
-        yield RewriteResult(text=self.answer(request), answer="", stats=stats)
-
-    def close(self):
-        pass
-
-
-def retried(request) -> bool:
-    return "Your previous answer:" in request.instruction
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    (tmp_path / "m.py").write_bytes(ORIGINAL)
-    (tmp_path / "check.py").write_text(CHECK)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    return make_project(tmp_path, monkeypatch)
 
 
 def apply(engine, json_output=False, capsys=None, **settings):
@@ -219,10 +184,9 @@ def test_an_interrupt_while_the_tests_run_puts_the_original_back(tmp_path, signa
 
 @pytest.mark.parametrize("extra, words", [
     (["--check"], "cannot be combined with --check"),
-    (["--snippet", "m.py"], "does not apply to --snippet"),
     (["--interactive"], "cannot be combined with --interactive"),
 ])
-def test_the_command_line_refuses_test_with_check_snippet_or_interactive(project, extra, words):
+def test_the_command_line_refuses_test_with_check_or_interactive(project, extra, words):
     result = subprocess.run([sys.executable, "-m", "rewriter.cli", "apply", "m.py", "-i", "x", "--test", "true", *extra],
                             cwd=project, capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rewriter.bench.snippet_cases import load_reference_edits, measure, normalized, snippet_case
-from rewriter.edits.snippets import SNIPPET, Ambiguous, Merged, Refused, merge_snippet
+from rewriter.bench.snippet_cases import load_reference_edits, measure, normalized, snippet_case, summarize
+from rewriter.edits.snippets import LINT, SNIPPET, Ambiguous, Merged, Refused, merge_snippet
 
 FILE = '''import os
 
@@ -48,9 +48,25 @@ def test_each_marker_style_keeps_what_is_there(marker):
 
 
 def test_a_whole_function_replaces_the_old_one():
-    snippet = "# ...\ndef save(path, lines):\n    Path(path).write_text('\\n'.join(lines))\n"
-    assert merged(snippet).endswith("def save(path, lines):\n    Path(path).write_text('\\n'.join(lines))\n")
+    snippet = "# ...\ndef save(path, lines):\n    os.write(path, '\\n'.join(lines))\n"
+    assert merged(snippet).endswith("def save(path, lines):\n    os.write(path, '\\n'.join(lines))\n")
     assert merged(snippet).count("def ") == 4
+
+
+def test_a_merge_bringing_an_undefined_name_is_refused_by_the_lint_check_with_its_text():
+    # `Path` is not imported: the merge compiles, but save would fail when run.
+    snippet = "# ...\ndef save(path, lines):\n    Path(path).write_text('\\n'.join(lines))\n"
+    outcome = merge_snippet(FILE, snippet, "python")
+    assert isinstance(outcome, Refused) and outcome.check == LINT
+    assert outcome.reason == "the merge would fail when run: undefined name 'Path' at line 21"
+    assert outcome.refused_text == FILE.replace('open(path, "w").write("\\n"', "Path(path).write_text('\\n'")
+    with_import = "from pathlib import Path\n" + snippet  # the same merge, the import brought along
+    assert "from pathlib import Path\n" in merged(with_import)
+
+
+def test_an_undefined_name_the_file_already_had_does_not_refuse_a_merge():
+    broken = FILE.replace("return 0", "return missing_name")
+    assert "return missing_name" in merged('class Shape:\n    # ...\n    def name(self):\n        return "S"\n', broken)
 
 
 def test_a_method_in_its_class_and_a_method_given_alone():
@@ -165,6 +181,18 @@ def test_merges_never_lose_or_duplicate_code_on_the_editeval_cases():
     assert sum(row["exact"] for row in rows) >= 0.8 * len(rows)
 
 
+def test_a_reference_edit_that_brings_an_undefined_name_is_unsolvable_and_its_refusal_counted():
+    # As in one of the reference edits: `from os import chdir as cd` became a comparison, not an assignment.
+    before = "import os\nfrom os import chdir as cd\n\n\ndef go(path):\n    cd(path)\n"
+    after = before.replace("from os import chdir as cd\n", "cd == os.chdir\n")
+    case = snippet_case({"id": "cd", "before": before, "after": after})
+    assert "brings an undefined name" in case.unsolvable
+    row = measure(case)
+    assert row["outcome"] == "refused" and row["lint"] and "undefined name 'cd'" in row["reason"]
+    assert summarize([row, measure(snippet_case({"id": "ok", "before": before, "after": before.replace(
+        "cd(path)", "cd(path)\n    return path")}))])["refused_by_lint"] == 1
+
+
 SCRIPT = '''setup()
 write("first")
 check(read() != "first")
@@ -231,9 +259,10 @@ def test_new_lines_after_an_anchor_replace_the_file_lines_up_to_the_nearest_copy
     assert merged(snippet, REPEATED) == REPEATED.replace(
         'step("b")\n    check()\n', 'step("b")\n    result = check()\n    assert result\n')
     # and the same going back from an anchor after them
-    back = 'def run():\n    # ...\n    setup()\n    prepare()\n    step("b")\n    # ...\n'
+    # (a name REPEATED already calls: a new undefined one would be the lint check's to refuse)
+    back = 'def run():\n    # ...\n    setup()\n    check("ready")\n    step("b")\n    # ...\n'
     assert merged(back, REPEATED) == REPEATED.replace('cleanup()\n    setup()\n    step("b")',
-                                                      'cleanup()\n    setup()\n    prepare()\n    step("b")')
+                                                      'cleanup()\n    setup()\n    check("ready")\n    step("b")')
 
 
 def test_a_file_line_the_snippet_holds_elsewhere_is_not_taken_as_replaced():

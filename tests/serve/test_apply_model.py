@@ -135,6 +135,24 @@ def test_a_refused_merge_is_an_error_and_nothing_else(tiny_loaded, tiny_rewriter
         assert len(loses_main.requests) == 1
 
 
+def test_a_merge_bringing_an_undefined_name_is_refused_by_the_lint_check_either_way(tiny_loaded, tiny_rewriter):
+    # `json` is not imported: the merge compiles, but main would fail when run.
+    broken = "# ... existing code ...\n\ndef main():\n    print(json.dumps(load('a.txt')))\n"
+    unlinted = TWICE.replace("return open(path).read()", "return json.loads(open(path).read())")
+    scripted = ScriptedRewriter(tiny_rewriter, lambda code: unlinted)
+    with client_for(tiny_loaded, scripted) as client:
+        merged = client.post(CHAT, json=body(message(update=broken)))
+        assert "undefined name 'json'" in error_of(merged, 422, "merge_refused")
+        assert scripted.requests == []  # the deterministic merge's, refused without the model
+        ambiguous = "# ...\ndef load(path):\n    return json.loads(open(path).read())\n# ...\n"  # which `load`?
+        by_the_model = client.post(CHAT, json=body(message(TWICE, ambiguous)))
+        assert "undefined name 'json'" in error_of(by_the_model, 422, "merge_refused")
+        assert len(scripted.requests) == 2  # asked again with the reason, as any rewrite is
+        clean = client.post(CHAT, json=body(message(update="import json\n" + broken)))
+        assert clean.status_code == 200, clean.text
+        assert "import json\n" in clean.json()["choices"][0]["message"]["content"]
+
+
 @pytest.mark.parametrize("change, param", [
     ({"messages": [{"role": "system", "content": "Merge."}, {"role": "user", "content": message()}]}, "messages"),
     ({"messages": [{"role": "assistant", "content": message()}]}, "messages"),
