@@ -28,8 +28,6 @@ or applying it:
 """
 from __future__ import annotations
 
-import builtins
-import keyword
 import re
 from bisect import bisect_right
 from collections import Counter, defaultdict, deque
@@ -57,8 +55,6 @@ ASKS_MORE = re.compile(r"\b(and|also|then|plus|but|fix|change|rename|refactor|si
 
 MIN_ECHO_LINES = 2  # a single repeated line is more likely coincidence than an echo
 MIN_COPY_RUN = 3  # repeated ordinary lines inside an answer: a copy from this many on (two if distinctive)
-# Words of no one file: a call of one of them (`len(`, `range(`) is common code, not a copied line.
-PYTHON_WORDS = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {"self", "cls"}
 LONG_LINE = 20  # shorter lines (`return x`, `}`, `else:`) repeat in code by nature
 IMPORT_LINE = re.compile(r"(import\s|from\s+\S+\s+import\s|#\s*include\b|use\s|using\s|require\b)")
 # Comments and docstrings may repeat harmlessly (two functions with the same one-line docstring).
@@ -184,14 +180,14 @@ class FileIntegrity:
         again = {line for line, count in new_span.items() if count > old_span[line] and self.counts[line]}
         kept = [line.strip() for line in self.text[start:end].splitlines() if line.strip()]
         for written in _inserted(kept, code):  # the span's own lines, kept in place, are no copy
-            copied.update(self._copied_runs(written, again, repeated, headers))
+            copied.update(self._copied_runs(written, again, repeated))
         return [line for line in twice if line in headers or IMPORT_LINE.match(line) or line in copied]
 
-    def _copied_runs(self, written: list[str], again: set[str], repeated: set[str], headers: set[str]) -> set[str]:
+    def _copied_runs(self, written: list[str], again: set[str], repeated: set[str]) -> set[str]:
         """The significant lines of `written` (new code lines, in order) that come in copied runs:
         lines written again, one after another (short ones such as `else:` included), in the
         file's order, at least MIN_COPY_RUN of them or two holding a line of the file's own."""
-        own = {name for header in headers for name in re.findall(r"\w+", header)} - PYTHON_WORDS
+        own = {d.path[-1] for d in self.definitions}
         copied: set[str] = set()
         run: list[str] = []
         for line in [*written, ""]:
@@ -396,7 +392,7 @@ def _inserted(old: list[str], new: list[str]) -> list[list[str]]:
 
 def distinctive(line: str, own_names: set[str]) -> bool:
     """Whether a (stripped) line is this file's own, not common code: it holds a string, or it
-    calls one of the file's own definitions (`self.load(path)`; not `len(`, not `range(`)."""
+    calls one of the file's own definitions (`self.load(path)`; not `len(` or `range(`)."""
     if re.search(r"""["'`]""", line):
         return True
     return any(name in own_names for name in re.findall(r"(\w+)\s*\(", line))
