@@ -170,8 +170,8 @@ def format_tests_summary(summary: dict) -> str:
         f"cases: {summary['cases']}, tests passed: {summary['tests_passed']} ({100 * summary['pass_rate']:.1f}%), "
         f"failed: {summary['tests_failed']}, timed out: {summary['timed_out']}, unchanged: {summary['unchanged']}, "
         f"no code block: {summary['no_code_block']}, refused: {summary['refused']} "
-        f"({summary['false_refusals']} of them pass their tests: false refusals) "
-        f"(cut at the token limit: {summary['cut_at_token_limit']})",
+        f"(false refusals, whose tests pass: {summary['false_refusals']}); "
+        f"cut at the token limit: {summary['cut_at_token_limit']}",
         f"tokens/s: {summary['tokens_per_s']:.1f} overall ({summary['output_tokens']} tokens in "
         f"{summary['decode_s']:.1f}s), median {summary['median_tokens_per_s']:.1f}; median forward passes per "
         f"token: {summary['median_forward_passes_per_token']:.3f}; prediction tokens: "

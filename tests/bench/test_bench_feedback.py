@@ -35,7 +35,7 @@ def test_the_summary_counts_false_refusals_apart_from_passes():
     rows = [row("passed"), row("refused", refused_tests_passed=True), row("refused", refused_tests_passed=False)]
     summary = summarize_tests(rows)
     assert (summary["tests_passed"], summary["refused"], summary["false_refusals"]) == (1, 2, 1)
-    assert "refused: 2 (1 of them pass their tests: false refusals)" in format_tests_summary(summary)
+    assert "refused: 2 (false refusals, whose tests pass: 1)" in format_tests_summary(summary)
 
 
 def second(outcome: str, **more) -> dict:
