@@ -335,6 +335,9 @@ def add_bench(commands) -> None:
     quality.add_argument("--compare", action="append", type=_model_and_dtype, metavar="MODEL[:DTYPE]",
                          help="with --tests, run the same cases again on this model and path (e.g. embedded:float32, "
                               "qwen2.5-coder-1.5b-instruct); repeat it for more; a table side by side ends the run")
+    quality.add_argument("--feedback", action="store_true",
+                         help="with --tests, a second try where the first answer did not pass, shown the end of "
+                              "its test output or why nothing was applied; blind and after-feedback pass rates")
     quality.add_argument("--test-timeout", type=float, default=30.0, metavar="S",
                          help="time limit for one case's tests (default 30 s)")
     servers = bench.add_argument_group("servers instead of a local model")

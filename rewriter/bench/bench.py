@@ -19,7 +19,9 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from ..decoding.rewrite import Rewriter
 from ..prompt import NoCodeBlock, SourceText, extract_code
 from .cases import Case, run_cases
+from .feedback import feedback_prompt, output_tail
 from .summary import (
+    FEEDBACK_COLUMNS,
     REFERENCE_COLUMNS,
     TABLE_COLUMNS,
     TESTS_TABLE_COLUMNS,
@@ -203,27 +205,31 @@ def integrity_refusal(case: Case, edited: str) -> str | None:
 
 def judge_answer(case: Case, answer: str, refusal: Refusal | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
-    """The outcome of one answer, and why: the tests run only on a real, accepted edit."""
+    """The outcome of one answer, and why. A refused edit is no pass, but its tests run too:
+    `refused_tests_passed` tells a refusal of a right edit (a false refusal) from a catch."""
     try:
         code = extract_code(answer)
     except NoCodeBlock:
         return {"outcome": "no_code_block"}
     edited = SourceText.from_text(case.before).restore(code)
     reason = refusal(case, edited) if refusal else None
-    if reason:
-        return {"outcome": "refused", "reason": reason, "edited": edited}
-    if edited == case.before:
+    if not reason and edited == case.before:
         return {"outcome": "unchanged"}
     result = run_tests(edited, case.tests or "", timeout_s)
     outcome = "passed" if result.passed else "timed_out" if result.timed_out else "failed"
     verdict = {"outcome": outcome, "edited": edited, "test_s": result.seconds}
+    if reason:
+        verdict = {**verdict, "outcome": "refused", "reason": reason, "refused_tests_passed": result.passed}
     if not result.passed:
-        verdict["test_output"] = result.output[-600:]
+        verdict["test_output"] = output_tail(result.output)
     return verdict
 
 
 def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, baselines: bool = False,
-                   refusal: Refusal | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+                   refusal: Refusal | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                   feedback: bool = False) -> dict:
+    """One case decoded and judged; with `feedback`, a first answer that did not pass gets a
+    second try (feedback.py), judged the same way, under "feedback"."""
     if baselines:
         row, tokens = _measure_case(rewriter, case, max_new_tokens)
     else:
@@ -241,17 +247,36 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
             "ttft_s": stats.ttft_s, "finish_reason": stats.finish_reason,
         }
     answer: str = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)  # type: ignore[assignment]  # one sequence
-    return {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
+    row = {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
+    if feedback and row["outcome"] != "passed":
+        row["feedback"] = _second_try(rewriter, case, answer, row, max_new_tokens, refusal, timeout_s)
+    if feedback:
+        row["after_feedback"] = row["feedback"]["outcome"] if "feedback" in row else row["outcome"]
+    return row
+
+
+def _second_try(rewriter: Rewriter, case: Case, first_answer: str, verdict: dict, max_new_tokens: int | None,
+                refusal: Refusal | None, timeout_s: float) -> dict:
+    """The answer after feedback on the first, judged."""
+    prompt_ids, prediction, budget = rewriter.fit(feedback_prompt(case, first_answer, verdict, timeout_s),
+                                                  max_new_tokens)
+    tokens, stats, seconds = _decode_ours(rewriter, prompt_ids, prediction, budget)
+    answer: str = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)  # type: ignore[assignment]  # one sequence
+    return {"prompt_tokens": len(prompt_ids), "output_tokens": len(tokens), "ours_s": seconds,
+            "finish_reason": stats.finish_reason, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
 
 
 def run_tests_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
                     baselines: bool = False, refusal: Refusal | None = None,
-                    timeout_s: float = DEFAULT_TIMEOUT_S, out=sys.stdout) -> dict:
+                    timeout_s: float = DEFAULT_TIMEOUT_S, out=sys.stdout, feedback: bool = False) -> dict:
     _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
-    print(" | ".join(title for title, _, _ in TESTS_TABLE_COLUMNS), file=out, flush=True)
+    columns = TESTS_TABLE_COLUMNS + (FEEDBACK_COLUMNS if feedback else [])
+    print(" | ".join(title for title, _, _ in columns), file=out, flush=True)
 
-    return run_cases(cases, lambda case: run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s),
-                      format_tests_row, summarize_tests, format_tests_summary, json_path, out)
+    def one(case: Case) -> dict:
+        return run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s, feedback)
+
+    return run_cases(cases, one, format_tests_row, summarize_tests, format_tests_summary, json_path, out)
 
 
 # Sampling modes ---------------------------------------------------------------------------------

@@ -26,6 +26,9 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
     if args.every is not None and args.every < 1:
         say("--every takes a whole number of at least 1")
         return 2
+    if args.feedback and not args.tests:
+        say("--feedback is for --tests: a second try after the first answer's test output")
+        return 2
     if args.snippets:
         return _snippet_bench(args, load, say)
     if args.model_merge or args.model_only:
@@ -170,16 +173,21 @@ def _tests_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case]
             rewriter = load(argparse.Namespace(**{**vars(args), "model": model, "dtype": dtype}))
         name = model or "embedded"
         say(f"{len(cases)} cases on {name} in {rewriter.loaded.dtype}, decoded by {ways}; "
-            f"tests run on each edit ({args.test_timeout:g}s limit)")
+            f"tests run on each edit ({args.test_timeout:g}s limit)"
+            + ("; a second try after feedback where the first did not pass" if args.feedback else ""))
         report = run_tests_bench(rewriter, cases, args.max_new_tokens, None if args.compare else args.json,
-                                 baselines=args.baselines, refusal=integrity_refusal, timeout_s=args.test_timeout)
+                                 baselines=args.baselines, refusal=integrity_refusal, timeout_s=args.test_timeout,
+                                 feedback=args.feedback)
         reports.append({"model": name, **report})
     if args.compare:
-        from .summary import format_tests_side_by_side
+        from .summary import cascade, format_cascade, format_tests_side_by_side
 
+        chain = cascade(reports)
+        print(format_cascade(chain), flush=True)
         print(format_tests_side_by_side(reports), flush=True)
         if args.json:
-            Path(args.json).write_text(json.dumps({"runs": reports}, indent=2) + "\n", encoding="utf-8")
+            Path(args.json).write_text(json.dumps({"runs": reports, "cascade": chain}, indent=2) + "\n",
+                                       encoding="utf-8")
     return 0
 
 

@@ -121,6 +121,7 @@ def summarize_tests(rows: list[dict]) -> dict:
         "unchanged": counts["unchanged"],
         "no_code_block": counts["no_code_block"],
         "refused": counts["refused"],
+        "false_refusals": sum(bool(row.get("refused_tests_passed")) for row in rows),  # refused, yet right
         "cut_at_token_limit": sum(row["finish_reason"] == "length" for row in rows),
         "tokens_per_s": tokens / seconds if seconds else 0.0,  # all output tokens over all decoding time
         "median_tokens_per_s": statistics.median(row["ours_tokens_per_s"] for row in rows) if rows else 0.0,
@@ -135,7 +136,24 @@ def summarize_tests(rows: list[dict]) -> dict:
     if rows and "identical_to_greedy" in rows[0]:
         summary["identical_to_greedy"] = sum(row["identical_to_greedy"] for row in rows)
         summary["median_speedup_vs_greedy"] = statistics.median(row["speedup_vs_greedy"] for row in rows)
+    if rows and "after_feedback" in rows[0]:
+        summary["feedback"] = summarize_feedback(rows)
     return summary
+
+
+def summarize_feedback(rows: list[dict]) -> dict:
+    """The outcomes after feedback: the first answer's where it passed, the second try's elsewhere."""
+    second = [row["feedback"] for row in rows if "feedback" in row]
+    passed = sum(row["after_feedback"] == "passed" for row in rows)
+    return {
+        "second_tries": len(second),
+        "passed": passed,
+        "pass_rate": passed / len(rows),
+        "outcomes": {outcome: sum(row["after_feedback"] == outcome for row in rows) for outcome in OUTCOMES},
+        "false_refusals": sum(bool(try_.get("refused_tests_passed")) for try_ in second),
+        "output_tokens": sum(try_["output_tokens"] for try_ in second),
+        "decode_s": sum(try_["ours_s"] for try_ in second),
+    }
 
 
 TESTS_TABLE_COLUMNS = [
@@ -144,6 +162,7 @@ TESTS_TABLE_COLUMNS = [
     ("acc", "accepted_prediction_tokens", "{}"), ("rej", "rejected_prediction_tokens", "{}"),
     ("outcome", "outcome", "{}"),
 ]
+FEEDBACK_COLUMNS = [("after feedback", "after_feedback", "{}")]
 
 
 def format_tests_summary(summary: dict) -> str:
@@ -151,7 +170,8 @@ def format_tests_summary(summary: dict) -> str:
         f"cases: {summary['cases']}, tests passed: {summary['tests_passed']} ({100 * summary['pass_rate']:.1f}%), "
         f"failed: {summary['tests_failed']}, timed out: {summary['timed_out']}, unchanged: {summary['unchanged']}, "
         f"no code block: {summary['no_code_block']}, refused: {summary['refused']} "
-        f"(cut at the token limit: {summary['cut_at_token_limit']})",
+        f"(false refusals, whose tests pass: {summary['false_refusals']}); "
+        f"cut at the token limit: {summary['cut_at_token_limit']}",
         f"tokens/s: {summary['tokens_per_s']:.1f} overall ({summary['output_tokens']} tokens in "
         f"{summary['decode_s']:.1f}s), median {summary['median_tokens_per_s']:.1f}; median forward passes per "
         f"token: {summary['median_forward_passes_per_token']:.3f}; prediction tokens: "
@@ -161,6 +181,15 @@ def format_tests_summary(summary: dict) -> str:
     if "identical_to_greedy" in summary:
         lines.append(f"identical to greedy: {summary['identical_to_greedy']}/{summary['cases']}, "
                      f"median speed-up vs greedy: {summary['median_speedup_vs_greedy']:.2f}x")
+    if "feedback" in summary:
+        after = summary["feedback"]
+        outcomes = ", ".join(f"{outcome.replace('_', ' ')} {count}" for outcome, count in after["outcomes"].items()
+                             if outcome != "passed")
+        lines.append(f"after feedback (a second try for the {after['second_tries']} that did not pass, shown "
+                     f"their test output or why nothing was applied): passed {after['passed']} "
+                     f"({100 * after['pass_rate']:.1f}%) against {summary['tests_passed']} blind; {outcomes}; "
+                     f"false refusals {after['false_refusals']}; {after['output_tokens']} more tokens in "
+                     f"{after['decode_s']:.1f}s")
     return "\n".join(lines)
 
 
@@ -168,21 +197,52 @@ def format_tests_side_by_side(reports: list[dict]) -> str:
     """One line per run (model and path) of `--tests --compare`, and how many cases each judged
     otherwise than the first run."""
     first = {row["id"]: row["outcome"] for row in reports[0]["cases"]}
-    lines = ["model | path | passed | unchanged | refused | failed | timed out | no code block | median tok/s | "
-             "outcomes unlike the first run's"]
+    lines = ["model | path | passed | after feedback | unchanged | refused | false refusals | failed | timed out | "
+             "no code block | median tok/s | outcomes unlike the first run's"]
     for report in reports:
         summary = report["summary"]
         differ = sum(first.get(row["id"]) != row["outcome"] for row in report["cases"])
+        after = f"{summary['feedback']['passed']}/{summary['cases']}" if "feedback" in summary else "-"
         lines.append(" | ".join([
-            report["model"], str(summary["dtype"]), f"{summary['tests_passed']}/{summary['cases']}",
-            str(summary["unchanged"]), str(summary["refused"]), str(summary["tests_failed"]),
-            str(summary["timed_out"]), str(summary["no_code_block"]), f"{summary['median_tokens_per_s']:.1f}",
-            "-" if report is reports[0] else str(differ)]))
+            report["model"], str(summary["dtype"]), f"{summary['tests_passed']}/{summary['cases']}", after,
+            str(summary["unchanged"]), str(summary["refused"]), str(summary["false_refusals"]),
+            str(summary["tests_failed"]), str(summary["timed_out"]), str(summary["no_code_block"]),
+            f"{summary['median_tokens_per_s']:.1f}", "-" if report is reports[0] else str(differ)]))
     return "\n".join(lines)
 
 
+def cascade(reports: list[dict]) -> dict:
+    """The runs as a cascade, in their order: each case goes on to the next model only where the
+    tests did not pass (failed, refused, unchanged, ...), blind and with each model's second try."""
+    outcomes = [{row["id"]: row for row in report["cases"]} for report in reports]
+    ids = list(outcomes[0])
+    blind = [next((n for n, run in enumerate(outcomes) if run[i]["outcome"] == "passed"), None) for i in ids]
+    after = [next((n for n, run in enumerate(outcomes) if run[i].get("after_feedback", run[i]["outcome"]) == "passed"),
+                  None) for i in ids]
+    return {
+        "models": [report["model"] for report in reports],
+        "cases": len(ids),
+        "passed": sum(n is not None for n in blind),
+        "passed_by": [blind.count(n) for n in range(len(reports))],
+        "passed_after_feedback": sum(n is not None for n in after)
+        if any("after_feedback" in row for row in reports[0]["cases"]) else None,
+        # how many cases each model decodes: all for the first, those no earlier model passed for the others
+        "decoded_by": [len(ids) - sum(p is not None and p < n for p in blind) for n in range(len(reports))],
+    }
+
+
+def format_cascade(result: dict) -> str:
+    after = (f", after feedback {result['passed_after_feedback']}/{result['cases']}"
+             if result["passed_after_feedback"] is not None else "")
+    order = " then ".join(result["models"])
+    return (f"cascade ({order}, each only where the ones before did not pass the tests): passed "
+            f"{result['passed']}/{result['cases']} blind ({' + '.join(map(str, result['passed_by']))}){after}; "
+            f"cases decoded by each: {' / '.join(map(str, result['decoded_by']))}")
+
+
 def format_tests_row(row: dict) -> str:
-    cells = [fmt.format(row[key]) for _, key, fmt in TESTS_TABLE_COLUMNS]
+    columns = TESTS_TABLE_COLUMNS + (FEEDBACK_COLUMNS if "after_feedback" in row else [])
+    cells = [fmt.format(row[key]) for _, key, fmt in columns]
     return " | ".join([cells[0].rsplit("/", 1)[-1], *cells[1:]])
 
 

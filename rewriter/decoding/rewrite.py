@@ -106,9 +106,9 @@ class Rewriter:
              max_new_tokens: int | None = None) -> tuple[list[int], list[int], int]:
         """Prompt ids, prediction ids and the output budget, or RewriteError."""
         require_instruction(instruction)
-        return self._fit(build_prompt(code, instruction, language, context), max_new_tokens)
+        return self.fit(build_prompt(code, instruction, language, context), max_new_tokens)
 
-    def _fit(self, prompt: RewritePrompt, max_new_tokens: int | None) -> tuple[list[int], list[int], int]:
+    def fit(self, prompt: RewritePrompt, max_new_tokens: int | None) -> tuple[list[int], list[int], int]:
         """The prompt's and the prediction's ids and the output budget; ContextTooLarge when they do not fit."""
         prompt_ids = self.encode_prompt(prompt)
         prediction = self.encode_prediction(prompt)
@@ -134,7 +134,7 @@ class Rewriter:
         require_instruction(request.instruction)
         answer = AnswerStream(request, prefilled=True)
         prompt = answer.prompt
-        prompt_ids, prediction, budget = self._fit(prompt, request.max_new_tokens)
+        prompt_ids, prediction, budget = self.fit(prompt, request.max_new_tokens)
         sampling = request.sampling
         verifier = verifier or (make_verifier(sampling) if sampling is not None else None)
         drafts = (drafter or self.drafter)(prediction)

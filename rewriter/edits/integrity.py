@@ -12,7 +12,8 @@ or applying it:
   there, by its name (moved into or out of a class counts as there), unless the instruction asks
   to remove, delete, drop, merge, combine, inline, eliminate or consolidate (then any may go), or
   to rename ("rename", "change the name to"; then one may go where exactly one new definition of
-  the same kind appears in the same place);
+  the same kind appears in the same place), or where they were replaced (replacements.py: no
+  code uses the lost names any more, and new definitions stand where they stood);
 - lost bodies: a definition that keeps its header but loses its whole body is lost too (parsers
   built for editors accept `def f():` with nothing under it, Go's `func f()`); a body emptied to
   `{}` or to a docstring alone may go only where the instruction asks to remove, a body as a
@@ -20,8 +21,10 @@ or applying it:
 - documentation only: where the instruction asks for documentation and nothing else ("Add
   docstrings"), the span's code must stay token for token (comments, docstrings and layout aside);
 - duplicated code: a definition line or an import that occurred exactly once in the file must not
-  occur twice after the rewrite, nor may other code lines of 20 characters or more, in runs of
-  two or more or at either end of the answer (one such line inside new code is often needed).
+  occur twice after the rewrite, nor may other code lines of 20 characters or more at either end
+  of the answer or in runs of new lines copied in the file's order: three lines or more, or two
+  with a line of the file's own (a string, a call of its definitions). New code often needs a
+  common line or two again (a loop header, an accumulator update).
 """
 from __future__ import annotations
 
@@ -29,9 +32,11 @@ import re
 from bisect import bisect_right
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from ..prompt import common_indent
 from .lint import FileLint
+from .replacements import names_used, replaced
 from .scopes import COMMENTS, EMPTY, FULL, NONE, Definition, SyntaxTree, definitions, is_docstring, is_placeholder
 from .syntax import FileSyntax
 
@@ -49,6 +54,7 @@ ASKS_MORE = re.compile(r"\b(and|also|then|plus|but|fix|change|rename|refactor|si
                        r"type|types|hints?|annotations?|convert|make|use)\b|[,;]", re.IGNORECASE)
 
 MIN_ECHO_LINES = 2  # a single repeated line is more likely coincidence than an echo
+MIN_COPY_RUN = 3  # repeated ordinary lines inside an answer: a copy from this many on (two if distinctive)
 LONG_LINE = 20  # shorter lines (`return x`, `}`, `else:`) repeat in code by nature
 IMPORT_LINE = re.compile(r"(import\s|from\s+\S+\s+import\s|#\s*include\b|use\s|using\s|require\b)")
 # Comments and docstrings may repeat harmlessly (two functions with the same one-line docstring).
@@ -132,6 +138,8 @@ class FileIntegrity:
             # syntax guard's to judge (and the user's, with --allow-syntax-errors).
             broken = _has_error_within(candidate, start, start + len(text))
             lost = [] if broken else lost_definitions(old_definitions, new_definitions, instruction)
+            if lost and replaced(old_definitions, new_definitions, lost, instruction, names_used(candidate)):
+                lost = []
             if lost:
                 problems.append("it would lose " + _names(lost))
             emptied = [] if broken else lost_bodies(old_definitions, new_definitions, instruction)
@@ -160,18 +168,38 @@ class FileIntegrity:
         twice = [line for line, count in new_span.items()
                  if self.counts[line] == 1 and self.counts[line] - old_span[line] + count >= 2
                  and significant(line, headers)]
-        # One ordinary line written again is often new code that needs it (a second loop over the
-        # same range). Copies come as runs, or at the answer's ends where the neighbours' lines
-        # land (so a line from inside the span, written again at an end, is new code like any
-        # other: a new function ending in the same `return`); a definition or an import line
-        # counts alone.
+        # Ordinary lines written again are often new code that needs them (a second loop over
+        # the same range, with the same accumulator update). Copies come as runs of new lines in
+        # the file's order (see _copied_runs); or at the answer's ends where the
+        # neighbours' lines land (so a line from inside the span, written again at an end, is new
+        # code like any other: a new function ending in the same `return`); a definition or an
+        # import line counts alone.
         code = [line.strip() for line in text.splitlines() if line.strip()]
         copied = {line for line in code[:1] + code[-1:] if not old_span[line]}
         repeated = set(twice)
-        for line, following in zip(code, code[1:]):
-            if line in repeated and following in repeated:
-                copied |= {line, following}
+        again = {line for line, count in new_span.items() if count > old_span[line] and self.counts[line]}
+        kept = [line.strip() for line in self.text[start:end].splitlines() if line.strip()]
+        for written in _inserted(kept, code):  # the span's own lines, kept in place, are no copy
+            copied.update(self._copied_runs(written, again, repeated))
         return [line for line in twice if line in headers or IMPORT_LINE.match(line) or line in copied]
+
+    def _copied_runs(self, written: list[str], again: set[str], repeated: set[str]) -> set[str]:
+        """The significant lines of `written` (new code lines, in order) that come in copied runs:
+        lines written again, one after another (short ones such as `else:` included), in the
+        file's order, at least MIN_COPY_RUN of them or two holding a line of the file's own."""
+        own = {d.path[-1] for d in self.definitions}
+        copied: set[str] = set()
+        run: list[str] = []
+        for line in [*written, ""]:
+            ordered = [r for r in run if r in repeated]
+            if line in again and not (line in repeated and ordered
+                                      and self._where[ordered[-1]][0] > self._where[line][0]):
+                run.append(line)
+                continue
+            if len(ordered) >= 2 and (len(run) >= MIN_COPY_RUN or any(distinctive(r, own) for r in ordered)):
+                copied.update(ordered)
+            run = [line] if line in again else []
+        return copied
 
     # ---- echo of the surroundings -------------------------------------------------------------
 
@@ -354,6 +382,20 @@ def significant(line: str, headers: set[str]) -> bool:
     if COMMENT_OR_STRING.match(line):
         return False
     return bool(IMPORT_LINE.match(line)) or (len(line) >= LONG_LINE and any(c.isalnum() for c in line))
+
+
+def _inserted(old: list[str], new: list[str]) -> list[list[str]]:
+    """The stretches of `new` (lines) that are not `old`'s, kept in order."""
+    matcher = SequenceMatcher(None, old, new, autojunk=False)
+    return [new[j1:j2] for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("insert", "replace")]
+
+
+def distinctive(line: str, own_names: set[str]) -> bool:
+    """Whether a (stripped) line is this file's own, not common code: it holds a string, or it
+    calls one of the file's own definitions (`self.load(path)`; not `len(` or `range(`)."""
+    if re.search(r"""["'`]""", line):
+        return True
+    return any(name in own_names for name in re.findall(r"(\w+)\s*\(", line))
 
 
 def _names(lost: list[Definition]) -> str:

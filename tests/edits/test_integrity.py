@@ -248,9 +248,37 @@ def test_one_loop_header_written_again_inside_new_code_is_applied():
     answer = ("def best(values, n):\n    for i in range(1, n):\n        values[i] += values[i - 1]\n"
               "    top = values[0]\n    for i in range(1, n):\n        top = max(top, values[i])\n    return top\n")
     assert check_edit(text, 0, len(text), answer, "Return the largest running sum.", "python").status == APPLIED
-    # ...but two consecutive lines written again are a copy.
-    copied = answer.replace("        top = max(top, values[i])", "        values[i] += values[i - 1]")
-    assert check_edit(text, 0, len(text), copied, "Return the largest running sum.", "python").refused
+    # The loop header and its accumulator update again: common lines, new code (issue 37: answers
+    # like this passed their tests and were refused).
+    again = answer.replace("        top = max(top, values[i])", "        values[i] += values[i - 1]")
+    assert check_edit(text, 0, len(text), again, "Return the largest running sum.", "python").status == APPLIED
+
+
+def test_copied_runs_are_refused_by_their_length_or_a_line_of_the_file_s_own():
+    text = ("def total(items):\n    result_total = 0\n    for item in sorted(items):\n"
+            "        result_total += price_of(item)\n        count_seen = count_seen + 1\n"
+            "    return result_total\n\n\ndef price_of(item):\n    return item.price\n")
+    span_end = text.index("\n\n\n") + 1
+    body = "    for item in sorted(items):\n        result_total += price_of(item)\n        count_seen = count_seen + 1\n"
+    instruction = "Count the items twice."
+
+    def answer(new_code: str) -> str:
+        return text[:span_end].replace("    return result_total\n", new_code + "    return result_total\n")
+
+    # Three lines of the file written again in its order: a copy, however common each line is.
+    verdict = check_edit(text, 0, span_end, answer(body), instruction, "python")
+    assert verdict.refused and "'for item in sorted(items):'" in verdict.reason
+    # Two, one of them calling the file's own price_of: a copy too.
+    two = "    for item in sorted(items):\n        result_total += price_of(item)\n"
+    verdict = check_edit(text, 0, span_end, answer(two), instruction, "python")
+    assert verdict.refused and "'result_total += price_of(item)'" in verdict.reason
+    # A loop header and an accumulator update, common code: applied (issue 37), as are the
+    # three lines out of the file's order.
+    common = "    for item in sorted(items):\n        count_seen = count_seen + 1\n"
+    assert check_edit(text, 0, span_end, answer(common), instruction, "python").status == APPLIED
+    shuffled = ("    for item in sorted(items):\n        count_seen = count_seen + 1\n"
+                "        result_total += price_of(item)\n")
+    assert check_edit(text, 0, span_end, answer(shuffled), instruction, "python").status == APPLIED
 
 
 def test_a_new_function_ending_like_the_one_it_was_modelled_on_is_applied():
@@ -316,6 +344,43 @@ def test_a_rename_in_other_words_and_functions_moved_into_a_class_are_applied():
     half = "class Solver:\n    def poly(self, xs, x):\n        return sum(xs)\n"
     verdict = check_edit(two, 0, len(two), half, "Encapsulate the functions into a class Solver.", "python")
     assert verdict.status == REFUSED and "find_zero" in verdict.reason
+
+
+def test_a_method_replaced_by_a_special_method_is_applied_unless_still_called():
+    # EditEval/58's reference edit ("Make it a generator."): next_batch gives way to __iter__.
+    before = ("class Loader:\n    def __init__(self, data):\n        self.data = data\n\n"
+              "    def next_batch(self):\n        return self.data[:4]\n")
+    after = ("class Loader:\n    def __init__(self, data):\n        self.data = data\n\n"
+             "    def __iter__(self):\n        yield self.data[:4]\n")
+    assert check_edit(before, 0, len(before), after, "Make it a generator.", "python").status == APPLIED
+    # Code that still calls next_batch would break: lost.
+    calling = after + "\n\ndef first(loader):\n    return loader.next_batch()\n"
+    verdict = check_edit(before + "\n\ndef first(loader):\n    return loader.next_batch()\n", 0, len(before),
+                         calling[: len(after)], "Make it a generator.", "python")
+    assert verdict.refused and "method Loader.next_batch" in verdict.reason
+    # A method renamed to an ordinary name nobody asked for is still lost.
+    plain = after.replace("__iter__", "batches")
+    assert check_edit(before, 0, len(before), plain, "Make it a generator.", "python").refused
+
+
+def test_a_function_replaced_by_the_class_the_instruction_names_is_applied():
+    # EditEval/47's reference edit: the function becomes an operator of a new class.
+    before = "def total_match(a, b):\n    return a if len(a) <= len(b) else b\n"
+    after = ("class MyList:\n    def __init__(self, items):\n        self.items = items\n\n"
+             "    def __or__(self, other):\n        return self if len(self.items) <= len(other.items) else other\n")
+    asked = 'Make a class MyList and implement this function as an operator "|".'
+    assert check_edit(before, 0, len(before), after, asked, "python").status == APPLIED
+    assert check_edit(before, 0, len(before), after, "Abstract the code into classes.", "python").status == APPLIED
+    assert check_edit(before, 0, len(before), after, "Make it shorter.", "python").refused
+
+
+def test_a_rename_in_words_of_its_own_is_applied_but_not_a_rename_that_drops_a_neighbour():
+    before = "def shout(s):\n    return s.upper()\n\n\ndef whisper(s):\n    return s.lower()\n"
+    renamed = before.replace("def shout(", "def yell(")
+    assert check_edit(before, 0, len(before), renamed, "Call the first function yell.", "python").status == APPLIED
+    dropped = "def yell(s):\n    return s.upper()\n"
+    verdict = check_edit(before, 0, len(before), dropped, "Call the first function yell.", "python")
+    assert verdict.refused and "whisper" in verdict.reason
 
 
 def test_renaming_one_of_several_definitions_of_a_name_loses_nothing_else():
