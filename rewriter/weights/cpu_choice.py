@@ -8,6 +8,12 @@ So the first load times a few passes of the real model at widths 1, 16 and 64
 and one 512-token prompt for each candidate, picks the one whose expected cost of a typical edit
 is lowest (the lookahead's own window policy turns pass costs into seconds), and remembers the
 choice for this CPU, torch and model in the cache directory.
+
+Only the model's first few decoder layers are timed (SAMPLE_LAYERS), with its output layer timed
+alone: the layers are alike, so the whole model's pass is the sample's with the rest of the layers
+added at the sample's cost per layer. So the candidates are made for those layers only, and a model
+mapped from its file has only those float32 weights read beside them (the 1.5B's first start held
+a whole float32 copy beside three int8 ones: 12 GB).
 """
 from __future__ import annotations
 
@@ -15,7 +21,8 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,8 +41,10 @@ MEASURED_WIDTHS = (1, 16, 64)
 PROMPT_TOKENS = 512
 GIVE_UP_FACTOR = 2.0  # a candidate this many times slower than float32 at a width is not timed wider
 STEADY_SPREAD = 1.3  # repeats further apart than this: the machine was busy, the choice is not kept
+# The decoder layers timed; a deeper model's other layers are counted at their cost per layer.
+SAMPLE_LAYERS = 4
 # Bump when the candidates, the measurement or the cost model change: older choices are re-measured.
-CHOICE_VERSION = 4
+CHOICE_VERSION = 5
 # Environment variables that change which kernels torch runs (and so what is fastest).
 KERNEL_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
                    "FBGEMM_ENABLE_INSTRUCTIONS",
@@ -139,7 +148,8 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
                        say: Callable[[str], None] = lambda message: None,
                        context_tokens: int = PROMPT_TOKENS, prompt_tokens: int = PROMPT_TOKENS,
                        repeats: int = 2, spread: dict[str, dict[int, float]] | None = None,
-                       made: dict[str, dict[str, torch.nn.Module]] | None = None) -> dict[str, dict[int, float]]:
+                       made: dict[str, dict[str, torch.nn.Module]] | None = None,
+                       sample_layers: int = SAMPLE_LAYERS) -> dict[str, dict[int, float]]:
     """Best-of-`repeats` seconds of one pass of each width for each candidate, after
     `context_tokens` of context, on this float32 model whose linear layers are swapped in turn
     and put back; then, for those still in the running, one prompt of `prompt_tokens` (0: none),
@@ -147,7 +157,25 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
     elsewhere on the machine does not fall on one of them alone.
     Candidates that cannot run here (no int8 kernel) are left out. `spread`, when given, gets the
     slowest over the fastest repeat of each: how far other work on the machine moved the timings.
-    `made`, when given, gets each int8 candidate's layers, so the chosen one is not quantized again."""
+    `made`, when given, gets each int8 candidate's layers, so the chosen one is not quantized again.
+    A model deeper than `sample_layers` is timed on its first `sample_layers` decoder layers (see
+    the module's docstring); `made` then holds those layers' and the output layer's."""
+    with first_layers(model, sample_layers) as (sampled, depth):
+        costs, heads = _measure_sample(model, candidates, widths, say, context_tokens, prompt_tokens, repeats,
+                                       spread, made)
+    if sampled == depth:
+        return costs
+    # The sample's pass minus its output layer, per decoder layer, times the model's depth.
+    return {kind: {width: heads[kind][width] + (seconds - heads[kind][width]) * depth / sampled
+                   for width, seconds in measured.items()} for kind, measured in costs.items()}
+
+
+def _measure_sample(model: PreTrainedModel, candidates, widths, say: Callable[[str], None], context_tokens: int,
+                    prompt_tokens: int, repeats: int, spread: dict[str, dict[int, float]] | None,
+                    made: dict[str, dict[str, torch.nn.Module]] | None
+                    ) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, float]]]:
+    """measure_candidates on the model as it is, with each candidate's output layer timed alone
+    for the same widths (a prompt's: one row, as its pass keeps one token's logits)."""
     from transformers import DynamicCache
 
     from .attention import prepare_int8_attention
@@ -187,12 +215,63 @@ def measure_candidates(model: PreTrainedModel, candidates=CANDIDATES, widths=MEA
             # grow more efficient with the rows, int8-bf16's do not), so one is timed, not extrapolated.
             for kind in active if prompt_tokens else []:
                 costs[kind][prompt_tokens] = timed(kind, prompt_tokens, prompt=True)
+            heads = _time_output_layers(model, layers, costs, prompt_tokens, repeats)
     finally:
         _swap(model, float_layers)
         model.config._attn_implementation = float_attention
     if made is not None:
         made.update({kind: made_layers for kind, made_layers in layers.items() if kind != "float32"})
-    return costs
+    return costs, heads
+
+
+def _time_output_layers(model: PreTrainedModel, layers: dict[str, dict[str, torch.nn.Module]],
+                        costs: dict[str, dict[int, float]], prompt_tokens: int, repeats: int
+                        ) -> dict[str, dict[int, float]]:
+    """Best-of-`repeats` seconds of each candidate's output layer alone, at the widths in `costs`
+    (0 where the model's output layer is not one of its linear layers)."""
+    output = model.get_output_embeddings()
+    name = next((name for name, layer in layers["float32"].items() if layer is output), None)
+    heads: dict[str, dict[int, float]] = {}
+    for kind, measured in costs.items():
+        heads[kind] = {}
+        for width in measured:
+            if name is None:
+                heads[kind][width] = 0.0
+                continue
+            rows = torch.randn(1, 1 if width == prompt_tokens else width, model.config.hidden_size)
+            seconds = []
+            for _ in range(repeats + 1):  # the first pays for kernel set-up
+                start = time.perf_counter()
+                layers[kind][name](rows)
+                seconds.append(time.perf_counter() - start)
+            heads[kind][width] = min(seconds[1:])
+    return heads
+
+
+@contextmanager
+def first_layers(model: torch.nn.Module, count: int) -> Iterator[tuple[int, int]]:
+    """The model cut to its first `count` decoder layers (its own modules: nothing is copied) until
+    the block ends; yields how many it runs and how many it has. A model whose layers are not a
+    `layers` list on its base model runs whole."""
+    stack = getattr(getattr(model, "base_model", model), "layers", None)
+    config = getattr(model, "config", None)
+    if not isinstance(stack, torch.nn.ModuleList) or config is None or len(stack) <= count:
+        depth = len(stack) if isinstance(stack, torch.nn.ModuleList) else 1
+        yield depth, depth
+        return
+    base, depth = getattr(model, "base_model", model), len(stack)
+    layer_types = getattr(config, "layer_types", None)
+    base.layers = torch.nn.ModuleList(list(stack)[:count])
+    config.num_hidden_layers = count
+    if layer_types is not None:
+        config.layer_types = layer_types[:count]
+    try:
+        yield count, depth
+    finally:
+        base.layers = stack
+        config.num_hidden_layers = depth
+        if layer_types is not None:
+            config.layer_types = layer_types
 
 
 def _candidate_layers(model: PreTrainedModel, candidates, say: Callable[[str], None]

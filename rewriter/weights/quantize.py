@@ -363,22 +363,32 @@ def int8_kind(model: nn.Module) -> str | None:
 
 
 def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: Mapping[str, torch.Tensor] | None = None,
-                  layers: dict[str, nn.Module] | None = None) -> PreTrainedModel:
+                  layers: dict[str, nn.Module] | None = None,
+                  float_state: Mapping[str, torch.Tensor] | None = None) -> PreTrainedModel:
     """Replace every nn.Linear of a float32 CPU model with an int8 layer, in place; seconds for 0.5B.
 
     kind: `int8` (int8 activations, `_int_mm`), `int8-bf16` (bfloat16 activations) or `int8-fbgemm`
     (7-bit activations, FBGEMM). `state`, a
     state dict saved from a model quantized the same way, fills the layers instead of quantizing;
-    `layers` (from quantized_layers, by module name) are put in as they are.
+    `layers` (from quantized_layers, by module name) are put in as they are. `float_state`, the
+    model's own checkpoint read one tensor at a time, gives the float weights that are rounded, so
+    a model mapped from its file never has the whole file's pages resident at once.
     """
     check_kind(kind)
     if next(model.parameters()).device.type != "cpu":
         raise QuantizationUnavailable("int8 runs on the CPU only; on a GPU use bfloat16")
+    stored_names = {id(parameter): name for name, parameter in model.named_parameters()}  # tied: the first name
+    rounded = 0
     for parent_name, parent in list(model.named_modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
                 full_name = f"{parent_name}.{name}" if parent_name else name
                 made = layers.get(full_name) if layers else None
+                if made is None and state is None and float_state is not None:
+                    child = _read_alone(child, float_state, stored_names.get(id(child.weight)))
+                    rounded += 1
+                    if rounded % 16 == 0:  # each weight as read, freed once rounded
+                        release_freed_memory()
                 setattr(parent, name, made if made is not None else
                         _quantized_layer(child, kind, quantize=state is None))
     if state is not None:  # layer by layer: a lazy `state` is then read one layer at a time
@@ -390,6 +400,16 @@ def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: Mapping[str
         release_freed_memory()
     model.config._attn_implementation = prepare_int8_attention(model.config)
     return model
+
+
+def _read_alone(linear: nn.Linear, float_state: Mapping[str, torch.Tensor], weight_name: str | None) -> nn.Linear:
+    """`linear` with its weight read from `float_state` on its own (as it is when the state lacks it)."""
+    if weight_name is None or weight_name not in float_state:
+        return linear
+    read = nn.Linear(linear.in_features, linear.out_features, bias=False, device="meta")
+    read.weight = nn.Parameter(float_state[weight_name].float(), requires_grad=False)
+    read.bias = linear.bias
+    return read
 
 
 def release_freed_memory() -> None:

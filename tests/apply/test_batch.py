@@ -486,7 +486,7 @@ def test_embedded_model_cli_rewrites_one_go_function_of_a_sample(tree, embedded_
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-m", "rewriter.cli", "apply", "samples/stats.go",
                            "-i", "Rename the local variable sum to total.", "--each", "function",
-                           "--lines", "6-6", "--write"],
+                           "--lines", "6-6", "--write", "--model", "embedded"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     new = path.read_text()

@@ -118,7 +118,7 @@ def test_cli_apply_writes_what_the_model_answers(tmp_path, embedded_rewriter):
     path = tmp_path / "inventory.py"
     path.write_text(original)
     result = subprocess.run(
-        [sys.executable, "-m", "rewriter.cli", "apply", str(path), "-i", instruction, "--write"],
+        [sys.executable, "-m", "rewriter.cli", "apply", str(path), "-i", instruction, "--write", "--model", "embedded"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert "accepted" in result.stderr

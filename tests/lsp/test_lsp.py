@@ -249,7 +249,8 @@ async def test_presets_and_size_limit_are_configurable(tmp_path):
 async def test_embedded_model_end_to_end(tmp_path, embedded_rewriter):
     """The real embedded model through the server gives what the model gives in-process."""
     code = "def add(a, b):\n    return a + b\n"
-    editor = await Editor.start(VSCODE, None, tmp_path, {"engine": {"kind": "embedded"}, "maxNewTokens": 64})
+    editor = await Editor.start(VSCODE, None, tmp_path, {"engine": {"kind": "embedded", "model": "embedded"},
+                                                                 "maxNewTokens": 64})
     try:
         editor.open(URI, code)
         result = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})

@@ -336,3 +336,36 @@ def _key(path):
 
     with safe_open(str(path), "pt") as stored:
         return stored.metadata()["key"]
+
+
+def test_a_deep_model_is_timed_on_its_first_layers_and_put_back_whole():
+    model = tiny_model(seed=5, layers=6)
+    made: dict = {}
+    costs = measure_candidates(model, widths=(1, 4), context_tokens=4, prompt_tokens=0, repeats=1,
+                               made=made, sample_layers=2)
+    assert len(model.model.layers) == 6 and model.config.num_hidden_layers == 6
+    assert len(model.config.layer_types) == 6
+    assert set(costs["float32"]) == {1, 4} and all(1 in measured for measured in costs.values())
+    for layers in made.values():  # only the sampled layers and the output layer were quantized
+        assert {name.split(".")[2] for name in layers if name.startswith("model.layers.")} == {"0", "1"}
+        assert "lm_head" in layers
+
+
+def test_the_sample_counts_each_further_layer_at_its_cost_per_layer(monkeypatch):
+    sample = {"float32": {1: 10.0, 16: 20.0}}, {"float32": {1: 2.0, 16: 4.0}}  # passes, output layers alone
+    monkeypatch.setattr(cpu_choice, "_measure_sample", lambda *args: sample)
+    costs = measure_candidates(tiny_model(layers=6), sample_layers=2)
+    # 2 layers cost 10 - 2: each 4; 6 layers 24, plus the output layer's 2.
+    assert costs == {"float32": {1: 26.0, 16: 4.0 + 16.0 * 3}}
+    assert measure_candidates(tiny_model(layers=2), sample_layers=2) == sample[0]  # shallow: as timed
+
+
+def test_the_model_is_whole_again_when_the_sampled_timing_fails(monkeypatch):
+    def failing(*args):
+        raise RuntimeError("kernel failed")
+
+    monkeypatch.setattr(cpu_choice, "_measure_sample", failing)
+    model = tiny_model(layers=5)
+    with pytest.raises(RuntimeError):
+        measure_candidates(model, sample_layers=2)
+    assert len(model.model.layers) == 5 and model.config.num_hidden_layers == 5

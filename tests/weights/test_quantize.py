@@ -386,3 +386,18 @@ def test_shared_input_products_change_no_bit_and_keep_nothing(kind):
 def test_int8_bf16_products_are_not_shared():
     # Its sums are float: a wider product may round differently.
     assert shared_products.share_input_products(quantize_int8(tiny_model(seed=3, eos_token_id=255), "int8-bf16")) == 0
+
+
+@pytest.mark.parametrize("kind", INT8_KINDS)
+def test_float_weights_read_one_at_a_time_round_as_the_live_ones(kind):
+    live = tiny_model(seed=3)
+    stored = {name: tensor.clone() for name, tensor in live.state_dict().items()}
+    from_file = tiny_model(seed=3)
+    for module in from_file.modules():  # the weights the model holds are not the ones rounded
+        if isinstance(module, torch.nn.Linear):
+            module.weight.data.zero_()
+    quantize_int8(live, kind)
+    quantize_int8(from_file, kind, float_state=stored)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.inference_mode():
+        assert torch.equal(live(input_ids=ids).logits, from_file(input_ids=ids).logits)

@@ -1,0 +1,56 @@
+"""The GGUF conversion, tensor by tensor: the same checkpoint transformers' whole-model loading gives."""
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rewriter.results import ModelError
+from rewriter.weights.gguf_convert import write_safetensors
+
+
+def test_tensors_are_written_one_at_a_time_and_read_back_unchanged(tmp_path):
+    made = []
+    values = {"a.weight": np.arange(6, dtype=np.float32).reshape(2, 3) / 7,
+              "b.bias": np.array([1.5, -2.25], dtype=np.float16),  # stored as float32, like a F16 GGUF tensor
+              "c.weight": np.full((1, 5), 3.0, dtype=np.float32)}
+
+    def source(name):
+        def make():
+            made.append(name)
+            return values[name]
+        return make
+
+    write_safetensors(tmp_path / "model.safetensors",
+                      [(name, array.shape, source(name)) for name, array in values.items()])
+    assert made == list(values)  # each made once, in order
+    loaded = load_file(tmp_path / "model.safetensors")
+    assert set(loaded) == set(values)
+    for name, array in values.items():
+        assert loaded[name].dtype == torch.float32
+        assert torch.equal(loaded[name], torch.from_numpy(array.astype(np.float32)))
+
+
+def test_a_tensor_of_another_shape_than_its_header_is_refused(tmp_path):
+    with pytest.raises(ModelError, match="a.weight de-quantized to shape"):
+        write_safetensors(tmp_path / "model.safetensors",
+                          [("a.weight", (2, 3), lambda: np.zeros((3, 2), dtype=np.float32))])
+
+
+@pytest.mark.real_model
+def test_the_embedded_gguf_converts_to_the_tensors_transformers_loads(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from rewriter.weights.gguf_convert import convert_gguf
+    from rewriter.weights.models import assemble_embedded_gguf
+
+    gguf = assemble_embedded_gguf(tmp_path / "embedded.gguf")
+    (tmp_path / "converted").mkdir()
+    convert_gguf(gguf, tmp_path / "converted", lambda message: None)
+    streamed = load_file(tmp_path / "converted" / "model.safetensors")
+    whole = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file=gguf.name, dtype=torch.float32).state_dict()
+    whole.pop("lm_head.weight")  # tied to the embedding: stored once
+    assert set(streamed) == set(whole)
+    for name, tensor in whole.items():
+        assert torch.equal(streamed[name], tensor), name
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "converted")
+    assert torch.equal(loaded.lm_head.weight, whole["model.embed_tokens.weight"])
