@@ -67,7 +67,7 @@ if __name__ == "__main__":
 
 
 async def test_refine_decodes_faster_than_the_first_proposal_and_exactly(tmp_path, embedded_rewriter):
-    editor = await Editor.start(VSCODE, None, tmp_path, {"engine": {"kind": "embedded"}, "review": True})
+    editor = await Editor.start(VSCODE, None, tmp_path, {"engine": {"kind": "embedded", "model": "embedded"}, "review": True})
     Watched(editor)  # the client takes the review notifications
     try:
         editor.open(URI, STATS)
