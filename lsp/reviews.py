@@ -127,13 +127,19 @@ class Reviews:
             return None, answer("unknown", f"proposal {proposal_id} has no hunk {hunk_id} under review", proposal)
         return proposal, None
 
+    def _no_longer_under_review(self, proposal: Proposal, hunk_id: str | None) -> dict | None:
+        """Checked again under the proposal's lock: a decision that raced this one may have ended it."""
+        if not self.current(proposal) or (hunk_id is not None and proposal.hunk(hunk_id) is None):
+            return answer("unknown", "that change is no longer under review", proposal)
+        return None
+
     async def reject(self, proposal_id: str, hunk_id: str | None) -> dict:
         proposal, refused = self._decidable(proposal_id, hunk_id)
         if proposal is None:
             return refused or {}
         async with self.locks[proposal.id]:
-            if not self.current(proposal) or (hunk_id is not None and proposal.hunk(hunk_id) is None):
-                return answer("unknown", "that change is no longer under review", proposal)
+            if (gone := self._no_longer_under_review(proposal, hunk_id)) is not None:
+                return gone
             proposal.reject([h.id for h in proposal.hunks] if hunk_id is None else [hunk_id])
             return self._after_decision(proposal, "rejected")
 
@@ -142,8 +148,8 @@ class Reviews:
         if proposal is None:
             return refused or {}
         async with self.locks[proposal.id]:
-            if not self.current(proposal) or (hunk_id is not None and proposal.hunk(hunk_id) is None):
-                return answer("unknown", "that change is no longer under review", proposal)
+            if (gone := self._no_longer_under_review(proposal, hunk_id)) is not None:
+                return gone
             document = self.server.workspace.get_text_document(proposal.uri)
             if (document.version != proposal.version or document.source != proposal.text
                     or not proposal.placed()):
