@@ -5,15 +5,11 @@ from rewriter.bench.bench import integrity_refusal, judge_answer
 from rewriter.bench.cases import Case
 from rewriter.bench.feedback import feedback_message, feedback_prompt, output_tail
 from rewriter.bench.summary import cascade, format_cascade, format_tests_summary, summarize_tests
+from tests.helpers.bench_cases import AFTER, INSTRUCTION, MEAN, MINIMAL_CASE, TOTAL, fenced, row, run_bench, write_cases
 from tests.helpers.cli import assert_clean_failure, run_cli
 
-BEFORE = "def mean(values):\n    return sum(values) / len(values)\n\n\ndef total(values):\n    return sum(values)\n"
-AFTER = "def mean(values):\n    if not values:\n        return 0.0\n    return sum(values) / len(values)\n"
-CASE = Case("t/1", "python", BEFORE, "Return 0.0 for an empty list.", "assert mean([]) == 0.0\n")
-
-
-def fenced(code: str) -> str:
-    return f"```python\n{code}```"
+BEFORE = MEAN + TOTAL
+CASE = Case("t/1", "python", BEFORE, INSTRUCTION, "assert mean([]) == 0.0\n")
 
 
 def test_a_refused_answer_is_no_pass_but_its_tests_tell_a_false_refusal_from_a_catch():
@@ -23,12 +19,6 @@ def test_a_refused_answer_is_no_pass_but_its_tests_tell_a_false_refusal_from_a_c
     wrong = judge_answer(CASE, fenced(AFTER.replace("0.0", "1.0")), refusal=integrity_refusal)
     assert wrong["outcome"] == "refused" and wrong["refused_tests_passed"] is False
     assert "AssertionError" in wrong["test_output"]
-
-
-def row(outcome: str, **more) -> dict:
-    return {"dtype": "int8", "output_tokens": 10, "ours_s": 1.0, "ours_tokens_per_s": 10.0,
-            "forward_passes_per_token": 0.5, "accepted_prediction_tokens": 5, "rejected_prediction_tokens": 0,
-            "finish_reason": "stop", "outcome": outcome, **more}
 
 
 def test_the_summary_counts_false_refusals_apart_from_passes():
@@ -87,12 +77,11 @@ def test_the_cascade_goes_on_to_the_next_model_only_where_the_tests_did_not_pass
 
 
 def test_the_command_gives_each_answer_that_did_not_pass_a_second_try(tmp_path, tiny_checkpoint):
-    cases = tmp_path / "cases.jsonl"
-    cases.write_text(json.dumps({"id": "q/1", "language": "python", "before": "x = 1\n", "instruction": "Set x to 2.",
-                                 "tests": "assert x == 2\n"}) + "\n")
+    cases = write_cases(tmp_path, [{"id": "q/1", "language": "python", "before": "x = 1\n", "instruction": "Set x to 2.",
+                                    "tests": "assert x == 2\n"}])
     report = tmp_path / "report.json"
-    result = run_cli("bench", str(cases), "--tests", "--feedback", "--max-new-tokens", "16", "--json", str(report),
-                     "--model", str(tiny_checkpoint), "--compare", f"{tiny_checkpoint}:float32")
+    result = run_bench(cases, report, tiny_checkpoint, "--tests", "--feedback", "--max-new-tokens", "16",
+                       "--compare", f"{tiny_checkpoint}:float32")
     assert result.returncode == 0, result.stderr
     data = json.loads(report.read_text())
     for run in data["runs"]:
@@ -106,6 +95,5 @@ def test_the_command_gives_each_answer_that_did_not_pass_a_second_try(tmp_path, 
 
 
 def test_feedback_is_for_tests(tmp_path):
-    cases = tmp_path / "cases.jsonl"
-    cases.write_text(json.dumps({"id": "a", "before": "x", "instruction": "y", "tests": "pass"}) + "\n")
+    cases = write_cases(tmp_path, [MINIMAL_CASE])
     assert_clean_failure(run_cli("bench", str(cases), "--feedback"), "--feedback is for --tests")

@@ -8,15 +8,11 @@ from rewriter.bench.cases import Case, load_cases
 from rewriter.bench.summary import summarize_tests
 from rewriter.weights.cpu_choice import CANDIDATES
 from rewriter.weights.quantize import INT8_KINDS
+from tests.helpers.bench_cases import AFTER, INSTRUCTION, MEAN, MINIMAL_CASE, TOTAL, fenced, row, run_bench, write_cases
 from tests.helpers.cli import assert_clean_failure, run_cli
 
-BEFORE = "def mean(values):\n    return sum(values) / len(values)\n"
-AFTER = "def mean(values):\n    if not values:\n        return 0.0\n    return sum(values) / len(values)\n"
-CASE = Case("t/1", "python", BEFORE, "Return 0.0 for an empty list.", "assert mean([1, 2, 3]) == 2\nassert mean([]) == 0.0\n")
-
-
-def fenced(code: str) -> str:
-    return f"```python\n{code}```"
+BEFORE = MEAN
+CASE = Case("t/1", "python", BEFORE, INSTRUCTION, "assert mean([1, 2, 3]) == 2\nassert mean([]) == 0.0\n")
 
 
 def test_a_right_edit_passes_and_a_wrong_one_fails_with_its_output():
@@ -42,12 +38,10 @@ def test_no_code_block_refused_and_timed_out():
 
 
 def test_the_integrity_guard_refuses_a_lost_definition_and_passes_a_real_edit():
-    two = Case("t/4", "python", BEFORE + "\n\ndef total(values):\n    return sum(values)\n",
-               "Return 0.0 for an empty list.", "assert mean([]) == 0.0\n")
+    two = Case("t/4", "python", BEFORE + TOTAL, INSTRUCTION, "assert mean([]) == 0.0\n")
     dropped = judge_answer(two, fenced(AFTER), refusal=integrity_refusal)
     assert dropped["outcome"] == "refused" and "total" in dropped["reason"]
-    kept = judge_answer(two, fenced(AFTER + "\n\ndef total(values):\n    return sum(values)\n"),
-                        refusal=integrity_refusal)
+    kept = judge_answer(two, fenced(AFTER + TOTAL), refusal=integrity_refusal)
     assert kept["outcome"] == "passed"
 
 
@@ -62,10 +56,9 @@ def test_the_bench_judges_with_the_syntax_guard_of_rewriter_apply():
 
 
 def test_the_summary_counts_every_outcome():
-    speed = {"dtype": "int8", "output_tokens": 10, "ours_s": 2.0, "ours_tokens_per_s": 5.0, "forward_passes_per_token": 0.5,
-             "accepted_prediction_tokens": 8, "rejected_prediction_tokens": 1, "finish_reason": "stop"}
+    speed = {"ours_s": 2.0, "ours_tokens_per_s": 5.0, "accepted_prediction_tokens": 8, "rejected_prediction_tokens": 1}
     outcomes = ["passed", "passed", "failed", "timed_out", "unchanged", "no_code_block", "refused"]
-    summary = summarize_tests([{**speed, "outcome": outcome} for outcome in outcomes])
+    summary = summarize_tests([row(outcome, **speed) for outcome in outcomes])
     assert {key: summary[key] for key in ("cases", "tests_passed", "tests_failed", "timed_out", "unchanged",
                                           "no_code_block", "refused")} == {
         "cases": 7, "tests_passed": 2, "tests_failed": 1, "timed_out": 1, "unchanged": 1, "no_code_block": 1,
@@ -75,22 +68,19 @@ def test_the_summary_counts_every_outcome():
 
 
 def test_cases_keep_their_tests(tmp_path):
-    path = tmp_path / "cases.jsonl"
-    path.write_text(json.dumps({"id": "a", "before": "x", "instruction": "y", "tests": "pass"}) + "\n"
-                    + json.dumps({"id": "b", "before": "x", "instruction": "y"}) + "\n")
+    path = write_cases(tmp_path, [MINIMAL_CASE, {"id": "b", "before": "x", "instruction": "y"}])
     assert [case.tests for case in load_cases(path)] == ["pass", None]
 
 
 @pytest.mark.parametrize("baselines", [False, True])
 def test_the_command_runs_the_tests_and_writes_the_report(tmp_path, tiny_checkpoint, baselines):
-    cases = tmp_path / "cases.jsonl"
-    rows = [{"id": "q/1", "language": "python", "before": "x = 1\n", "instruction": "y", "tests": "assert x == 2\n"},
-            {"id": "q/2", "language": "python", "before": "x = 1\n", "instruction": "y"},
-            {"id": "q/3", "language": "python", "before": "x = 1\n", "instruction": "y", "tests": "assert x == 3\n"}]
-    cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    cases = write_cases(tmp_path, [
+        {"id": "q/1", "language": "python", "before": "x = 1\n", "instruction": "y", "tests": "assert x == 2\n"},
+        {"id": "q/2", "language": "python", "before": "x = 1\n", "instruction": "y"},
+        {"id": "q/3", "language": "python", "before": "x = 1\n", "instruction": "y", "tests": "assert x == 3\n"}])
     report = tmp_path / "bench-tests.json"
-    result = run_cli("bench", str(cases), "--tests", "--max-new-tokens", "24", "--json", str(report),
-                     "--model", str(tiny_checkpoint), "--every", "2", *(["--baselines"] if baselines else []))
+    result = run_bench(cases, report, tiny_checkpoint, "--tests", "--max-new-tokens", "24", "--every", "2",
+                       *(["--baselines"] if baselines else []))
     assert result.returncode == 0, result.stderr
     assert "1 cases without tests left out" in result.stderr
     data = json.loads(report.read_text())
@@ -106,21 +96,17 @@ def test_the_command_runs_the_tests_and_writes_the_report(tmp_path, tiny_checkpo
 
 
 def test_tests_refuse_sampling_options(tmp_path):
-    cases = tmp_path / "cases.jsonl"
-    cases.write_text(json.dumps({"id": "a", "before": "x", "instruction": "y", "tests": "pass"}) + "\n")
+    cases = write_cases(tmp_path, [MINIMAL_CASE])
     assert_clean_failure(run_cli("bench", str(cases), "--tests", "--temperature", "0.7"), "greedy")
     assert_clean_failure(run_cli("bench", str(cases), "--tests", "--every", "0"), "at least 1")
 
 
 @pytest.mark.parametrize("dtype", INT8_KINDS)
 def test_the_speed_bench_in_int8_runs_float32_greedy_as_the_reference(tmp_path, tiny_checkpoint, dtype):
-    cases = tmp_path / "cases.jsonl"
-    rows = [{"id": f"s/{i}", "language": "python", "before": f"def f{i}(x):\n    return x + {i}\n",
-             "instruction": "Rename x to y."} for i in range(2)]
-    cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    cases = write_cases(tmp_path, [{"id": f"s/{i}", "language": "python", "before": f"def f{i}(x):\n    return x + {i}\n",
+                                    "instruction": "Rename x to y."} for i in range(2)])
     report = tmp_path / "bench.json"
-    result = run_cli("bench", str(cases), "--max-new-tokens", "16", "--json", str(report),
-                     "--model", str(tiny_checkpoint), "--dtype", dtype)
+    result = run_bench(cases, report, tiny_checkpoint, "--max-new-tokens", "16", "--dtype", dtype)
     assert result.returncode == 0, result.stderr
     summary = json.loads(report.read_text())["summary"]
     assert summary["dtype"] == dtype and summary["cases"] == 2
@@ -136,14 +122,11 @@ def test_the_speed_bench_in_int8_runs_float32_greedy_as_the_reference(tmp_path, 
 
 
 def test_compare_runs_each_model_and_path_and_ends_with_them_side_by_side(tmp_path, tiny_checkpoint):
-    cases = tmp_path / "cases.jsonl"
-    rows = [{"id": f"c/{i}", "language": "python", "before": f"x = {i}\n", "instruction": "Set x to 7.",
-             "tests": "assert x == 7\n"} for i in range(2)]
-    cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    cases = write_cases(tmp_path, [{"id": f"c/{i}", "language": "python", "before": f"x = {i}\n",
+                                    "instruction": "Set x to 7.", "tests": "assert x == 7\n"} for i in range(2)])
     report = tmp_path / "compare.json"
-    result = run_cli("bench", str(cases), "--tests", "--max-new-tokens", "16", "--json", str(report),
-                     "--model", str(tiny_checkpoint), "--dtype", "float32",
-                     "--compare", f"{tiny_checkpoint}:int8-fbgemm", "--compare", f"{tiny_checkpoint}:int8")
+    result = run_bench(cases, report, tiny_checkpoint, "--tests", "--max-new-tokens", "16", "--dtype", "float32",
+                       "--compare", f"{tiny_checkpoint}:int8-fbgemm", "--compare", f"{tiny_checkpoint}:int8")
     assert result.returncode == 0, result.stderr
     runs = json.loads(report.read_text())["runs"]
     assert [run["summary"]["dtype"] for run in runs] == ["float32", "int8-fbgemm", "int8"]
@@ -155,7 +138,6 @@ def test_compare_runs_each_model_and_path_and_ends_with_them_side_by_side(tmp_pa
 
 
 def test_compare_is_for_the_tests_and_names_a_model(tmp_path):
-    cases = tmp_path / "cases.jsonl"
-    cases.write_text(json.dumps({"id": "a", "before": "x", "instruction": "y", "tests": "pass"}) + "\n")
+    cases = write_cases(tmp_path, [MINIMAL_CASE])
     assert_clean_failure(run_cli("bench", str(cases), "--compare", "embedded:float32"), "--compare is for --tests")
     assert_clean_failure(run_cli("bench", str(cases), "--tests", "--compare", ":float32"), "no model")

@@ -1,17 +1,9 @@
 -- Headless Neovim 0.11+ with lsp/rewriter.lua found on the runtimepath (vim.lsp.config form):
 -- vim.lsp.enable starts the server, `:Rewrite` (prompting for the instruction) rewrites a range,
 -- and the end is seen in the LspProgress event; writes a JSON report like rewrite.lua.
-local env = vim.fn.environ()
-local report = { prompts = {}, progress = 0, messages = {} }
-
-local function finish(status)
-  report.status = status
-  report.lines = vim.api.nvim_buf_get_lines(0, 0, -1, false)
-  local file = io.open(env.REWRITER_NVIM_OUT, 'w')
-  file:write(vim.fn.json_encode(report))
-  file:close()
-  vim.cmd('qall!')
-end
+local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)')
+local start = dofile(here .. 'start.lua')({ progress = 0, messages = {} })
+local env, report = start.env, start.report
 
 vim.opt.runtimepath:prepend(env.REWRITER_NVIM_RUNTIME)
 vim.cmd('filetype on')
@@ -33,22 +25,13 @@ vim.api.nvim_create_autocmd('LspProgress', {
     end
   end,
 })
-vim.ui.input = function(opts, on_confirm)
-  table.insert(report.prompts, opts.prompt)
-  on_confirm(env.REWRITER_NVIM_INSTRUCTION)
-end
+start.answer_prompts()
 
-vim.cmd('edit ' .. vim.fn.fnameescape(env.REWRITER_NVIM_FILE))
-if not vim.wait(60000, function()
+start.edit_file()
+start.wait_for('the server did not attach', function()
   local client = vim.lsp.get_clients({ bufnr = 0, name = 'rewriter' })[1]
   return client ~= nil and client.initialized and vim.fn.exists(':Rewrite') == 2
-end, 50) then
-  finish('the server did not attach')
-end
+end, 60000, 50)
 report.init_options = vim.lsp.get_clients({ bufnr = 0, name = 'rewriter' })[1].config.init_options
 vim.cmd(env.REWRITER_NVIM_COMMAND)
-if not vim.wait(120000, function() return report.done end, 50) then
-  finish('timed out')
-end
-vim.wait(300) -- the last didChange is debounced
-finish('finished')
+start.finish_when_done()

@@ -1,27 +1,14 @@
 -- Headless Neovim with lsp/editors/nvim.lua and the review on: `:RewriteFile` proposes, the preview
 -- shows, `:RewriteAccept` / `:RewriteReject` / `:RewriteAcceptAll` decide; writes a JSON report.
-local env = vim.fn.environ()
-local report = { proposals = 0, decisions = {}, steps = {} }
-
-local function finish(status)
-  report.status = status
-  report.lines = vim.api.nvim_buf_get_lines(0, 0, -1, false)
-  local file = io.open(env.REWRITER_NVIM_OUT, 'w')
-  file:write(vim.fn.json_encode(report))
-  file:close()
-  vim.cmd('qall!')
-end
+local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)')
+local start = dofile(here .. 'start.lua')({ proposals = 0, decisions = {}, steps = {} })
+local report = start.report
 
 local function wait_for(what, check)
-  if not vim.wait(120000, check, 20) then finish('timed out waiting for ' .. what) end
+  start.wait_for('timed out waiting for ' .. what, check, 120000, 20)
 end
 
-vim.g.rewriter_cmd = vim.fn.json_decode(env.REWRITER_NVIM_SERVER)
-vim.g.rewriter_options = vim.fn.json_decode(env.REWRITER_NVIM_OPTIONS)
-vim.g.rewriter_review = true
-vim.g.maplocalleader = ','
-vim.cmd('filetype on')
-local rewriter = dofile(env.REWRITER_NVIM_SETUP)
+local rewriter = start.setup_plugin({ rewriter_review = true, maplocalleader = ',' })
 local review = rewriter.review
 local final
 rewriter.on_done = function(err, result)
@@ -39,13 +26,8 @@ review.on_decided = function(err, result)
   decided = decided + 1
 end
 
-vim.cmd('edit ' .. vim.fn.fnameescape(env.REWRITER_NVIM_FILE))
-wait_for('the server', function()
-  for _, client in pairs(vim.lsp.buf_get_clients(0)) do
-    if client.name == 'rewriter' and client.initialized then return true end
-  end
-  return false
-end)
+start.edit_file()
+wait_for('the server', start.plugin_attached)
 local original = vim.api.nvim_buf_get_lines(0, 0, -1, false)
 vim.cmd('RewriteFile Add docstrings')
 wait_for('the proposal', function() return report.result ~= nil and final ~= nil end)
@@ -71,4 +53,4 @@ decide(',A', 3) -- :RewriteAcceptAll
 wait_for('the end of the review', function() return report.ended ~= nil end)
 report.marks_left = #vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {})
 vim.wait(300)
-finish('finished')
+start.finish('finished')

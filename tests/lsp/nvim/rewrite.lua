@@ -2,20 +2,11 @@
 -- actions at the cursor, pick one by title (vim.ui.select overridden), wait for the command to
 -- finish, and write what happened to a JSON file. Everything comes in through environment
 -- variables (see tests/lsp/test_lsp_nvim.py).
-local env = vim.fn.environ()
-local out = env.REWRITER_NVIM_OUT
-local report = { applied_edits = 0, progress = 0, messages = {} }
+local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)')
+local start = dofile(here .. 'start.lua')({ applied_edits = 0, progress = 0, messages = {} })
+local env, report = start.env, start.report
 
-local function finish(status)
-  report.status = status
-  report.lines = vim.api.nvim_buf_get_lines(0, 0, -1, false)
-  local file = io.open(out, 'w')
-  file:write(vim.fn.json_encode(report))
-  file:close()
-  vim.cmd('qall!')
-end
-
-vim.cmd('edit ' .. vim.fn.fnameescape(env.REWRITER_NVIM_FILE))
+start.edit_file()
 local bufnr = vim.api.nvim_get_current_buf()
 
 local apply_edit = vim.lsp.handlers['workspace/applyEdit']
@@ -52,12 +43,10 @@ client_id = vim.lsp.start_client({
   init_options = vim.fn.json_decode(env.REWRITER_NVIM_OPTIONS),
 })
 vim.lsp.buf_attach_client(bufnr, client_id)
-if not vim.wait(60000, function()
+start.wait_for('the server did not initialize', function()
   local client = vim.lsp.get_client_by_id(client_id)
   return client ~= nil and client.initialized
-end, 50) then
-  finish('the server did not initialize')
-end
+end, 60000, 50)
 
 -- Neovim 0.7 offers {client_id, action} pairs, 0.10+ {action = ..., ctx = ...} tables.
 local function action_of(item) return item.action or item[2] end
@@ -72,13 +61,9 @@ vim.ui.select = function(items, opts, on_choice)
     end
   end
   on_choice(nil)
-  finish('no such action')
+  start.finish('no such action')
 end
 
 vim.api.nvim_win_set_cursor(0, { tonumber(env.REWRITER_NVIM_LINE), 4 })
 vim.lsp.buf.code_action()
-if not vim.wait(120000, function() return report.done end, 50) then
-  finish('timed out')
-end
-vim.wait(300) -- the last didChange is debounced
-finish('finished')
+start.finish_when_done()
