@@ -1,5 +1,6 @@
-"""Engines built for every front end, in one place: `rewriter apply`, the language server and the
-service call `build_engine` (or, with a model already loaded, `local_engine`).
+"""Engines built for every front end, in one place: `rewriter apply` and the language server call
+`build_engine`; the service loads its models with `load_models` and puts its engine on them with
+`local_engine`.
 
 An engine (the `Engine` protocol in engine.py) is the model in this process, loaded at once or on
 first use, or a remote endpoint: our service or any OpenAI-compatible API. Torch-free when
@@ -118,6 +119,13 @@ def available_memory() -> int | None:
 def load_rewriter(settings: EngineSettings, progress: Say) -> Rewriter:
     """The model in this process, loaded now (ModelError when it cannot be); with no model named,
     the default (default_models), drafted for by its draft model."""
+    loaded, draft = load_models(settings, progress)
+    return local_engine(loaded, prefix_cache=settings.prefix_cache, draft=draft)
+
+
+def load_models(settings: EngineSettings, progress: Say) -> tuple[LoadedModel, LoadedModel | None]:
+    """The model `settings` name, alone; with none named, default_models' choice: the model and
+    its draft model, if any (the service puts them behind its own decoder, local_engine)."""
     from .weights.models import load_model
 
     model, draft_model = (settings.model, None) if settings.model else default_models(progress)
@@ -126,7 +134,7 @@ def load_rewriter(settings: EngineSettings, progress: Say) -> Rewriter:
     if draft_model is not None:
         progress(f"loading {draft_model} to draft for {model}")
         draft = load_model(draft_model, device=settings.device, dtype=settings.dtype, progress=progress)
-    return local_engine(loaded, prefix_cache=settings.prefix_cache, draft=draft)
+    return loaded, draft
 
 
 def local_engine(loaded: LoadedModel, prefix_cache: bool = False, decoder: Decoder | None = None,

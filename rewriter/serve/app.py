@@ -59,6 +59,10 @@ class Service:
     def name(self) -> str:
         return self.backend.loaded.name
 
+    @property
+    def draft_name(self) -> str | None:
+        return self.backend.draft.name if self.backend.draft else None
+
 
 def service_of(request: Request) -> Service:
     return request.app.state.service
@@ -380,7 +384,8 @@ async def health(request: Request) -> Response:
     worker = service.worker
     counters = worker.counters
     return JSONResponse({
-        "status": "ok", "model": service.name, "device": str(service.backend.loaded.device),
+        "status": "ok", "model": service.name, "draft_model": service.draft_name,
+        "device": str(service.backend.loaded.device),
         "running": worker.running is not None, "waiting": worker.waiting,
         "completed": counters.completed, "cancelled": counters.cancelled, "failed": counters.failed,
         "last_cancel_latency_s": counters.last_cancel_latency_s,
@@ -431,10 +436,11 @@ ROUTES = [
 
 def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str | None = None,
                model_ids: set[str] | None = None, allowed_hosts: tuple[str, ...] = (),
-               rewriter: Rewriter | None = None) -> Starlette:
-    """The app serving `loaded`; `rewriter` answers /v1/rewrites instead of the model's own (tests)."""
+               rewriter: Rewriter | None = None, draft: LoadedModel | None = None) -> Starlette:
+    """The app serving `loaded`, drafted for by `draft` where the prediction does not; `rewriter`
+    answers /v1/rewrites instead of the model's own (tests)."""
     limits = limits or Limits()
-    service = Service(backend=Backend(loaded, limits, rewriter), worker=Worker(max_queue=limits.max_queue),
+    service = Service(backend=Backend(loaded, limits, rewriter, draft), worker=Worker(max_queue=limits.max_queue),
                       limits=limits, served=[*sorted((model_ids or {loaded.name}) - {APPLY_MODEL}), APPLY_MODEL],
                       api_key=(api_key or "").strip() or None,
                       hosts={*LOOPBACK_HOSTS, *(host_name(h) for h in allowed_hosts)})
@@ -463,10 +469,11 @@ def _model_card(name: str, created: int) -> dict:
 def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, device: str | None = None,
           limits: Limits | None = None, api_key_file: str | None = None, say=print,
           allowed_hosts: tuple[str, ...] = (), dtype: str | None = None) -> None:
-    """Load the model and serve until interrupted. Off loopback, an API key is required."""
+    """Load the model (none named: engines.default_models' choice, with its draft model) and serve
+    until interrupted. Off loopback, an API key is required."""
     import uvicorn
 
-    from ..weights.models import load_model
+    from ..engines import EngineSettings, load_models
     from .http_protocol import with_header_timeout
 
     limits = limits or Limits()
@@ -477,9 +484,11 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
                          "--api-key-file (loopback addresses need none)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     started = time.perf_counter()
-    loaded = load_model(model, device=device, dtype=dtype, progress=say)
-    say(f"model {loaded.name} ({loaded.dtype}) ready on {loaded.device} in {time.perf_counter() - started:.1f}s")
-    app = create_app(loaded, limits, api_key, allowed_hosts=allowed_hosts)
+    loaded, draft = load_models(EngineSettings(model=model, device=device, dtype=dtype or "auto"), say)
+    drafting = f"drafted for by {draft.name} ({draft.dtype})" if draft else "no draft model"
+    say(f"model {loaded.name} ({loaded.dtype}), {drafting}, ready on {loaded.device} in "
+        f"{time.perf_counter() - started:.1f}s")
+    app = create_app(loaded, limits, api_key, allowed_hosts=allowed_hosts, draft=draft)
     say(f"serving on http://{host}:{port}/v1 ({'API key required' if api_key else 'no API key'})")
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
                 http=with_header_timeout(limits.read_timeout_s), limit_concurrency=limits.max_connections,

@@ -13,8 +13,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from drafters import Drafter, PromptLookupDrafter, rewrite_drafter
-
 from ..decoding.decode import Decoder, StopCheck
 from ..decoding.rewrite import RewriteError, Rewriter
 from ..edits.hunks import Hunk
@@ -140,13 +138,16 @@ class Backend:
     prepare_* run before queueing (tokenizing only); chat and rewrite run on the engine's worker.
     """
 
-    def __init__(self, loaded: LoadedModel, limits: Limits, rewriter: Rewriter | None = None):
+    def __init__(self, loaded: LoadedModel, limits: Limits, rewriter: Rewriter | None = None,
+                 draft: LoadedModel | None = None):
         self.loaded = loaded
+        self.draft = draft  # drafts where the prediction does not, for chat and rewrites alike
         self.tokenizer = loaded.tokenizer
         self.limits = limits
         self.decoder = Decoder(loaded.model, loaded.tokenizer, prefix_cache=True, pass_costs=loaded.pass_costs())
-        # What answers /v1/rewrites: the model's Rewriter (tests script one with the same interface).
-        self.rewriter = rewriter or local_engine(loaded, decoder=self.decoder)
+        # What answers /v1/rewrites and drafts for chat: the model's Rewriter (tests script one
+        # with the same interface).
+        self.rewriter = rewriter or local_engine(loaded, decoder=self.decoder, draft=draft)
         self.context_length = loaded.context_length
         self.max_prompt_tokens = min(limits.max_prompt_tokens or self.context_length, self.context_length - 1)
         # Totals over completed requests, for /health.
@@ -174,10 +175,11 @@ class Backend:
 
     def chat(self, prepared: PreparedChat, verifier) -> Iterator[ChatDelta]:
         request = prepared.request
-        if request.prediction is not None:  # drafted as the rewriter drafts its own prediction
-            drafter: Drafter = rewrite_drafter(prediction_ids(self.tokenizer, request.prediction))
-        else:
-            drafter = PromptLookupDrafter()
+        # Drafted as a rewrite is: the prediction (none: prompt lookup alone), then the draft model.
+        # Its drafts are its argmax, one-hot, which the sampling verifiers take without changing
+        # the distribution, so sampled requests use it too.
+        predicted = prediction_ids(self.tokenizer, request.prediction) if request.prediction is not None else []
+        drafter = self.rewriter.drafter(predicted)
         stop = stop_strings(self.tokenizer, request.stop) if request.stop else None
         trimmer = StopTrimmer(request.stop)
         output: list[int] = []
