@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..edits.lint import FileLint
 from ..edits.scopes import SyntaxTree, expand_to_nodes
-from ..edits.snippet_lines import Node, definition_tree, indent_of
+from ..edits.snippet_lines import Node, definition_tree, indent_of, is_marker
 from ..edits.snippets import LINT, Merged, merge_snippet
 from ..edits.target import Target
 from .cases import read_jsonl
@@ -97,19 +97,29 @@ def snippet_case(row: dict, seed: int = 0) -> SnippetCase:
             shown |= set(_header(tree.children[at - 1], lines))
     shown |= {line for node in _around(tree, shown) for line in _header(node, lines)}
     snippet = _with_markers(lines, shown, marker)
+    named = {node.key() for node in tree.walk() if node is not tree and node.head in shown}
     return SnippetCase(str(row["id"]), row.get("language", "python"), before, after, row.get("instruction", ""),
-                       snippet, style, _unsolvable(before, snippet, lines, shown))
+                       snippet, style, _unsolvable(before, snippet, lines, shown, named))
 
 
 def _changed_lines(before: str, after: str) -> list[int]:
-    """The lines of `after` that the edit wrote, and for a deletion the lines on both sides of it."""
+    """The lines of `after` that the edit wrote, and for a deletion the code lines on both sides
+    of it (past blank lines, which place nothing: a chat model shows code around a deletion)."""
     old = [line.rstrip() for line in before.splitlines()]
     new = [line.rstrip() for line in after.splitlines()]
     changed = []
     for op, _, _, low, high in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if op == "equal":
             continue
-        changed += list(range(low, high)) if high > low else [max(low - 1, 0), min(low, len(new) - 1)]
+        if high > low:
+            changed += list(range(low, high))
+            continue
+        above, below = max(low - 1, 0), min(low, len(new) - 1)
+        while above > 0 and not new[above]:
+            above -= 1
+        while below < len(new) - 1 and not new[below]:
+            below += 1
+        changed += [above, below]
     return [line for line in changed if 0 <= line < len(new)]
 
 
@@ -164,15 +174,23 @@ def _with_markers(lines: list[str], shown: set[int], marker: str) -> str:
     return "".join(out)
 
 
-def _unsolvable(before: str, snippet: str, lines: list[str], shown: set[int]) -> str:
+def _unsolvable(before: str, snippet: str, lines: list[str], shown: set[int], named: set[tuple[str, str]]) -> str:
+    """Why no merge can give `after` from the snippet; `named`: the definitions the snippet shows."""
     after = "".join(lines)
     if SyntaxTree(after, "python").has_errors():
         return "the reference after does not parse: the syntax guard refuses any merge that gives it"
     if FileLint(before).new_errors(0, len(before), after):
         return "the reference after brings an undefined name: the lint check refuses any merge that gives it"
     kept = {line.strip() for line in before.splitlines() if line.strip()}
-    if not any(lines[i].strip() in kept for i in shown if lines[i].strip()):
-        return "no line of the file is left in the snippet: nothing places it"
+    old_lines = before.splitlines(keepends=True)
+    old_tree = definition_tree(SyntaxTree(before, "python"), old_lines)
+    edges = [line for line in snippet.splitlines() if line.strip()]
+    # a definition matches by kind and name, and a marker at one end (not both) places what
+    # follows (precedes) it after (before) the whole file
+    if not (any(lines[i].strip() in kept for i in shown if lines[i].strip())
+            or named & {node.key() for node in old_tree.walk() if node is not old_tree}
+            or edges and is_marker(edges[0]) != is_marker(edges[-1])):
+        return "no line, definition or edge marker of the snippet places it in the file"
     return ""
 
 

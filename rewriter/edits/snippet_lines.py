@@ -33,6 +33,14 @@ def is_marker(line: str) -> bool:
     return words.startswith(ELLIPSES) or bool(_MARKER_WORDS.search(words))
 
 
+def says_more(line: str) -> bool:
+    """A marker by its leading ellipsis alone, with words after it ("# ...but then it fails"):
+    the file's own comment where the file holds it word for word."""
+    comment = _COMMENT.fullmatch(line.strip())
+    words = comment.group(1).lstrip("".join(ELLIPSES)).strip(" .…") if comment is not None else ""
+    return bool(words) and not _MARKER_WORDS.search(words)
+
+
 def is_bare_ellipsis(line: str) -> bool:
     return line.strip() in ELLIPSES
 

@@ -34,6 +34,7 @@ from .snippet_lines import (
     indent_of,
     is_bare_ellipsis,
     is_marker,
+    says_more,
 )
 from .syntax import compiles
 
@@ -96,21 +97,23 @@ def _merge(file_text: str, snippet: str | bytes, language: str, instruction: str
              for line in snippet.splitlines(keepends=True)]
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += newline
-    markers = {i for i, line in enumerate(lines) if is_marker(line) or grammar != "python" and is_bare_ellipsis(line)}
+    file_lines = file_text.splitlines(keepends=True)
+    held = {line.strip() for line in file_lines}
+    markers = {i for i, line in enumerate(lines) if is_marker(line) and not (says_more(line) and line.strip() in held)
+               or grammar != "python" and is_bare_ellipsis(line)}
     maybe = {i for i, line in enumerate(lines) if grammar == "python" and is_bare_ellipsis(line)}
     if not any(line.strip() for i, line in enumerate(lines) if i not in markers | maybe):
         return Refused("the snippet holds only markers" if markers | maybe else "the snippet is empty")
     tree = _parsed(lines, markers, grammar)
     if tree is None:
         return Refused(f"the snippet does not parse as {language}")
-    file_lines = file_text.splitlines(keepends=True)
     if file_lines and not file_lines[-1].endswith("\n"):
         file_lines[-1] += newline
     integrity = FileIntegrity(file_text, grammar)  # the file parsed once, for the merge and its checks
     assert integrity.tree is not None  # a grammar was found
     file_tree = definition_tree(integrity.tree, file_lines, found=integrity.definitions)
     merger = _Merger(file_lines, file_tree, lines, definition_tree(tree, lines, markers), markers, maybe,
-                     removals=instruction_allows_removal(instruction))
+                     removals=instruction if instruction_allows_removal(instruction) else "")
     try:
         merged = "".join(merger.root())
     except Unclear as unclear:
@@ -178,10 +181,11 @@ class _Merger:
     """One merge: the file's and the snippet's lines and definitions, walked region by region."""
 
     def __init__(self, file_lines: list[str], file_tree: Node, lines: list[str], tree: Node,
-                 markers: set[int], maybe: set[int], removals: bool = False):
+                 markers: set[int], maybe: set[int], removals: str = ""):
         self.file_lines, self.file_tree = file_lines, file_tree
-        self.removals = removals  # the instruction asks for removals: left-out definitions may go
+        self.removals = removals  # the instruction, where it asks for removals: left-out definitions may go
         self.lines, self.tree = lines, tree
+        self.snippet_code = {line.strip() for line in lines if line.strip()}
         self.markers, self.maybe = markers, maybe
         self.overrides: dict[int, Node] = {}  # id of a nested file definition -> the snippet's, given alone
         self.anchored = 0
@@ -221,7 +225,8 @@ class _Merger:
         for (at, file_at), (to, file_to) in zip(bounds, bounds[1:]):
             out += self._gap(items[at + 1:to], file_items[file_at + 1:file_to],
                              edge=file_node is self.file_tree and (at < 0 or to == len(items)),
-                             keeps_head=file_node is not self.file_tree and at < 0)
+                             keeps_head=file_node is not self.file_tree and at < 0,
+                             anchored=(at >= 0, to < len(items)))
             if to < len(items):
                 out += self._pair(items[to], file_items[file_to])
         return out
@@ -290,14 +295,23 @@ class _Merger:
                     raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
                                    f"{node.name} renamed, or a copy of it")
 
-    def _gap(self, items: list[Item], file_items: list[Item], edge: bool, keeps_head: bool) -> list[str]:
-        """What stands between two matched items: the snippet's lines, the file's, or both."""
+    def _gap(self, items: list[Item], file_items: list[Item], edge: bool, keeps_head: bool,
+             anchored: tuple[bool, bool] = (True, True)) -> list[str]:
+        """What stands between two matched items (`anchored`: there is one before, after):
+        the snippet's lines, the file's, or both."""
         marks = [at for at, item in enumerate(items) if item.kind == MARKER]
         if not marks:
             code = [item for item in items if item.kind in (LINE, DEF)]
-            if (keeps_head or edge) and not code:
+            if (keeps_head or edge) and not code or not items and all(item.kind == BLANK for item in file_items):
                 # a definition given without its decorators keeps them; a snippet that starts
-                # (or ends) at a matched line leaves the rest of the file as it is
+                # (or ends) at a matched line leaves the rest of the file as it is, unless the
+                # instruction asks to remove a line of that rest; nothing at all between two
+                # matched items says nothing of the blank lines there
+                if edge and any(item.kind == LINE and self.file_lines[item.line].strip() in self.removals
+                                for item in file_items):
+                    raise Unclear(f"the snippet {'ends' if anchored[0] else 'starts'} inside the file with no "
+                                   "marker there, and the instruction asks to remove a line "
+                                   f"{'after' if anchored[0] else 'before'} it: whether the rest goes is unclear")
                 return self._file_lines(file_items)
             dropped = [item.node for item in file_items if item.kind == DEF and item.node is not None]
             if dropped and not code and self.removals:
@@ -317,11 +331,31 @@ class _Merger:
             raise Unclear(f"line {between[0].line + 1} of the snippet lies between two markers "
                            "with nothing in the file to place it by")
         head, tail = items[:marks[0]], items[marks[-1] + 1:]
-        if not file_items or file_items[0].kind == BLANK:
+        low = self._paragraph_end(head, file_items) if anchored[0] else 0
+        high = len(file_items) - self._paragraph_end(tail[::-1], file_items[low:][::-1]) if anchored[1] else len(
+            file_items)
+        kept = file_items[low:high]
+        if not kept or kept[0].kind == BLANK:
             head = _strip_blank(head, from_end=True)  # the file's blank lines stand between
-        if not file_items or file_items[-1].kind == BLANK:
+        if not kept or kept[-1].kind == BLANK:
             tail = _strip_blank(tail, from_end=False)
-        return self._snippet_lines(head) + self._file_lines(file_items) + self._snippet_lines(tail)
+        return self._snippet_lines(head) + self._file_lines(kept) + self._snippet_lines(tail)
+
+    def _paragraph_end(self, new: list[Item], file_items: list[Item]) -> int:
+        """New lines right after an anchor, then a blank line before the marker: that blank line
+        is the file's next one, and the file's lines up to it (no more of them than new lines, no
+        definition among them, none held by the snippet elsewhere) are what the new lines replace,
+        the file's paragraphs kept: how many file items that takes (0: none, the new lines are
+        inserted). `new` and `file_items` run away from the anchor."""
+        code = _strip_blank(new, from_end=True)
+        if not code or len(code) == len(new) or any(item.kind != LINE for item in code):
+            return 0
+        blank = next((at for at, item in enumerate(file_items) if item.kind == BLANK), 0)
+        replaced = file_items[:blank]
+        if not replaced or len(replaced) > len(code) or any(
+                item.kind != LINE or self.file_lines[item.line].strip() in self.snippet_code for item in replaced):
+            return 0
+        return blank + 1
 
     def _pair(self, item: Item, file_item: Item) -> list[str]:
         if item.node is None or file_item.node is None:

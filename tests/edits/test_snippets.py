@@ -270,3 +270,68 @@ def test_a_file_line_the_snippet_holds_elsewhere_is_not_taken_as_replaced():
     assert isinstance(merge_snippet(REPEATED, moved, "python"), Ambiguous)
     marker = 'def run():\n    # ...\n    step("b")\n    value = 1\n    # ...\n    cleanup()\n    # ...\n'
     assert isinstance(merge_snippet(REPEATED, marker, "python"), Ambiguous)
+
+
+def test_a_comment_starting_with_an_ellipsis_that_the_file_holds_is_code_not_a_marker():
+    text = "def run():\n    start()\n    # ...then it stops\n    stop()\n"
+    snippet = "def run():\n    start()\n    # ...then it stops\n    stop(now=True)\n"
+    assert merged(snippet, text) == snippet
+    # one the file does not hold is a marker still: the lines it stands for stay
+    marker = "def run():\n    # ...the start\n    # ...then it stops\n    stop(now=True)\n"
+    assert merged(marker, text) == text.replace("stop()", "stop(now=True)")
+
+
+def test_nothing_between_two_matched_definitions_keeps_the_blank_lines_there():
+    text = "class A:\n    def f(self):\n        return 1\n\n\nclass B:\n    def g(self):\n        return 2\n"
+    snippet = ("class A:\n    def f(self):\n        return 3\n    # ...\nclass B:\n    def g(self):\n"
+               "        return 4\n")
+    assert merged(snippet, text) == text.replace("return 1", "return 3").replace("return 2", "return 4")
+
+
+PARAGRAPHS = '''setup()
+
+# the checks
+assert 5 > 4
+assert 3 <= 1
+
+report("done")
+'''
+
+
+def test_new_lines_then_a_blank_line_before_a_marker_replace_the_file_lines_up_to_its_blank_line():
+    after_anchor = "# ...\n# the checks\nassert True\nassert False\n\n# ...\n"
+    assert merged(after_anchor, PARAGRAPHS) == PARAGRAPHS.replace("assert 5 > 4\nassert 3 <= 1",
+                                                                  "assert True\nassert False")
+    # and going back from an anchor right after the new lines
+    text = 'setup()\n\nuse("md5")\nrun()\n'
+    assert merged('# ...\n\nuse("sha")\nrun()\n', text) == text.replace("md5", "sha")
+    # more file lines there than new ones, or no blank line: the new lines are inserted
+    one = "# ...\n# the checks\nassert True\n\n# ...\n"
+    assert merged(one, PARAGRAPHS) == PARAGRAPHS.replace("# the checks\n", "# the checks\nassert True\n\n")
+    inserted = "# ...\n# the checks\nassert True\n# ...\n"
+    assert merged(inserted, PARAGRAPHS) == PARAGRAPHS.replace("# the checks\n", "# the checks\nassert True\n")
+
+
+def test_a_snippet_starting_inside_the_file_under_an_instruction_to_remove_a_line_before_it_is_ambiguous():
+    snippet = "def load(path):\n    return open(path).read().splitlines()\n\n\nclass Shape:\n    # ...\n"
+    for instruction in ("Read the lines in one go", "Remove the text variable"):
+        kept = merge_snippet(FILE, snippet, "python", instruction)
+        assert isinstance(kept, Merged) and kept.text.startswith("import os\n") and "def save" in kept.text
+    outcome = merge_snippet(FILE, snippet, "python", "Remove the unused import os")
+    assert isinstance(outcome, Ambiguous) and "asks to remove a line before it" in outcome.reason
+
+
+def test_a_deletion_between_blank_lines_is_shown_with_the_code_around_it():
+    row = {"id": "deletion", "before": "A = 1\n\nglobal b\n\n\ndef f():\n    return A\n",
+           "after": "A = 1\n\n\n\ndef f():\n    return A\n"}
+    case = snippet_case(row)
+    assert "A = 1" in case.snippet and "def f():" in case.snippet
+    assert normalized(merged(case.snippet, row["before"])) == normalized(row["after"])
+
+
+def test_a_case_placed_by_a_definitions_name_alone_is_solvable():
+    row = {"id": "renamed-lines", "before": "def f(a):\n    return a\n", "after": "def f(a, b):\n    return a + b\n"}
+    case = snippet_case(row)
+    assert case.unsolvable == "" and merged(case.snippet, row["before"]) == row["after"]
+    lonely = {"id": "lonely", "before": "x = 1\n", "after": "y = 2\n"}
+    assert "places it" in snippet_case(lonely).unsolvable
