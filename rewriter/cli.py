@@ -187,7 +187,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens,
                     read_timeout_s=args.read_timeout, max_connections=args.max_connections)
     serve(args.model, host=args.host, port=args.port, device=args.device, limits=limits,
-          api_key_file=args.api_key_file, say=_say, allowed_hosts=tuple(args.allowed_host), dtype=args.dtype)
+          api_key_file=args.api_key_file, say=_say, allowed_hosts=tuple(args.allowed_host), dtype=args.dtype,
+          draft_model=args.draft_model)
     return 0
 
 
@@ -239,8 +240,8 @@ class _Parser(argparse.ArgumentParser):
 
 def model_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--model", help="transformers path or hub id, or a .gguf file (default: "
-                                         "qwen2.5-coder-1.5b-instruct drafted for by the embedded 0.5B with 7 GB "
-                                         "free, else the 0.5B alone; `embedded` names the 0.5B alone)")
+                                         "qwen2.5-coder-1.5b-instruct with 7 GB free, else the embedded 0.5B; "
+                                         "`embedded` names the 0.5B)")
     command.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
     command.add_argument("--dtype", choices=DTYPES, default="auto",
                          help="weights: auto (default; $REWRITER_DTYPE overrides it) is, on a CPU, the fastest "
@@ -359,6 +360,9 @@ def add_serve(commands) -> None:
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default: loopback; others need an API key)")
     serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--draft-model", metavar="MODEL",
+                       help="a small model with the same tokenizer that drafts where the prediction does not "
+                            "(e.g. --draft-model embedded; none by default)")
     serve.add_argument("--api-key-file", help="file whose first line is the API key (default: $REWRITER_API_KEY)")
     serve.add_argument("--max-queue", type=int, default=32, help="requests that may wait for the model before 503")
     serve.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024)

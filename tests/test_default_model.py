@@ -1,12 +1,12 @@
-"""The default model: the 1.5B with the 0.5B drafting where the machine affords it, else the 0.5B
-with a line saying why; and a rewriter with a draft model gives plain greedy's answer."""
+"""The default model: the 1.5B where the machine affords it, else the 0.5B with a line saying why;
+a draft model only where one is named; and a rewriter with a draft model gives plain greedy's answer."""
 import importlib.util
 
 import pytest
 import torch
 
 from rewriter import CODER_1_5B_NAME, EMBEDDED_NAME, engines
-from rewriter.engines import DEFAULT_MODELS_MEMORY, EngineSettings, default_models
+from rewriter.engines import DEFAULT_MODEL_MEMORY, EngineSettings, default_model
 
 
 @pytest.fixture
@@ -16,17 +16,17 @@ def installed(monkeypatch):
                         lambda name, *args: object() if name == engines.DEFAULT_PACKAGE else real(name, *args))
 
 
-def test_a_machine_with_the_memory_gets_the_1_5b_drafted_by_the_0_5b(installed, monkeypatch):
-    monkeypatch.setattr(engines, "available_memory", lambda: DEFAULT_MODELS_MEMORY + 1)
+def test_a_machine_with_the_memory_gets_the_1_5b(installed, monkeypatch):
+    monkeypatch.setattr(engines, "available_memory", lambda: DEFAULT_MODEL_MEMORY + 1)
     said = []
-    assert default_models(said.append) == (CODER_1_5B_NAME, EMBEDDED_NAME)
+    assert default_model(said.append) == CODER_1_5B_NAME
     assert said == []
 
 
 def test_too_little_memory_falls_back_to_the_0_5b_with_one_line_saying_why(installed, monkeypatch):
     monkeypatch.setattr(engines, "available_memory", lambda: 2 << 30)
     said = []
-    assert default_models(said.append) == (EMBEDDED_NAME, None)
+    assert default_model(said.append) == EMBEDDED_NAME
     assert len(said) == 1 and "2.0 GB is free" in said[0] and f"--model {CODER_1_5B_NAME}" in said[0]
 
 
@@ -35,7 +35,7 @@ def test_missing_packages_fall_back_to_the_0_5b(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == engines.DEFAULT_PACKAGE else real(name, *args))
     said = []
-    assert default_models(said.append) == (EMBEDDED_NAME, None)
+    assert default_model(said.append) == EMBEDDED_NAME
     assert "not installed" in said[0]
 
 
@@ -44,7 +44,7 @@ def test_available_memory_is_read_here():
     assert available is None or available > 0
 
 
-def test_no_model_named_loads_the_default_pair_and_a_named_one_alone(monkeypatch, tiny_checkpoint):
+def test_no_model_named_loads_the_default_alone_and_a_named_draft_model_beside_it(monkeypatch, tiny_checkpoint):
     from rewriter.weights import models
 
     loads = []
@@ -55,13 +55,16 @@ def test_no_model_named_loads_the_default_pair_and_a_named_one_alone(monkeypatch
         return real_load(str(tiny_checkpoint), dtype="float32")
 
     monkeypatch.setattr(models, "load_model", load)
-    monkeypatch.setattr(engines, "default_models", lambda say: (CODER_1_5B_NAME, EMBEDDED_NAME))
-    rewriter = engines.load_rewriter(EngineSettings(), lambda message: None)
-    assert loads == [CODER_1_5B_NAME, EMBEDDED_NAME] and rewriter.draft is not None
-    assert rewriter.drafter([1, 2, 3]).name == "prediction+draft_model"
+    monkeypatch.setattr(engines, "default_model", lambda say: CODER_1_5B_NAME)
+    alone = engines.load_rewriter(EngineSettings(), lambda message: None)
+    assert loads == [CODER_1_5B_NAME] and alone.draft is None
     loads.clear()
-    alone = engines.load_rewriter(EngineSettings(model="embedded"), lambda message: None)
-    assert loads == ["embedded"] and alone.draft is None
+    drafted = engines.load_rewriter(EngineSettings(draft_model=EMBEDDED_NAME), lambda message: None)
+    assert loads == [CODER_1_5B_NAME, EMBEDDED_NAME] and drafted.draft is not None
+    assert drafted.drafter([1, 2, 3]).name == "prediction+draft_model"
+    loads.clear()
+    named = engines.load_rewriter(EngineSettings(model="embedded"), lambda message: None)
+    assert loads == ["embedded"] and named.draft is None
 
 
 def test_a_draft_model_leaves_the_greedy_answer_as_plain_greedy_gives_it(tiny_checkpoint):

@@ -468,9 +468,9 @@ def _model_card(name: str, created: int) -> dict:
 
 def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, device: str | None = None,
           limits: Limits | None = None, api_key_file: str | None = None, say=print,
-          allowed_hosts: tuple[str, ...] = (), dtype: str | None = None) -> None:
-    """Load the model (none named: engines.default_models' choice, with its draft model) and serve
-    until interrupted. Off loopback, an API key is required."""
+          allowed_hosts: tuple[str, ...] = (), dtype: str | None = None, draft_model: str | None = None) -> None:
+    """Load the model (none named: engines.default_model's choice) and `draft_model`, if named, and
+    serve until interrupted. Off loopback, an API key is required."""
     import uvicorn
 
     from ..engines import EngineSettings, load_models
@@ -484,7 +484,8 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
                          "--api-key-file (loopback addresses need none)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     started = time.perf_counter()
-    loaded, draft = load_models(EngineSettings(model=model, device=device, dtype=dtype or "auto"), say)
+    loaded, draft = load_models(EngineSettings(model=model, device=device, dtype=dtype or "auto",
+                                                 draft_model=draft_model), say)
     drafting = f"drafted for by {draft.name} ({draft.dtype})" if draft else "no draft model"
     say(f"model {loaded.name} ({loaded.dtype}), {drafting}, ready on {loaded.device} in "
         f"{time.perf_counter() - started:.1f}s")

@@ -1,4 +1,4 @@
-"""The default model (the 1.5B, with the embedded 0.5B drafting) gives plain greedy's answer.
+"""The default model (the 1.5B), drafted for by the embedded 0.5B, gives plain greedy's answer.
 
 The one real-model test on the 1.5B: its first start converts it (minutes); the others use the 0.5B.
 """
@@ -20,9 +20,9 @@ CODE = '''def total_price(items, tax):
 '''
 
 
-def test_the_default_with_its_draft_model_answers_as_plain_greedy():
+def test_the_default_drafted_for_by_the_0_5b_answers_as_plain_greedy():
     said: list[str] = []
-    rewriter = load_rewriter(EngineSettings(), said.append)
+    rewriter = load_rewriter(EngineSettings(draft_model=EMBEDDED_NAME), said.append)
     if rewriter.loaded.name != CODER_1_5B_NAME:  # the machine cannot hold it: the one line says why
         pytest.skip(next(line for line in said if line.startswith(f"using {EMBEDDED_NAME}")))
     assert rewriter.draft is not None and rewriter.draft.name == EMBEDDED_NAME

@@ -1,4 +1,5 @@
-"""The service with a draft model: `rewriter serve` with no model loads default_models' choice,
+"""The service with a draft model: `rewriter serve` with no model loads default_model's choice,
+alone unless `--draft-model` names one,
 and its chat completions and /v1/rewrites draft with the draft model where the prediction does
 not, as `rewriter apply` does, the greedy answer still plain greedy's (tiny random models)."""
 from __future__ import annotations
@@ -134,14 +135,22 @@ def served(monkeypatch, tiny_loaded, draft):
     return seen
 
 
-def test_serve_with_no_model_serves_the_default_pair(served, monkeypatch):
-    monkeypatch.setattr(engines, "default_models", lambda say: (CODER_1_5B_NAME, EMBEDDED_NAME))
-    assert cli.main(["serve"]) == 0
+def test_serve_with_no_model_serves_the_default_and_the_draft_model_named(served, monkeypatch):
+    monkeypatch.setattr(engines, "default_model", lambda say: CODER_1_5B_NAME)
+    assert cli.main(["serve", "--draft-model", EMBEDDED_NAME]) == 0
     assert served["loads"] == [CODER_1_5B_NAME, EMBEDDED_NAME]
     service = served["app"].state.service
     assert service.served == [CODER_1_5B_NAME, "rewriter-apply"] and service.draft_name == EMBEDDED_NAME
     assert any(line.startswith(f"model {CODER_1_5B_NAME} (") and f"drafted for by {EMBEDDED_NAME}" in line
                for line in served["said"])
+
+
+def test_serve_with_no_model_and_no_draft_model_named_serves_the_default_alone(served, monkeypatch):
+    monkeypatch.setattr(engines, "default_model", lambda say: CODER_1_5B_NAME)
+    assert cli.main(["serve"]) == 0
+    assert served["loads"] == [CODER_1_5B_NAME]
+    assert served["app"].state.service.draft_name is None
+    assert any(line.startswith(f"model {CODER_1_5B_NAME} (") and "no draft model" in line for line in served["said"])
 
 
 def test_serve_with_too_little_memory_serves_the_0_5b_and_says_why(served, monkeypatch):
@@ -155,7 +164,7 @@ def test_serve_with_too_little_memory_serves_the_0_5b_and_says_why(served, monke
 
 
 def test_serve_with_a_named_model_loads_it_alone(served, monkeypatch):
-    monkeypatch.setattr(engines, "default_models", lambda say: pytest.fail("a named model needs no default"))
+    monkeypatch.setattr(engines, "default_model", lambda say: pytest.fail("a named model needs no default"))
     assert cli.main(["serve", "--model", "embedded"]) == 0
     assert served["loads"] == ["embedded"]
     assert served["app"].state.service.draft_name is None
