@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from ..prompt import common_indent
 from .integrity import FileIntegrity, instruction_allows_removal
 from .node_kinds import grammar_for
-from .scopes import SyntaxTree
+from .scopes import SyntaxTree, definition_at
 from .snippet_anchors import line_pairs
 from .snippet_lines import (
     BLANK,
@@ -143,8 +143,8 @@ def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> MergeOut
     file_text = integrity.text
     if merged == file_text:
         return Merged(merged)
-    start, end, new = _changed_span(file_text, merged)
     assert integrity.tree is not None
+    start, end, new = _changed_definitions(integrity.tree, merged)
     parsed = SyntaxTree(merged, integrity.tree.language)  # once, for both checks
     verdict = integrity.check(start, end, new, instruction, parsed)
     if verdict.refused:
@@ -161,6 +161,22 @@ def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> MergeOut
     if lint:
         return Refused(lint, LINT, refused_text=merged)
     return Merged(merged)
+
+
+def _changed_definitions(tree: SyntaxTree, merged: str) -> tuple[int, int, str]:
+    """The changed span grown to the whole definitions its ends fall in (an insertion: those on
+    either side of it), so the checks judge a snippet's function as a rewrite of that function: a line the
+    snippet writes again in a new function beside it (a shared `return`) is no copied line."""
+    start, end, new = _changed_span(tree.text, merged)
+    first_line = tree.text.count("\n", 0, start)
+    last_line = tree.text.count("\n", 0, max(start, end - 1))
+    if start == end:  # an insertion: the line before it too
+        first_line -= 1
+    around = [definition_at(tree, line) for line in {first_line, last_line} if line >= 0]
+    grown_start = min([start] + [d.start for d in around if d is not None])
+    grown_end = max([end] + [d.end for d in around if d is not None])
+    # Outside [start, end) the two texts are the same, so the grown span's ends map one to one.
+    return grown_start, grown_end, merged[grown_start:len(merged) - (len(tree.text) - grown_end)]
 
 
 def _changed_span(old: str, new: str) -> tuple[int, int, str]:

@@ -335,3 +335,12 @@ def test_a_case_placed_by_a_definitions_name_alone_is_solvable():
     assert case.unsolvable == "" and merged(case.snippet, row["before"]) == row["after"]
     lonely = {"id": "lonely", "before": "x = 1\n", "after": "y = 2\n"}
     assert "places it" in snippet_case(lonely).unsolvable
+
+
+def test_a_new_function_may_end_like_the_one_before_it():
+    # EditEval/41's shape: the snippet gives a function unchanged and a new one after it that
+    # ends in the same line; the checks judge the function with its neighbour, not a lone line.
+    text = "def common(a, b):\n    found = set(a) & set(b)\n    return sorted(found)\n"
+    snippet = text + "\n\ndef either(a, b):\n    found = set(a) ^ set(b)\n    return sorted(found)\n"
+    assert merged(snippet, text) == snippet
+
