@@ -66,6 +66,11 @@ if __name__ == "__main__":
 '''
 
 
+# A follow-up the 0.5B answers with the whole file. The int8 paths' numbers differ by CPU: on an AMX
+# Xeon "Add a docstring to median" came back as median alone, rightly refused as losing the rest.
+REFINEMENT = "Use a list comprehension in read_numbers"
+
+
 async def test_refine_decodes_faster_than_the_first_proposal_and_exactly(tmp_path, embedded_rewriter):
     editor = await Editor.start(VSCODE, None, tmp_path, {"engine": {"kind": "embedded", "model": "embedded"}, "review": True})
     Watched(editor)  # the client takes the review notifications
@@ -74,12 +79,12 @@ async def test_refine_decodes_faster_than_the_first_proposal_and_exactly(tmp_pat
         first = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})
         assert first["status"] == "proposed", first
         refined = await editor.execute("rewriter.refine", {"proposal": first["proposal"], "wait": True,
-                                                          "instruction": "Add a docstring to median"})
+                                                          "instruction": REFINEMENT})
         assert refined["status"] == "proposed", refined
         await asyncio.sleep(0.3)
         proposed_text = embedded_rewriter.rewrite(STATS, "Add type hints", "python").text
         await editor.execute("rewriter.acceptAll", {"proposal": first["proposal"]})
-        greedy = embedded_rewriter.rewrite(proposed_text, "Add a docstring to median", "python",
+        greedy = embedded_rewriter.rewrite(proposed_text, REFINEMENT, "python",
                                            drafter=lambda prediction: PredictionDrafter([])).text
         assert editor.text(URI) == greedy  # exact against plain greedy decoding
         one, two = first["stats"], refined["stats"]
