@@ -34,6 +34,8 @@ from .node_kinds import (
 from .target import Target, line_starts
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from tree_sitter import Node
 
 
@@ -180,12 +182,19 @@ def definition_at(tree: SyntaxTree, line: int, aliases: tuple[str, ...] = ("func
     target kind_spans gives for it (decorators, doc comments and all), labelled with its alias.
 
     Only the nodes around the line are looked at, not the whole tree: editors ask on every move."""
+    return next(definitions_around(tree, line, aliases), None)
+
+
+def definitions_around(tree: SyntaxTree, line: int,
+                       aliases: tuple[str, ...] = ("function", "class")) -> Iterator[Target]:
+    """The definitions whose lines hold `line`, innermost first (definition_at's, then outward)."""
     if not any(tree.language in ALIASES[alias] for alias in aliases) or not 0 <= line < len(tree.line_starts):
-        return None
+        return
     line_start = tree.line_starts[line]
     indent = re.match(r"[ \t]*", tree.text[line_start:])
     aim = tree.byte(line_start + (indent.end() if indent else 0))
     node = tree.root.descendant_for_byte_range(aim, aim)
+    seen: list[Target] = []  # a node's wrappers widen to the same target
     while node is not None:
         outer = node
         while outer is not None and outer.type in LEADING_SIBLINGS:
@@ -194,10 +203,10 @@ def definition_at(tree: SyntaxTree, line: int, aliases: tuple[str, ...] = ("func
             for alias in aliases:
                 for found in of_kind(_widened_to(outer), alias, tree.language):
                     target = _node_target(tree, found, alias)
-                    if line in target.lines:
-                        return target
+                    if line in target.lines and target not in seen:
+                        seen.append(target)
+                        yield target
         node = node.parent
-    return None
 
 
 def _widened_to(outer: Node) -> list[Node]:

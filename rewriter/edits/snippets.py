@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from ..prompt import common_indent
 from .integrity import FileIntegrity, instruction_allows_removal
 from .node_kinds import grammar_for
-from .scopes import SyntaxTree, definition_at
+from .scopes import SyntaxTree, definitions_around
 from .snippet_anchors import line_pairs
 from .snippet_lines import (
     BLANK,
@@ -164,17 +164,19 @@ def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> MergeOut
 
 
 def _changed_definitions(tree: SyntaxTree, merged: str) -> tuple[int, int, str]:
-    """The changed span grown to the whole definitions its ends fall in (an insertion: those on
-    either side of it), so the checks judge a snippet's function as a rewrite of that function: a line the
-    snippet writes again in a new function beside it (a shared `return`) is no copied line."""
+    """The changed span grown to the smallest definition holding both its ends (an insertion:
+    the lines on either side of it), else to the definitions each end falls in, so the checks
+    judge a snippet's function as a rewrite of it: a new function may end in the `return` of
+    the one before it, and a method may replace another in its class ("make it a generator")."""
     start, end, new = _changed_span(tree.text, merged)
-    first_line = tree.text.count("\n", 0, start)
+    first_line = tree.text.count("\n", 0, start) - (start == end)
     last_line = tree.text.count("\n", 0, max(start, end - 1))
-    if start == end:  # an insertion: the line before it too
-        first_line -= 1
-    around = [definition_at(tree, line) for line in {first_line, last_line} if line >= 0]
-    grown_start = min([start] + [d.start for d in around if d is not None])
-    grown_end = max([end] + [d.end for d in around if d is not None])
+    around_first = list(definitions_around(tree, first_line))
+    around_last = list(definitions_around(tree, last_line))
+    both = [target for target in around_first if last_line in target.lines]
+    grown = both[:1] or around_first[:1] + around_last[:1]
+    grown_start = min([start] + [target.start for target in grown])
+    grown_end = max([end] + [target.end for target in grown])
     # Outside [start, end) the two texts are the same, so the grown span's ends map one to one.
     return grown_start, grown_end, merged[grown_start:len(merged) - (len(tree.text) - grown_end)]
 

@@ -344,3 +344,15 @@ def test_a_new_function_may_end_like_the_one_before_it():
     snippet = text + "\n\ndef either(a, b):\n    found = set(a) ^ set(b)\n    return sorted(found)\n"
     assert merged(snippet, text) == snippet
 
+
+
+
+def test_a_method_may_replace_another_in_its_class():
+    # EditEval/58's shape: the whole class, a line of one method gone and another method replaced
+    # by a special one, judged within the class ("Make it a generator." names no method).
+    text = ("class Loader:\n    def __init__(self, data):\n        self.data = data\n        self.index = 0\n\n"
+            "    def next_batch(self):\n        self.index += 1\n        return self.data[self.index - 1]\n")
+    snippet = ("class Loader:\n    def __init__(self, data):\n        self.data = data\n\n"
+               "    def __iter__(self):\n        yield from self.data\n")
+    outcome = merge_snippet(text, snippet, "python", "Make it a generator.")
+    assert isinstance(outcome, Merged) and outcome.text == snippet, outcome
