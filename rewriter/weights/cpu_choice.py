@@ -365,6 +365,12 @@ class Choice:
         return describe(self.dtype, self.costs, self.cached)
 
 
+def faster_of(costs: dict[str, dict[int, float]], other: dict[str, dict[int, float]]) -> dict[str, dict[int, float]]:
+    """Each candidate's pass costs, the lower of the two timings where both have one."""
+    return {kind: {width: min(seconds, other.get(kind, {}).get(width, seconds)) for width, seconds in measured.items()}
+            for kind, measured in costs.items()}
+
+
 def _choices_file(root: Path) -> Path:
     return root / "dtype-choices.json"
 
@@ -422,6 +428,9 @@ def choose_for(model: PreTrainedModel, model_id: str | None, root: Path,
         if earlier is not None and earlier.dtype == choice.dtype:
             say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU), but the last "
                 f"start chose {choice.dtype} too; the choice is kept")
+            # The costs are the window policy's prior: other work only slows a pass, so each
+            # pass's faster timing of the two starts is the nearer to what it costs.
+            choice = Choice(choice.dtype, faster_of(choice.costs, earlier.costs), layers=choice.layers)
             steady = True
         else:
             say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU); the choice is "

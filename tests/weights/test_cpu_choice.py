@@ -143,6 +143,16 @@ def test_a_busy_machine_keeps_the_choice_once_two_starts_agree(tmp_path):
     assert kept.dtype == "int8" and kept.cached and later.calls == 0
 
 
+def test_a_choice_kept_on_a_busy_machine_keeps_each_pass_s_faster_timing(tmp_path):
+    # The costs become the window policy's prior: a pass slowed by other work in one start
+    # (a 64-token pass at 6x a 16-token one) must not make wide passes look dear for good.
+    slowed = {kind: {**measured, 64: measured[64] * 6} for kind, measured in VNNI.items()}
+    choose_for(None, "m", tmp_path, measure=Counting(VNNI, spread=1.8))
+    choose_for(None, "m", tmp_path, measure=Counting(slowed, spread=1.8))
+    kept = choose_for(None, "m", tmp_path, measure=Counting(AVX2))
+    assert kept.cached and kept.costs == VNNI
+
+
 def test_the_choice_is_remembered_per_cpu_torch_and_model(tmp_path, monkeypatch):
     measure = Counting(AVX2)
     first = choose_for(None, "model-a", tmp_path, measure=measure)
