@@ -291,8 +291,10 @@ def lost_definitions(old: list[Definition], new: list[Definition], instruction: 
     # Moved, not lost: a function made a method ("put these in a class") keeps its name.
     new_names, old_names = Counter(d.path[-1] for d in new), Counter(d.path[-1] for d in old)
     lost = [d for d in lost if new_names[d.path[-1]] < old_names[d.path[-1]]]
-    if not lost or instruction_allows_removal(instruction):
+    if not lost:
         return []
+    if instruction_allows_removal(instruction):
+        return unasked_removals(old, lost, instruction)
     if instruction_asks_rename(instruction):
         # A rename: each definition that went is replaced by exactly one new one of its kind, beside it.
         added = Counter((d.kind, d.path[:-1]) for d in new if old_paths[d.path] < new_paths[d.path])
@@ -300,6 +302,18 @@ def lost_definitions(old: list[Definition], new: list[Definition], instruction: 
         if gone == added:
             return []
     return lost
+
+
+def unasked_removals(old: list[Definition], lost: list[Definition], instruction: str) -> list[Definition]:
+    """Under an instruction that asks for removals: what it names may go (with what that holds),
+    and the rest only while it is at most half of what the span defined (one may always go:
+    "delete this function"). An answer that keeps a few lines of a long span and drops every
+    function in it ("remove the unused imports" answered with the imports alone) is lost code."""
+    words = set(re.findall(r"\w+", instruction))
+    unnamed = [d for d in lost if not words & set(d.path)]
+    if len(unnamed) <= max(1, len(old) // 2):
+        return []
+    return unnamed
 
 
 def lost_bodies(old: list[Definition], new: list[Definition], instruction: str) -> list[Definition]:

@@ -512,3 +512,24 @@ def test_definitions_are_still_checked_in_a_file_broken_elsewhere():
     verdict = check_edit(SHAPES, start, end, SHAPES[start:end].replace("def area(self):", "def area(self:"),
                          "Add docstrings", "python")
     assert not verdict.refused
+
+
+MODULE = ("import json\nimport os\n\n\ndef load(path):\n    return json.load(open(path))\n\n\n"
+          "def save(path, data):\n    json.dump(data, open(path, 'w'))\n\n\n"
+          "def dead():\n    return os.getcwd()\n")
+
+
+@pytest.mark.parametrize("answer, instruction, verdict", [
+    # A merge's answer that kept the lines it changed and nothing else (NoFunEval 005 on the 1.5B).
+    ("import json\n", "Remove the unused import.", REFUSED),
+    ("import json\n", "Delete the functions load, save and dead.", APPLIED),  # named, they may go
+    (MODULE.replace("\n\n\ndef dead():\n    return os.getcwd()\n", "\n"), "Remove dead code.", APPLIED),  # a minority
+    ("", "Delete this.", REFUSED),  # three definitions, none named: more than half of them unasked
+])
+def test_a_removal_instruction_lets_go_what_it_names_and_a_minority_of_the_rest(answer, instruction, verdict):
+    assert FileIntegrity(MODULE, "python").check(0, len(MODULE), answer, instruction).status == verdict
+
+
+def test_a_removal_instruction_lets_the_one_definition_of_a_span_go():
+    start = MODULE.index("def dead")
+    assert FileIntegrity(MODULE, "python").check(start, len(MODULE), "", "Delete this function.").status == APPLIED
