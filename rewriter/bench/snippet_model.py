@@ -18,7 +18,7 @@ from ..edits.target import Target
 from ..engine import Engine
 from ..prompt import NoCodeBlock, merge_instruction
 from ..results import RewriteError
-from .snippet_cases import SnippetCase, normalized
+from .snippet_cases import SnippetCase, code_damage, normalized
 
 
 def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = None) -> dict:
@@ -29,12 +29,14 @@ def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = 
                           judged_instruction=case.instruction)
     began = time.perf_counter()
     row = {"id": case.id, "style": case.style, "exact": False, "reason": "", "output_tokens": 0,
-           "accepted_prediction_tokens": 0}
+           "accepted_prediction_tokens": 0, "lost": [], "duplicated": []}
     try:
         finished = [event for event in session.run() if isinstance(event, Finished)][-1]
     except (NoCodeBlock, RewriteError) as error:
         return {**row, "outcome": "failed", "reason": str(error), "seconds": time.perf_counter() - began}
     decision, stats = finished.decision, finished.result.stats
+    if not decision.refused:  # what an applied merge lost or duplicated, as for the deterministic one
+        row["lost"], row["duplicated"] = code_damage(case.before, case.after, decision.text)
     return {**row, "outcome": "refused" if decision.refused else "applied", "reason": decision.reason,
             "exact": not decision.refused and normalized(decision.text) == normalized(case.after),
             "output_tokens": stats.output_tokens, "accepted_prediction_tokens": stats.accepted_prediction_tokens,
@@ -62,6 +64,8 @@ def run_model_merges(engine: Engine, cases: list[SnippetCase], rows: list[dict],
             "model_cases": len(merges), "model_exact": sum(m["exact"] for m in merges),
             "model_refused": sum(m["outcome"] == "refused" for m in merges),
             "model_failed": sum(m["outcome"] == "failed" for m in merges),
+            "model_lost_code": sum(bool(m["lost"]) for m in merges),
+            "model_duplicated_code": sum(bool(m["duplicated"]) for m in merges),
             "both_exact": both, "merges": merges}
 
 
@@ -72,6 +76,7 @@ def format_model_report(summary: dict) -> str:
     return "\n".join([
         f"exact, deterministic merge: {share(summary['deterministic_exact'], summary['cases'])}",
         f"exact, the model alone:     {share(summary['model_exact'], summary['model_cases'])} "
-        f"({summary['model_refused']} refused, {summary['model_failed']} failed)",
+        f"({summary['model_refused']} refused, {summary['model_failed']} failed; applied merges that lost code "
+        f"{summary['model_lost_code']}, duplicated code {summary['model_duplicated_code']})",
         f"exact, both (the model where the merge is ambiguous): {share(summary['both_exact'], summary['cases'])}",
     ])

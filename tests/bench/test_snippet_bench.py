@@ -72,6 +72,21 @@ def test_the_model_merges_every_case_with_model_only(edits, tmp_path, capsys):
     assert model["model_cases"] == 2 and model["model_exact"] == 2 and model["both_exact"] == 2
 
 
+def test_a_model_merge_that_drops_a_line_counts_as_lost_code(edits, tmp_path):
+    # "hints" answered with area's hints but perimeter's `total += 2 * height` gone: applied (no
+    # definition lost), not exact, and counted as lost code.
+    hints = EDITS[1]
+    dropped = hints["after"].replace("    total += 2 * height\n", "")
+    engine = ScriptedEngine([{"instruction": EDITS[0]["instruction"], "replace": [[BEFORE, EDITS[0]["after"]]]},
+                             {"instruction": hints["instruction"], "replace": [[BEFORE, dropped]]}])
+    report_path = tmp_path / "report.json"
+    code, said = bench("--snippets", str(edits), "--model-only", "--json", str(report_path), engine=engine)
+    assert code == 0, said
+    model = json.loads(report_path.read_text())["model"]
+    assert model["model_exact"] == 1 and model["model_lost_code"] == 1 and model["model_duplicated_code"] == 0
+    assert [m["lost"] for m in model["merges"]] == [[], ["total += 2 * height"]]
+
+
 def test_model_merge_sends_only_the_ambiguous_cases(edits):
     code, said = bench("--snippets", str(edits), "--model-merge", engine=ScriptedEngine([]))
     assert code == 0 and not any(": model " in line for line in said)  # both merged without a model
