@@ -338,9 +338,11 @@ def lost_bodies(old: list[Definition], new: list[Definition], instruction: str) 
     for d in unpaired:
         if by_place[(d.kind, d.path[:-1])]:
             pairs.append((d, by_place[(d.kind, d.path[:-1])].popleft()))
-    may_empty = instruction_allows_removal(instruction)  # "remove the prints" may leave `{}`
-    return [d for d, now in pairs
-            if d.body == FULL and (now.body == NONE or (now.body == EMPTY and not may_empty))]
+    headers_only = [d for d, now in pairs if d.body == FULL and now.body == NONE]
+    emptied = [d for d, now in pairs if d.body == FULL and now.body == EMPTY]
+    if emptied and instruction_allows_removal(instruction):  # "remove the prints" may leave `{}`
+        emptied = unasked_removals(old, emptied, instruction)  # but not every body of the span
+    return [d for d in old if d in headers_only or d in emptied]
 
 
 def _changed_code_line(old: SyntaxTree, start: int, end: int, new: SyntaxTree, new_end: int) -> str | None:

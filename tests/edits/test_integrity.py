@@ -533,3 +533,17 @@ def test_a_removal_instruction_lets_go_what_it_names_and_a_minority_of_the_rest(
 def test_a_removal_instruction_lets_the_one_definition_of_a_span_go():
     start = MODULE.index("def dead")
     assert FileIntegrity(MODULE, "python").check(start, len(MODULE), "", "Delete this function.").status == APPLIED
+
+
+def test_a_removal_instruction_empties_a_minority_of_bodies_not_all():
+    def emptied(*names):
+        text = MODULE
+        for name in names:
+            body = text[text.index(f"def {name}("):].split("\n", 2)[1]
+            text = text.replace(body, "    pass", 1)
+        return text
+
+    integrity = FileIntegrity(MODULE, "python")
+    assert integrity.check(0, len(MODULE), emptied("dead"), "Remove the os call.").status == APPLIED
+    verdict = integrity.check(0, len(MODULE), emptied("load", "save", "dead"), "Remove the file access.")
+    assert verdict.status == REFUSED and "body" in verdict.reason
