@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from tests.helpers.models import QWEN_VOCAB, tiny_model
+
+PROCESS_THREADS = torch.get_num_threads()  # before any test sets its own
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +28,14 @@ def qwen_tokenizer(embedded_checkpoint):
 def embedded(embedded_checkpoint):
     from rewriter.weights.models import load_model
 
-    return load_model(str(embedded_checkpoint))
+    # Loaded under the process's own thread count, whichever test asks first: `auto` remembers
+    # its choice per thread count, and a module that runs on one thread would time it afresh.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(PROCESS_THREADS)
+    try:
+        return load_model(str(embedded_checkpoint))
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -134,9 +134,11 @@ def test_cli_apply_writes_what_the_model_answers(tmp_path, embedded_rewriter):
     instruction = "Rename the method low_stock to items_to_reorder."
     path = tmp_path / "inventory.py"
     path.write_text(original)
+    # The same path as in process: `auto` may time again in another process and choose another.
+    dtype = embedded_rewriter.loaded.dtype
     result = subprocess.run(
-        [sys.executable, "-m", "rewriter.cli", "apply", str(path), "-i", instruction, "--write", "--model", "embedded"],
-        capture_output=True, text=True, timeout=600)
+        [sys.executable, "-m", "rewriter.cli", "apply", str(path), "-i", instruction, "--write", "--model", "embedded",
+         "--dtype", dtype], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert "accepted" in result.stderr
     # In process, through the one edit session: the greedy answer, or, where a check refused it
