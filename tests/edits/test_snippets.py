@@ -345,8 +345,6 @@ def test_a_new_function_may_end_like_the_one_before_it():
     assert merged(snippet, text) == snippet
 
 
-
-
 def test_a_method_may_replace_another_in_its_class():
     # EditEval/58's shape: the whole class, a line of one method gone and another method replaced
     # by a special one, judged within the class ("Make it a generator." names no method).
