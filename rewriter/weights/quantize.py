@@ -31,10 +31,13 @@ tie that closely; every check here agrees, but it is not a bit-level guarantee t
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
@@ -249,13 +252,15 @@ class FbgemmInt8Linear(Int8Layer):
 
 
 def pack_fbgemm_weights(model: nn.Module) -> None:
-    """Pack every int8-fbgemm layer of the model not packed yet: at load, not in the first request."""
+    """Pack every int8-fbgemm layer of the model not packed yet: at load, not in the first request.
+    FBGEMM packs a weight on one thread, so layers are packed side by side, one per core torch may
+    use (the 1.5B's later start: 10.4 s of packing alone, 6.9 s on 2 cores)."""
     layers = [module for module in model.modules() if isinstance(module, FbgemmInt8Linear)]
-    for count, layer in enumerate(layers):
-        layer.pack()
-        if count % 16 == 15:  # each int8 weight freed once packed: give the memory back as it goes
+    workers = max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
+    with _fbgemm_engine(), ThreadPoolExecutor(workers) as pool:
+        for start in range(0, len(layers), 16):  # each int8 weight is freed once packed: give it back as it goes
+            list(pool.map(FbgemmInt8Linear.pack, layers[start:start + 16]))
             release_freed_memory()
-    release_freed_memory()
 
 
 def _range_row(inputs: int, levels: int) -> torch.Tensor:
@@ -296,15 +301,22 @@ def _fbgemm_exact(levels: int) -> bool:
 
 def _fbgemm_pack(weight: torch.Tensor):
     """FBGEMM's packed form of an int8 weight, (out, in), with unit scales."""
+    with _fbgemm_engine(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensors are deprecated; the op is what we use
+        quantized = torch._make_per_channel_quantized_tensor(
+            weight, torch.ones(weight.shape[0], dtype=torch.double),
+            torch.zeros(weight.shape[0], dtype=torch.long), 0)
+        return torch.ops.quantized.linear_prepack(quantized, None)
+
+
+@contextlib.contextmanager
+def _fbgemm_engine() -> Iterator[None]:
+    """FBGEMM as torch's quantized engine within, the one before restored after. It is one setting
+    for the process: layers packed side by side are all inside their caller's `with`."""
     previous = torch.backends.quantized.engine
+    torch.backends.quantized.engine = "fbgemm"
     try:
-        torch.backends.quantized.engine = "fbgemm"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # quantized tensors are deprecated; the op is what we use
-            quantized = torch._make_per_channel_quantized_tensor(
-                weight, torch.ones(weight.shape[0], dtype=torch.double),
-                torch.zeros(weight.shape[0], dtype=torch.long), 0)
-            return torch.ops.quantized.linear_prepack(quantized, None)
+        yield
     finally:
         torch.backends.quantized.engine = previous
 
