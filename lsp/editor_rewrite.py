@@ -25,6 +25,7 @@ from rewriter.edits.integrity import STRIPPED
 from rewriter.edits.pipeline import grammar_of
 from rewriter.edits.session import Delta, EditSession, Finished
 from rewriter.edits.target import Target
+from rewriter.engine import Turn
 from rewriter.prompt import NoCodeBlock, SourceText
 from rewriter.results import RewriteError, ServiceError
 
@@ -108,8 +109,11 @@ class EditorRewrite:
 
     def __init__(self, server: RewriteHost, uri: str, lines: range, instruction: str, stream: bool,
                  announce_end: bool = False, *, reviews: Reviews | None = None, proposal: Proposal | None = None,
-                 base: Target | None = None, judged_instruction: str | None = None):
+                 base: Target | None = None, judged_instruction: str | None = None,
+                 conversation: tuple[Turn, ...] = ()):
         self.id = next(_ids)
+        self.conversation = conversation  # a refine: the proposal's turns so far
+        self.turn: Turn | None = None  # this rewrite's own turn, once its session is made
         self.announce_end = announce_end  # nobody waits for the outcome: say every ending
         self.server = server
         self.uri = uri
@@ -196,7 +200,8 @@ class EditorRewrite:
             session = EditSession(engine, target, self.instruction, self.language,
                                   grammar=grammar_of(self.language, target.text),
                                   max_new_tokens=server.options.max_new_tokens, context=self.context,
-                                  judged_instruction=self.judged_instruction)
+                                  judged_instruction=self.judged_instruction, conversation=self.conversation)
+            self.turn = session.turn()
             worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True, args=(session,))
             worker.start()
             try:
@@ -300,6 +305,8 @@ class EditorRewrite:
                 return Outcome("unchanged", "no changes to review", stats=outcome.stats)
             outcome.edits = 0
             return outcome
+        if self.turn is not None:  # a refine of this proposal goes on from this turn
+            collector.proposal.conversation = (*self.conversation, self.turn)
         message = f"proposed {hunks} change(s) for review: " + outcome.message.partition(": ")[2]
         return Outcome("proposed", message, hunks, outcome.stats, proposal=collector.proposal.id)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field, replace
 
+from rewriter.engine import Turn
+
 from .document_sync import changed_lines
 
 
@@ -67,6 +69,8 @@ class Proposal:
     hunks: list[ReviewHunk] = field(default_factory=list)
     pending: Pending | None = None
     accepted: int = 0  # hunks the user accepted so far
+    # The requests that made the proposed text, first to last: a refine asks the model as their next turn.
+    conversation: tuple[Turn, ...] = ()
     _ids: int = 0
 
     # --- building -------------------------------------------------------------------------

@@ -147,7 +147,7 @@ class RewriterServer(LanguageServer):
         if refine is not None:
             refine.instruction = instruction.strip()
             base = document_target(refine.proposed_text(), refine.proposed_region())
-            review = {"reviews": self.reviews, "proposal": refine, "base": base}
+            review = {"reviews": self.reviews, "proposal": refine, "base": base, "conversation": refine.conversation}
         elif self.options.review:
             review = {"reviews": self.reviews, "proposal": self.reviews.open(uri, lines, instruction.strip())}
         job = EditorRewrite(self, uri, lines, instruction.strip(), self.streams(), announce_end=not wait,

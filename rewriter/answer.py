@@ -27,7 +27,8 @@ class AnswerStream:
 
     def __init__(self, request: EditRequest, prefilled: bool):
         self.source = SourceText.from_text(request.code)
-        self.prompt = build_prompt(self.source.code, request.instruction, request.language, request.context)
+        self.prompt = build_prompt(self.source.code, request.instruction, request.language, request.context,
+                                   request.conversation)
         self.text = self.prompt.prefill if prefilled else ""
         self.handed_on = 0  # the text up to here has been returned as settled
         self.cut: int | None = None  # where the answer's echo begins, once seen

@@ -55,6 +55,15 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class Turn:
+    """An earlier request of the same conversation: the code it was sent and its instruction. Its
+    answer is the next turn's code; the last turn's answer is the request's own code."""
+
+    code: str
+    instruction: str
+
+
+@dataclass(frozen=True)
 class EditRequest:
     """One rewrite as the model sees it."""
 
@@ -64,6 +73,8 @@ class EditRequest:
     context: str | None = None  # the file around the span, the span included; None: the code is the file
     max_new_tokens: int | None = None  # None: the engine's own budget for the code's size
     sampling: SamplingParams | None = None  # None: greedy
+    # A refine: the turns before this one; `code` is then the last turn's answer, asked to change again.
+    conversation: tuple[Turn, ...] = ()
 
 
 class Engine(Protocol):

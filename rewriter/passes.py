@@ -60,3 +60,10 @@ def prompt_passes(start: int, end: int) -> list[tuple[int, int]]:
         bounds.pop()
     bounds = [start, *bounds, end]
     return list(zip(bounds, bounds[1:]))
+
+
+def decoding_passes(start: int, end: int) -> list[tuple[int, int]]:
+    """Passes that feed positions start..end as decoding passes (each row the bits it has alone on
+    the int8 paths): WIDEST_DECODING_PASS at a time. What a conversation's earlier answer was
+    computed in, a few tokens at a time, whatever the split."""
+    return [(begin, min(begin + WIDEST_DECODING_PASS, end)) for begin in range(start, end, WIDEST_DECODING_PASS)]

@@ -17,8 +17,11 @@ decoding of the prompt gives:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
+
+from .engine import Turn
 
 # Measured with `rewriter bench editeval_tests.jsonl --tests` (116 cases, int8 0.5B): a prompt that
 # asks for the change "completely and correctly" instead of "keep every part exactly as it is"
@@ -99,14 +102,19 @@ class RewritePrompt:
     echo_targets: tuple[tuple[str, ...], ...] = ()
 
 
-def build_prompt(code: str, instruction: str, language: str = "", context: str | None = None) -> RewritePrompt:
+def build_prompt(code: str, instruction: str, language: str = "", context: str | None = None,
+                 conversation: Sequence[Turn] = ()) -> RewritePrompt:
     """Messages for the chat template and the predicted answer.
 
-    `context` is the rest of the file when only a part (`code`) is rewritten.
+    `context` is the rest of the file when only a part (`code`) is rewritten. `conversation`: the
+    turns before this one (a refine). The first turn's prompt comes first, as it was sent; each
+    turn's answer is the next turn's code, the last one's `code`; then `instruction` follows as the
+    next message. A model's cache of the first turn and its answer is then this prompt's prefix.
     """
+    if conversation:
+        return _next_turn(code, instruction, language, context, conversation)
     fence = fence_for(code + (context or ""))
-    body = code if code.endswith("\n") or not code else code + "\n"
-    block = f"{fence}{language}\n{body}{fence}"
+    block = _block(code, fence, language)
     parts = []
     if context:
         parts.append(f"The surrounding file, for context only:\n{fence}{language}\n{context.rstrip()}\n{fence}\n")
@@ -123,6 +131,42 @@ def build_prompt(code: str, instruction: str, language: str = "", context: str |
     return RewritePrompt(messages=messages, prediction=block, fence=fence,
                          prefill=answer_opening(code, instruction, f"{fence}{language}\n"),
                          echo_targets=echo_targets(code, context))
+
+
+def first_turn(language: str, context: str | None, conversation: Sequence[Turn]) -> RewritePrompt:
+    """The prompt the conversation's first turn was sent (`conversation` non-empty)."""
+    return build_prompt(conversation[0].code, conversation[0].instruction, language, context)
+
+
+def _next_turn(code: str, instruction: str, language: str, context: str | None,
+               conversation: Sequence[Turn]) -> RewritePrompt:
+    first = first_turn(language, context, conversation)
+    messages = list(first.messages)
+    answers = [turn.code for turn in conversation[1:]] + [code]
+    fence = max(first.fence, fence_for("".join(answers)), key=len)  # an answer may hold a longer backtick run
+    for number, answer in enumerate(answers):
+        if number:
+            messages.append({"role": "user", "content": follow_up(conversation[number].instruction)})
+        messages.append({"role": "assistant", "content": _block(answer, fence, language)})
+    messages.append({"role": "user", "content": follow_up(instruction)})
+    block = _block(code, fence, language)
+    if not context:
+        return RewritePrompt(messages=messages, prediction=block, fence=fence)
+    # The echo to watch for is of the lines after the span in the file: the first turn's code is the span.
+    return RewritePrompt(messages=messages, prediction=block, fence=fence,
+                         prefill=answer_opening(code, instruction, f"{fence}{language}\n"),
+                         echo_targets=first.echo_targets)
+
+
+def follow_up(instruction: str) -> str:
+    """A later turn's message: the next change to the code the model answered with."""
+    return ("Apply this instruction to the code of your last answer, and reply with the complete "
+            f"edited code in a single fenced code block.\n\nInstruction: {instruction.strip()}")
+
+
+def _block(code: str, fence: str, language: str) -> str:
+    body = code if code.endswith("\n") or not code else code + "\n"
+    return f"{fence}{language}\n{body}{fence}"
 
 
 def merge_instruction(snippet: str, language: str = "", hint: str = "") -> str:

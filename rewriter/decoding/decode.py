@@ -19,7 +19,14 @@ from transformers import DynamicCache
 from drafters.base import Drafter
 
 from ..lookahead import Lookahead
-from ..passes import PROMPT_CHUNK, WIDEST_DECODING_PASS, PassCosts, has_int8_attention, prompt_passes
+from ..passes import (
+    PROMPT_CHUNK,
+    WIDEST_DECODING_PASS,
+    PassCosts,
+    decoding_passes,
+    has_int8_attention,
+    prompt_passes,
+)
 from ..results import Stats
 from .forward import LeanPass
 from .verify import GreedyVerifier, Verifier
@@ -44,43 +51,55 @@ class Step:
 
 
 class PrefixCache:
-    """The KV cache of the last prompt, so that a request sharing its prefix prefills only the rest.
+    """The KV cache of the last request, its prompt and answer, so that a request sharing its
+    prefix prefills only the rest.
 
     Repeated requests on one file (a user trying instructions one after another) share the
-    system message and the code, which the prompt puts before the instruction.
+    system message and the code, which the prompt puts before the instruction; a conversation's
+    next turn (a refine) shares the whole earlier turn, its answer included.
     """
 
     def __init__(self):
         self.tokens: list[int] = []
+        self.narrow_from = 0  # positions from here on were computed as decoding passes
         self.cache: DynamicCache | None = None
 
-    def take(self, prompt: Sequence[int]) -> tuple[DynamicCache | None, int]:
+    def take(self, prompt: Sequence[int], narrow_from: int | None = None) -> tuple[DynamicCache | None, int]:
         """A private copy of the cache for the longest shared prefix that a cold prefill would
-        compute the same way, and that prefix's length.
+        compute the same way (Decoder._prefill), and that prefix's length.
 
-        A prompt wider than any decoding pass is computed in chunks (passes.PROMPT_CHUNK): only
-        whole chunks are reused, and the rest stays wide; a narrow prompt reuses only a narrow one.
+        A prompt's positions before `narrow_from` (default: all of them) are computed in chunks
+        when wider than any decoding pass (passes.PROMPT_CHUNK), the rest as decoding passes, each
+        row alone. A prompt that starts with the stored one's prompt part, at the same bound,
+        reuses all it shares, answer included; otherwise only whole chunks of both prompt parts are
+        reused, and the rest of a wide part stays wide; a narrow prompt part reuses only a narrow one.
         """
         if self.cache is None:
             return None, 0
+        bound = len(prompt) if narrow_from is None else narrow_from
         shared = 0
         limit = min(len(prompt) - 1, len(self.tokens))  # the last prompt token must be fed for its logits
         while shared < limit and prompt[shared] == self.tokens[shared]:
             shared += 1
-        wide = len(prompt) > WIDEST_DECODING_PASS
-        if wide != (len(self.tokens) > WIDEST_DECODING_PASS):
-            return None, 0
-        if wide:
-            shared = min(shared, len(prompt) - WIDEST_DECODING_PASS - 1) // PROMPT_CHUNK * PROMPT_CHUNK
-        if shared == 0:
+        if not (bound == self.narrow_from and shared >= bound):
+            wide = bound > WIDEST_DECODING_PASS
+            if wide != (self.narrow_from > WIDEST_DECODING_PASS):
+                return None, 0
+            shared = min(shared, bound, self.narrow_from)
+            if wide:
+                shared = min(shared, bound - WIDEST_DECODING_PASS - 1) // PROMPT_CHUNK * PROMPT_CHUNK
+        if shared <= 0:
             return None, 0
         cache = _share(self.cache)
         if len(self.tokens) > shared:
             cache.crop(shared - len(self.tokens))
         return cache, shared
 
-    def store(self, prompt: Sequence[int], cache: DynamicCache) -> None:
-        self.tokens = list(prompt)
+    def store(self, tokens: Sequence[int], cache: DynamicCache, narrow_from: int) -> None:
+        """Keep `cache`, which holds `tokens`: a prompt whose positions from `narrow_from` on
+        were computed as decoding passes, and what of its answer was fed."""
+        self.tokens = list(tokens)
+        self.narrow_from = narrow_from
         self.cache = _share(cache)
 
 
@@ -130,22 +149,32 @@ class Decoder:
                          logits_to_keep=1 if last_only else 0)
         return out.logits[0].float()
 
-    def _prefill(self, prompt: Sequence[int], stats: Stats) -> tuple[DynamicCache, torch.Tensor]:
-        cache, reused = self.prefix_cache.take(prompt) if self.prefix_cache else (None, 0)
+    def _prefill(self, prompt: Sequence[int], stats: Stats,
+                 narrow_from: int | None = None) -> tuple[DynamicCache, torch.Tensor]:
+        bound = len(prompt) if narrow_from is None else narrow_from
+        cache, reused = self.prefix_cache.take(prompt, bound) if self.prefix_cache else (None, 0)
         cache = cache or DynamicCache(config=self.model.config)
-        passes = prompt_passes(reused, len(prompt)) if self.prompt_in_chunks else [(reused, len(prompt))]
+        if self.prompt_in_chunks:
+            passes = prompt_passes(reused, bound) if reused < bound else []
+            passes += decoding_passes(max(reused, bound), len(prompt))
+        else:
+            passes = [(reused, len(prompt))]
         for begin, end in passes:
             logits = self._forward(prompt[begin:end], cache, last_only=True)[-1]
         if self.prefix_cache:
-            self.prefix_cache.store(prompt, cache)
+            self.prefix_cache.store(prompt, cache, bound)
         stats.cached_prompt_tokens = reused
         return cache, logits
 
     def generate(self, prompt: Sequence[int], drafter: Drafter | None, max_new_tokens: int,
-                 stop: StopCheck | None = None, verifier: Verifier | None = None) -> Iterator[Step]:
+                 stop: StopCheck | None = None, verifier: Verifier | None = None,
+                 narrow_from: int | None = None) -> Iterator[Step]:
         """Decode after `prompt`, yielding a Step each time tokens are accepted.
 
         `verifier` overrides the decoder's own for this request (e.g. one seeded sampler).
+        `narrow_from`: the prompt's positions from here on are computed as decoding passes, as a
+        chat that keeps its cache computed an earlier answer (a conversation's next turn), so the
+        cache of that answer's decoding is what a cold prefill computes too. Default: none of them.
         """
         if not prompt:
             raise ValueError("the prompt is empty")
@@ -155,7 +184,7 @@ class Decoder:
         start = time.perf_counter()
         stats = Stats(prompt_tokens=len(prompt))
         prompt = list(prompt)
-        cache, logits = self._prefill(prompt, stats)
+        cache, logits = self._prefill(prompt, stats, narrow_from)
         first = verifier.first_token(logits)
         stats.forward_passes = 1
         stats.prefill_s = stats.ttft_s = time.perf_counter() - start
@@ -176,6 +205,12 @@ class Decoder:
                 del output[keep:]
             stats.output_tokens = len(output)
             stats.total_s = time.perf_counter() - start
+            if keep is not None and self.prefix_cache:  # the next turn of a conversation reuses the answer too
+                held = min(cache.get_seq_length(), len(prompt) + len(output))
+                if cache.get_seq_length() > held:  # a stop kept fewer tokens than were fed
+                    cache.crop(held - cache.get_seq_length())
+                self.prefix_cache.store((prompt + output)[:held], cache,
+                                        len(prompt) if narrow_from is None else narrow_from)
             yield Step(tokens=output[before:], text=text.settle(output, final=keep is not None),
                        stats=stats, done=keep is not None)
             if keep is not None:

@@ -8,8 +8,8 @@ from drafters import Drafter, rewrite_drafter
 from drafters.draft_model import PredictionThenModelDrafter
 
 from ..answer import AnswerStream
-from ..engine import EditRequest, SamplingParams, require_instruction
-from ..prompt import RewritePrompt, build_prompt, closing_fence_end, echo_scan, prediction_ids
+from ..engine import EditRequest, SamplingParams, Turn, require_instruction
+from ..prompt import RewritePrompt, build_prompt, closing_fence_end, echo_scan, first_turn, prediction_ids
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .decode import Decoder, Stats, StopCheck
 from .sampling import make_verifier, model_drafter
@@ -151,7 +151,11 @@ class Rewriter:
         drafts = (drafter or self.drafter)(prediction)
         stop = AnswerEnd(self.tokenizer, prompt.prefill, prompt.echo_targets)
         stats = Stats()
-        for step in self.decoder.generate(prompt_ids, drafts, budget, stop, verifier=verifier):
+        narrow_from = None  # a refine: the first turn's prompt, then what its answer's decoding computed
+        if request.conversation:
+            narrow_from = len(self.encode_prompt(first_turn(request.language, request.context, request.conversation)))
+        for step in self.decoder.generate(prompt_ids, drafts, budget, stop, verifier=verifier,
+                                          narrow_from=narrow_from):
             stats = step.stats
             settled = answer.feed(step.text)
             if settled:
@@ -162,9 +166,9 @@ class Rewriter:
 
     def rewrite(self, code: str, instruction: str, language: str = "", context: str | None = None,
                 max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
-                **decoding) -> RewriteResult:
+                conversation: tuple[Turn, ...] = (), **decoding) -> RewriteResult:
         """The whole result of one request (scripts and benchmarks; front ends stream)."""
-        request = EditRequest(code, instruction, language, context, max_new_tokens, sampling)
+        request = EditRequest(code, instruction, language, context, max_new_tokens, sampling, conversation)
         for event in self.stream(request, **decoding):
             if isinstance(event, RewriteResult):
                 return event

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 
-from ..engine import EditRequest, Engine, SamplingParams
+from ..engine import EditRequest, Engine, SamplingParams, Turn
 from ..prompt import fence_for
 from ..results import RewriteResult, Stats
 from .hunks import Hunk, HunkStream
@@ -68,8 +68,10 @@ class EditSession:
     def __init__(self, engine: Engine, target: Target, instruction: str,
                  language: str = "", *, grammar: str | None = None, integrity: FileIntegrity | None = None,
                  max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
-                 context: str | None = None, judged_instruction: str | None = None):
+                 context: str | None = None, judged_instruction: str | None = None,
+                 conversation: tuple[Turn, ...] = ()):
         self.engine = engine
+        self.conversation = conversation  # a refine: the turns before this one (engine.EditRequest)
         self.given_context = context  # a client's own context, sent as it is instead of the file around the span
         self.edit = TargetEdit(target, instruction, grammar, integrity, judged_instruction)
         self.language = language
@@ -88,7 +90,12 @@ class EditSession:
         if feedback is not None:
             instruction = retry_instruction(instruction, feedback.reason,
                                             dedent(feedback.answer, self.edit.indent), self.language)
-        return EditRequest(self.edit.code, instruction, self.language, context, self.max_new_tokens, self.sampling)
+        return EditRequest(self.edit.code, instruction, self.language, context, self.max_new_tokens, self.sampling,
+                           self.conversation)
+
+    def turn(self) -> Turn:
+        """This session's request as a turn of a conversation that goes on (a refine of its answer)."""
+        return Turn(self.edit.code, self.edit.instruction)
 
     def run(self, context_window: int | None = None, *, force: bool = False, allow_syntax_errors: bool = False,
             stopped: Callable[[], bool] = lambda: False,

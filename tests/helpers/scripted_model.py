@@ -55,7 +55,7 @@ class ScriptedDecoder:
         self.tokenizer = tokenizer
         self.ids = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
 
-    def generate(self, prompt, drafter, max_new_tokens, stop=None, verifier=None):
+    def generate(self, prompt, drafter, max_new_tokens, stop=None, verifier=None, narrow_from=None):
         from rewriter.decoding.decode import Step  # brings in torch: only when a test decodes
 
         output, sent = [], 0

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from drafters.prediction import PredictionDrafter
+from rewriter.engine import Turn
 from tests.helpers.lsp import URI, VSCODE, Editor, Watched
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.real_model]
@@ -84,7 +85,9 @@ async def test_refine_decodes_faster_than_the_first_proposal_and_exactly(tmp_pat
         await asyncio.sleep(0.3)
         proposed_text = embedded_rewriter.rewrite(STATS, "Add type hints", "python").text
         await editor.execute("rewriter.acceptAll", {"proposal": first["proposal"]})
+        # The refine is the conversation's next turn: the first request, the proposal as its answer.
         greedy = embedded_rewriter.rewrite(proposed_text, REFINEMENT, "python",
+                                           conversation=(Turn(STATS, "Add type hints"),),
                                            drafter=lambda prediction: PredictionDrafter([])).text
         assert editor.text(URI) == greedy  # exact against plain greedy decoding
         one, two = first["stats"], refined["stats"]
@@ -93,5 +96,7 @@ async def test_refine_decodes_faster_than_the_first_proposal_and_exactly(tmp_pat
               f"tokens, {two['tokens_per_s']:.1f} tok/s, {two['accepted_prediction_tokens']} accepted, "
               f"{two['rejected_prediction_tokens']} rejected; speed-up {two['tokens_per_s'] / one['tokens_per_s']:.1f}x")
         assert two["accepted_prediction_tokens"] > one["accepted_prediction_tokens"]
+        # The first turn and its answer come from the first proposal's cache: only the follow-up is new.
+        assert two["cached_prompt_tokens"] > one["prompt_tokens"] + one["output_tokens"] // 2
     finally:
         await editor.stop()

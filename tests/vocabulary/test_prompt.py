@@ -1,5 +1,6 @@
 import pytest
 
+from rewriter.engine import Turn
 from rewriter.prompt import (
     NoCodeBlock,
     SourceText,
@@ -63,3 +64,21 @@ def test_language_for_common_extensions():
     assert language_for("a/b.py") == "python"
     assert language_for("x.TSX") == "tsx"
     assert language_for("Makefile") == ""
+
+
+def test_a_refine_is_the_first_turns_prompt_then_its_answer_then_the_follow_up():
+    file = "import os\n\n\ndef size(path):\n    return os.stat(path).st_size\n\n\nprint(size('.'))\n"
+    span = "def size(path):\n    return os.stat(path).st_size\n"
+    answer = "def size(path: str) -> int:\n    return os.stat(path).st_size\n"
+    first = build_prompt(span, "Add type hints", "python", file)
+    refine = build_prompt(answer, "Add a docstring", "python", file, conversation=(Turn(span, "Add type hints"),))
+    # The first turn's messages as they were sent, so a model's cache of them (and of its answer) is the prefix.
+    assert refine.messages[:2] == first.messages
+    assert refine.messages[2] == {"role": "assistant", "content": f"```python\n{answer}```"}
+    assert refine.messages[3]["role"] == "user" and refine.messages[3]["content"].endswith("Instruction: Add a docstring")
+    assert refine.prediction == f"```python\n{answer}```"
+    assert refine.prefill == "```python\ndef size"  # the answer's opening, as for any span
+    assert refine.echo_targets == first.echo_targets  # the lines after the span in the file
+    again = build_prompt(answer + "\n", "Make it async", "python", file,
+                         conversation=(Turn(span, "Add type hints"), Turn(answer, "Add a docstring")))
+    assert again.messages[:4] == refine.messages and [m["role"] for m in again.messages[4:]] == ["assistant", "user"]

@@ -215,6 +215,48 @@ def test_a_reused_wide_prompt_prefix_is_exact_and_whole_chunks(int8_model):
     assert decoder.prefix_cache.take(prompt[:100])[1] == 0
 
 
+def _chat_reference(model, prompt: list[int], narrow_from: int, max_new_tokens: int) -> list[int]:
+    """Plain greedy decoding of a conversation's next turn as a chat that keeps its cache does it:
+    the first turn's prompt in one pass, then every later token one at a time."""
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([prompt[:narrow_from]]), cache=cache, use_cache=True).logits
+        for token in prompt[narrow_from:]:
+            logits = model(input_ids=torch.tensor([[token]]), cache=cache, use_cache=True).logits
+        tokens = []
+        while len(tokens) < max_new_tokens:
+            tokens.append(int(logits[0, -1].argmax()))
+            if tokens[-1] == model.generation_config.eos_token_id:
+                break
+            logits = model(input_ids=torch.tensor([[tokens[-1]]]), cache=cache, use_cache=True).logits
+    return tokens
+
+
+@pytest.mark.parametrize("first_length", [60, 600])
+def test_a_conversations_next_turn_reuses_the_earlier_answer_and_is_its_chats_plain_greedy(int8_model, first_length):
+    # A refine asks again after the first answer: that answer's cache, from speculative passes,
+    # is what a cold prefill of the next turn computes too, so reusing it changes no token.
+    rng = random.Random(13)
+    tokenizer = CharTokenizer()
+    tokenizer.eos_token_id = 255
+    first = [rng.randrange(1, 254) for _ in range(first_length)]
+    decoder = Decoder(int8_model, tokenizer, prefix_cache=True)
+    answer = [token for step in decoder.generate(first, PromptLookupDrafter(), 50) for token in step.tokens]
+    follow_up = [rng.randrange(1, 254) for _ in range(20)]
+    prompt = first + answer + follow_up
+    reference = _chat_reference(int8_model, prompt, len(first), 40)
+    drafter = PredictionDrafter(answer)
+    steps = list(decoder.generate(prompt, drafter, 40, narrow_from=len(first)))
+    warm = [token for step in steps for token in step.tokens]
+    assert steps[-1].stats.cached_prompt_tokens >= len(first) + len(answer) - 1  # all but the answer's last token
+    cold_decoder = Decoder(int8_model, tokenizer)
+    cold = [token for step in cold_decoder.generate(prompt, PredictionDrafter(answer), 40, narrow_from=len(first))
+            for token in step.tokens]
+    assert warm == cold == reference
+    # Asked as a new prompt (no bound), the answer's positions are prompt rows: only whole chunks are reused.
+    assert decoder.prefix_cache.take(prompt)[1] <= (len(first) // PROMPT_CHUNK) * PROMPT_CHUNK
+
+
 @pytest.mark.parametrize("int8", INT8_KINDS)
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("kind", KINDS)
