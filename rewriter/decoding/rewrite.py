@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from drafters import Drafter, rewrite_drafter
@@ -144,8 +145,16 @@ class Rewriter:
         """
         require_instruction(request.instruction)
         answer = AnswerStream(request, prefilled=True)
+        try:
+            prompt_ids, prediction, budget = self.fit(answer.prompt, request.max_new_tokens)
+        except ContextTooLarge:
+            if not request.conversation:
+                raise
+            # The earlier turns do not fit beside this one: ask for the change alone, as a new request.
+            request = replace(request, conversation=())
+            answer = AnswerStream(request, prefilled=True)
+            prompt_ids, prediction, budget = self.fit(answer.prompt, request.max_new_tokens)
         prompt = answer.prompt
-        prompt_ids, prediction, budget = self.fit(prompt, request.max_new_tokens)
         sampling = request.sampling
         verifier = verifier or (make_verifier(sampling) if sampling is not None else None)
         drafts = (drafter or self.drafter)(prediction)

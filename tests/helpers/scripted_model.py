@@ -54,9 +54,12 @@ class ScriptedDecoder:
     def __init__(self, tokenizer, answer: str):
         self.tokenizer = tokenizer
         self.ids = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
+        self.asked: list[tuple[list[int], int | None]] = []  # each request's prompt and its narrow_from
 
     def generate(self, prompt, drafter, max_new_tokens, stop=None, verifier=None, narrow_from=None):
         from rewriter.decoding.decode import Step  # brings in torch: only when a test decodes
+
+        self.asked.append((list(prompt), narrow_from))
 
         output, sent = [], 0
         for token in self.ids:

@@ -4,6 +4,7 @@ the same settled text and give the same result."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import httpx
@@ -11,7 +12,7 @@ import pytest
 
 from rewriter.answer import AnswerStream
 from rewriter.decoding.rewrite import Rewriter
-from rewriter.engine import EditRequest
+from rewriter.engine import EditRequest, Turn
 from rewriter.prompt import NoCodeBlock
 from rewriter.results import Progress, RewriteResult, Stats
 from rewriter.serve.client import RemoteRewriter
@@ -97,3 +98,25 @@ def test_both_engines_refuse_an_answer_without_code(qwen_tokenizer):
     for engine in range(2):
         with pytest.raises(NoCodeBlock):
             both_engines(qwen_tokenizer, EditRequest(FIRST, "Add a docstring.", "python"), "I cannot.")[engine]
+
+
+@pytest.mark.parametrize("fits", [True, False])
+def test_a_refine_is_asked_as_the_next_turn_where_it_fits_and_alone_where_not(qwen_tokenizer, fits):
+    first = EditRequest(FIRST, "Add a docstring.", "python", FILE)
+    refine = EditRequest(EDITED, "Add type hints.", "python", FILE, conversation=(Turn(FIRST, "Add a docstring."),))
+    decoder = ScriptedDecoder(qwen_tokenizer, "(value):\n    return value + 1\n```\n")  # after the prefill
+    planner = Rewriter(SimpleNamespace(tokenizer=qwen_tokenizer, context_length=4096), decoder=decoder)
+    first_prompt = planner.encode_prompt(AnswerStream(first, prefilled=True).prompt)
+    alone = AnswerStream(replace(refine, conversation=()), prefilled=True).prompt
+    alone_ids = planner.encode_prompt(alone)
+    # Room for the request alone and no more: the conversation's longer prompt does not fit.
+    context_length = 4096 if fits else len(alone_ids) + len(planner.encode_prediction(alone)) + 16
+    local = Rewriter(SimpleNamespace(tokenizer=qwen_tokenizer, context_length=context_length), decoder=decoder)
+    result = list(local.stream(refine))[-1]
+    prompt, narrow_from = decoder.asked[-1]
+    if fits:  # the first turn's prompt is the prefix; from its end on, what its answer computed
+        assert prompt[:len(first_prompt)] == first_prompt and narrow_from == len(first_prompt)
+        assert len(prompt) > len(alone_ids)
+    else:
+        assert prompt == alone_ids and narrow_from is None
+    assert result.text == "def first(value):\n    return value + 1\n"
