@@ -15,7 +15,9 @@ from starlette.testclient import TestClient
 
 from rewriter import cli
 from rewriter.decoding.rewrite import Rewriter
+from rewriter.engine import EditRequest, Turn
 from rewriter.serve.app import create_app
+from rewriter.serve.client import RemoteRewriter
 from rewriter.serve.schema import Limits
 from tests.helpers.lsp import VSCODE, Editor, lines_range
 from tests.helpers.scripted_model import ScriptedRewriter
@@ -112,6 +114,19 @@ def test_the_service_applies_a_good_answer_and_strips_an_echo(tiny_loaded, tiny_
         result = events[-1][1]
         assert result["integrity"] == integrity and result["changed"] is True
         assert result["text"] == FILE.replace(MAIN, hinted) and result["selection"] == hinted
+
+
+def test_a_refine_reaches_the_services_model_as_the_conversations_next_turn(tiny_loaded, tiny_rewriter):
+    hinted = MAIN.replace("def main():", "def main() -> None:")
+    scripted = ScriptedRewriter(tiny_rewriter, lambda code: hinted)
+    earlier = (Turn(MAIN, "Add a docstring"),)
+    with TestClient(create_app(tiny_loaded, Limits(), rewriter=scripted), base_url="http://127.0.0.1:8000") as client:
+        engine = RemoteRewriter("http://127.0.0.1:8000/v1", protocol="rewriter", http=client)
+        result = list(engine.stream(EditRequest(MAIN, INSTRUCTION, "python", conversation=earlier)))[-1]
+        wrong = client.post("/v1/rewrites", json={"text": MAIN, "instruction": INSTRUCTION,
+                                                  "conversation": [{"text": MAIN}]})
+    assert scripted.requests[0]["conversation"] == earlier and result.text == hinted
+    assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "conversation[0]"
 
 
 # The language server: a scripted engine (tests/helpers/scripted.py) gives the answers; "tokens" are characters.

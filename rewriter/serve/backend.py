@@ -210,7 +210,7 @@ class Backend:
         # The checks need a grammar: named, from the file name, else guessed from the code.
         session = EditSession(self.rewriter, target, request.instruction, language,
                               grammar=grammar_of(language, target.text), context=context,
-                              judged_instruction=request.judged_instruction)
+                              judged_instruction=request.judged_instruction, conversation=request.conversation)
         sent = session.request()  # the limits are checked on exactly what the session will send
         try:  # stream() plans again on the worker (tokenizing is cheap)
             prompt, prediction, budget = self.rewriter.plan(sent.code, sent.instruction, sent.language, sent.context,

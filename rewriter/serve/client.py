@@ -132,10 +132,13 @@ class RemoteRewriter:
         if request.sampling is not None and not request.sampling.greedy:
             raise UnsupportedSampling("the rewriter service's /v1/rewrites decodes greedily only: to sample "
                                       "(temperature > 0), use its OpenAI-compatible API (protocol 'openai')")
-        body: dict[str, str | int] = {"text": request.code, "instruction": request.instruction,
-                                      "language": request.language}
+        body: dict[str, object] = {"text": request.code, "instruction": request.instruction,
+                                   "language": request.language}
         if request.context is not None:
             body["context"] = request.context
+        if request.conversation:
+            body["conversation"] = [{"text": turn.code, "instruction": turn.instruction}
+                                    for turn in request.conversation]
         if request.max_new_tokens:
             body["max_tokens"] = request.max_new_tokens
         stats = stats_from(None)

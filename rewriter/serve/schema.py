@@ -14,7 +14,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from ..edits.target import line_count
-from ..engine import SamplingParams, instruction_is_empty
+from ..engine import SamplingParams, Turn, instruction_is_empty
 from ..prompt import NoCodeBlock
 from ..results import RewriteError
 
@@ -296,6 +296,7 @@ class RewriteRequest:
     lines: range | None = None  # the body's `range`: the lines of `text` to rewrite; the rest is context
     file_name: str | None = None  # the file's name or path, for its language
     judged_instruction: str | None = None  # what the integrity check reads, where not `instruction`
+    conversation: tuple[Turn, ...] = ()  # a refine: the turns before this one (engine.EditRequest)
 
 
 def parse_rewrite(body: dict) -> RewriteRequest:
@@ -339,7 +340,23 @@ def parse_rewrite(body: dict) -> RewriteRequest:
                            code="invalid_value")
         lines = range(start, end)
     return RewriteRequest(text=text, instruction=instruction, language=language, context=context,
-                          max_tokens=max_tokens, lines=lines, file_name=file_name)
+                          max_tokens=max_tokens, lines=lines, file_name=file_name,
+                          conversation=_conversation(_get(body, "conversation", "list", [])))
+
+
+def _conversation(turns: list) -> tuple[Turn, ...]:
+    """A refine's earlier turns: [{"text", "instruction"}, ...], first to last."""
+    checked = []
+    for number, turn in enumerate(turns):
+        param = f"conversation[{number}]"
+        if not isinstance(turn, dict):
+            raise _wrong_type(param, "an object", turn)
+        text, instruction = (_get(turn, name, "str", param=f"{param}.{name}") for name in ("text", "instruction"))
+        if text is None or instruction is None:
+            raise ApiError(400, f"Missing required parameter: '{param}.{'text' if text is None else 'instruction'}'.",
+                           param=param, code="missing_required_parameter")
+        checked.append(Turn(text, instruction))
+    return tuple(checked)
 
 
 # The body --------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ class ScriptedRewriter:
         self.tokenizer = rewriter.tokenizer
         self.loaded = rewriter.loaded
         self.edit = edit
-        self.requests: list[dict] = []  # what each request sent: code, language, context, budget
+        self.requests: list[dict] = []  # what each request sent: code, language, context, budget, conversation
 
     def plan(self, code, instruction, language="", context=None, max_new_tokens=None):
         return self.rewriter.plan(code, instruction, language, context, max_new_tokens)
@@ -30,7 +30,8 @@ class ScriptedRewriter:
             request.code, request.instruction, request.language, request.context, request.max_new_tokens)
         source = SourceText.from_text(text)
         _, _, budget = self.plan(source.code, instruction, language, context, max_new_tokens)
-        self.requests.append({"code": source.code, "language": language, "context": context, "budget": budget})
+        self.requests.append({"code": source.code, "language": language, "context": context, "budget": budget,
+                              "conversation": request.conversation})
         answer = build_prompt(self.edit(source.code), instruction, language, context).prediction + "\n"
         ids = self.tokenizer.encode(answer, add_special_tokens=False)
         written = ids[:budget]
