@@ -149,9 +149,8 @@ class Decoder:
                          logits_to_keep=1 if last_only else 0)
         return out.logits[0].float()
 
-    def _prefill(self, prompt: Sequence[int], stats: Stats,
-                 narrow_from: int | None = None) -> tuple[DynamicCache, torch.Tensor]:
-        bound = len(prompt) if narrow_from is None else narrow_from
+    def _prefill(self, prompt: Sequence[int], stats: Stats, bound: int) -> tuple[DynamicCache, torch.Tensor]:
+        """The prompt's cache and last logits; its positions from `bound` on as decoding passes."""
         cache, reused = self.prefix_cache.take(prompt, bound) if self.prefix_cache else (None, 0)
         cache = cache or DynamicCache(config=self.model.config)
         if self.prompt_in_chunks:
@@ -184,7 +183,8 @@ class Decoder:
         start = time.perf_counter()
         stats = Stats(prompt_tokens=len(prompt))
         prompt = list(prompt)
-        cache, logits = self._prefill(prompt, stats, narrow_from)
+        bound = len(prompt) if narrow_from is None else narrow_from
+        cache, logits = self._prefill(prompt, stats, bound)
         first = verifier.first_token(logits)
         stats.forward_passes = 1
         stats.prefill_s = stats.ttft_s = time.perf_counter() - start
@@ -209,8 +209,7 @@ class Decoder:
                 held = min(cache.get_seq_length(), len(prompt) + len(output))
                 if cache.get_seq_length() > held:  # a stop kept fewer tokens than were fed
                     cache.crop(held - cache.get_seq_length())
-                self.prefix_cache.store((prompt + output)[:held], cache,
-                                        len(prompt) if narrow_from is None else narrow_from)
+                self.prefix_cache.store((prompt + output)[:held], cache, bound)
             yield Step(tokens=output[before:], text=text.settle(output, final=keep is not None),
                        stats=stats, done=keep is not None)
             if keep is not None:

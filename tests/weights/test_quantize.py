@@ -189,7 +189,7 @@ def test_the_decoder_feeds_a_long_prompt_a_chunk_a_pass_with_the_bits_of_one_pas
     fed: list[int] = []
     hook = int8_model.model.embed_tokens.register_forward_hook(lambda _, args, __: fed.append(args[0].shape[1]))
     try:
-        cache, logits = Decoder(int8_model, CharTokenizer())._prefill(tokens, Stats())
+        cache, logits = Decoder(int8_model, CharTokenizer())._prefill(tokens, Stats(), len(tokens))
     finally:
         hook.remove()
     one_logits, one_cache = _prompt_pass(int8_model, tokens, [])
