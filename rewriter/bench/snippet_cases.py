@@ -29,6 +29,7 @@ from ..edits.lint import FileLint
 from ..edits.scopes import SyntaxTree, expand_to_nodes
 from ..edits.snippet_lines import Node, definition_tree, indent_of, is_marker
 from ..edits.snippets import LINT, Merged, merge_snippet
+from ..edits.syntax import compile_regression
 from ..edits.target import Target
 from .cases import read_jsonl
 
@@ -179,6 +180,8 @@ def _unsolvable(before: str, snippet: str, lines: list[str], shown: set[int], na
     after = "".join(lines)
     if SyntaxTree(after, "python").has_errors():
         return "the reference after does not parse: the syntax guard refuses any merge that gives it"
+    if (problem := compile_regression(before, after)) is not None:
+        return f"Python does not compile the reference after ({problem.describe()}): the syntax guard refuses it"
     if FileLint(before).new_errors(0, len(before), after):
         return "the reference after brings an undefined name: the lint check refuses any merge that gives it"
     kept = {line.strip() for line in before.splitlines() if line.strip()}

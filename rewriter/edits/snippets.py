@@ -280,6 +280,12 @@ class _Merger:
         for at, item in enumerate(items):
             if item.kind == DEF and item.key in counts or item.key == ("head",):
                 kind, name = item.node.key() if item.node is not None else ("", "")
+                if mine[item.key] > 1 or counts[item.key] > 1:
+                    # defined more than once: its decorators may still tell which one it is
+                    match = self._by_decorators(item, items, file_items)
+                    if match is not None:
+                        fixed.append((at, match))
+                        continue
                 if mine[item.key] > 1:
                     raise Unclear(f"the snippet defines {kind} {name} {mine[item.key]} times")
                 if counts[item.key] > 1:
@@ -296,6 +302,20 @@ class _Merger:
             if to < len(items):
                 pairs.append((to, file_to))
         return pairs
+
+    def _by_decorators(self, item: Item, items: list[Item], file_items: list[Item]) -> int | None:
+        """The one file definition of the item's kind and name with the same decorators, where
+        the item has decorators and no other of the snippet's has the same (None otherwise)."""
+        def decorators(of: Item, lines: list[str]) -> tuple[str, ...]:
+            node = of.node
+            return tuple(line.strip() for line in lines[node.lo:node.head]) if node is not None else ()
+
+        mine = decorators(item, self.lines)
+        if not mine or sum(other.key == item.key and decorators(other, self.lines) == mine for other in items) > 1:
+            return None
+        found = [at for at, other in enumerate(file_items)
+                 if other.kind == DEF and other.key == item.key and decorators(other, self.file_lines) == mine]
+        return found[0] if len(found) == 1 else None
 
     def _check_renames(self, items: list[Item], file_items: list[Item], pairs: list[tuple[int, int]]) -> None:
         """A new definition whose body is mostly the body of one the snippet does not mention

@@ -108,6 +108,29 @@ def test_two_definitions_of_one_name_are_ambiguous():
     assert isinstance(outcome, Ambiguous) and "2 times" in outcome.reason
 
 
+HANDLERS = '''def bind(handle):
+    mode = 1
+
+    @handle("ctrl-l")
+    def _(event):
+        event.clear()
+
+    @handle("f2")
+    def _(event):
+        event.toggle()
+'''
+
+
+def test_a_name_defined_twice_is_told_apart_by_its_decorators():
+    snippet = 'def bind(handle):\n    # ...\n    @handle("f2")\n    def _(event):\n        event.toggle(2)\n'
+    assert merged(snippet, HANDLERS) == HANDLERS.replace("event.toggle()", "event.toggle(2)")
+    # without its decorators, or with those of both, which one is meant stays unclear
+    bare = "def bind(handle):\n    # ...\n    def _(event):\n        event.toggle(2)\n"
+    assert isinstance(merge_snippet(HANDLERS, bare, "python"), Ambiguous)
+    same = HANDLERS.replace('"ctrl-l"', '"f2"')
+    assert "2 times" in merge_snippet(same, snippet, "python").reason
+
+
 def test_a_definition_left_out_without_a_marker_is_ambiguous_not_lost():
     outcome = merge_snippet(FILE, "def load(path):\n    return []\n\n\ndef save(path, lines):\n    pass\n", "python")
     assert isinstance(outcome, Ambiguous) and "class Shape" in outcome.reason
@@ -225,6 +248,13 @@ def test_a_repeated_line_after_new_lines_is_the_nearest_copy_and_behind_a_marker
 def test_a_case_whose_after_does_not_parse_is_counted_unsolvable():
     row = {"id": "broken", "before": "def f():\n    return 1\n", "after": "def f():\n    return (1\n"}
     assert "does not parse" in snippet_case(row).unsolvable
+
+
+def test_a_case_whose_after_python_does_not_compile_is_counted_unsolvable():
+    row = {"id": "loose", "before": "def f(x):\n    return x\n", "after": "def f(x):\n    continue\n"}
+    assert "does not compile" in snippet_case(row).unsolvable  # tree-sitter parses it; the compiler does not
+    py2 = {"id": "py2", "before": "print 'a'\n", "after": "print 'b'\n"}
+    assert not snippet_case(py2).unsolvable.startswith("Python")  # the file never compiled: the guard lets it be
 
 
 def test_a_definition_left_out_between_its_neighbours_goes_where_the_instruction_asks_for_removals():
