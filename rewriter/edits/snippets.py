@@ -206,6 +206,8 @@ class _Merger:
         self.snippet_code = {line.strip() for line in lines if line.strip()}
         self.markers, self.maybe = markers, maybe
         self.overrides: dict[int, Node] = {}  # id of a nested file definition -> the snippet's, given alone
+        self.moved: dict[int, Node | None] = {}  # id of a file function moved into the snippet's new class ->
+        # that class where the class takes its place (the first moved), None where it goes
         self.anchored = 0
         self.shift = ("", "")  # the snippet's indentation here -> the file's
 
@@ -213,6 +215,7 @@ class _Merger:
         for node in self.tree.children:
             if not any(child.key() == node.key() for child in self.file_tree.children):
                 self._match_deeper(node)
+                self._find_moved(node)
         edges = [i for i, line in enumerate(self.lines) if line.strip()]
         # placed by a marker at its start or end alone: after (or before) the whole file
         self.anchored = len(self.overrides) + bool({edges[0], edges[-1]} & (self.markers | self.maybe))
@@ -227,6 +230,27 @@ class _Merger:
             raise Unclear(f"the file has {len(found)} {node.kind}s named {node.name} inside others")
         if found:
             self.overrides[id(found[0])] = node
+
+    def _find_moved(self, node: Node) -> None:
+        """A new class whose methods are named as the file's functions that the snippet does not
+        give at the top, at least one with that function's body (give or take `self.`), has them
+        moved into it: it takes the first one's place and the others go. (A method that only
+        shares a name calls the function, and a merge that loses a called function fails the
+        lint check.)"""
+        if node.kind != "class" or any(node.lo <= line < node.hi for line in self.markers | self.maybe):
+            return
+        given = {child.key() for child in self.tree.children}
+        functions = Counter(child.key() for child in self.file_tree.children)
+        taken = [(method, function) for method in node.children for function in self.file_tree.children
+                 if method.kind == function.kind == "function" and method.name == function.name
+                 and functions[function.key()] == 1 and function.key() not in given
+                 and id(function) not in self.moved]
+        if not any(_alike(_code(self.lines, method.head + 1, method.hi),
+                          _code(self.file_lines, function.head + 1, function.hi)) for method, function in taken):
+            return
+        first = min((function for _, function in taken), key=lambda function: function.lo)
+        for _, function in taken:
+            self.moved[id(function)] = node if function is first else None
 
     # ---- one region: a definition (or the whole text) on both sides ---------------------------
 
@@ -257,6 +281,10 @@ class _Merger:
             if child is not None and child is not node:
                 if id(child) in given_alone:
                     items.append(Item(MARKER, line))  # merged where its match lies, deeper
+                elif id(child) in self.moved and not snippet:
+                    into = self.moved[id(child)]
+                    if into is not None:  # the class that took it in stands here
+                        items.append(Item(DEF, line, child, into.key()))
                 else:
                     items.append(Item(DEF, line, child, child.key()))
                 line = child.hi
@@ -410,7 +438,8 @@ class _Merger:
         try:
             if self._has_markers(node, file_node):
                 return self._region(file_node, node)
-            head = self.file_lines[file_node.lo:file_node.head] if node.lo == node.head else []
+            keeps = node.lo == node.head and file_node.key() == node.key()  # not a moved function's
+            head = self.file_lines[file_node.lo:file_node.head] if keeps else []
             return head + [self._reindent(line) for line in self.lines[node.lo:node.hi]]
         finally:
             self.shift = saved
@@ -490,3 +519,12 @@ def _strip_blank(items: list[Item], from_end: bool) -> list[Item]:
 
 def _code(lines: list[str], start: int, end: int) -> set[str]:
     return {line.strip() for line in lines[start:end] if line.strip()}
+
+
+def _alike(body: set[str], other: set[str]) -> bool:
+    """Whether most of a method's code lines are a function's, white space and `self.` aside."""
+    def plain(lines: set[str]) -> set[str]:
+        return {"".join(line.replace("self.", "").split()) for line in lines}
+
+    mine = plain(body)
+    return len(mine) >= 2 and len(mine & plain(other)) * 5 >= len(mine) * 3

@@ -131,6 +131,41 @@ def test_a_name_defined_twice_is_told_apart_by_its_decorators():
     assert "2 times" in merge_snippet(same, snippet, "python").reason
 
 
+FUNCTIONS = '''import math
+
+
+@cached
+def area(radius):
+    squared = radius * radius
+    return math.pi * squared
+
+
+def report(radius):
+    print(area(radius))
+    return radius
+'''
+
+
+def test_functions_moved_into_a_new_class_leave_the_top_level():
+    snippet = (
+        "# ...\n\nclass Circle:\n    def __init__(self, radius):\n        self.radius = radius\n\n"
+        "    def area(self):\n        squared = self.radius * self.radius\n        return math.pi * squared\n\n"
+        "    def report(self):\n        print(self.area())\n        return self.radius\n")
+    result = merged(snippet, FUNCTIONS)
+    assert result.startswith("import math\n\n\nclass Circle:\n")  # where the first one stood
+    assert "\ndef area" not in result and "@cached" not in result and "\ndef report" not in result
+    assert normalized(result) == normalized("import math\n\n" + snippet.removeprefix("# ...\n\n"))
+    alone = merged(snippet.removeprefix("# ...\n\n").replace("math.pi", "3.14"), "def area(radius):\n"
+                   "    squared = radius * radius\n    return 3.14 * squared\n")
+    assert alone.startswith("class Circle:")  # no marker, and nothing else of the file: the class is the file
+
+
+def test_a_method_that_only_shares_a_functions_name_leaves_the_function_where_it_is():
+    snippet = "# ...\n\nclass Circle:\n    def area(self):\n        return area(self.radius)\n"
+    result = merged(snippet, FUNCTIONS)
+    assert result.startswith(FUNCTIONS) and result.rstrip().endswith("return area(self.radius)")
+
+
 def test_a_definition_left_out_without_a_marker_is_ambiguous_not_lost():
     outcome = merge_snippet(FILE, "def load(path):\n    return []\n\n\ndef save(path, lines):\n    pass\n", "python")
     assert isinstance(outcome, Ambiguous) and "class Shape" in outcome.reason
