@@ -21,7 +21,8 @@ or applying it:
 - documentation only: where the instruction asks for documentation and nothing else ("Add
   docstrings"), the span's code must stay token for token (comments, docstrings and layout aside);
 - duplicated code: a definition line or an import that occurred exactly once in the file must not
-  occur twice after the rewrite, nor may other code lines of 20 characters or more at either end
+  occur twice after the rewrite (a definition line again in another scope is an override, as a
+  subclass's `setUpClass`: not a copy), nor may other code lines of 20 characters or more at either end
   of the answer or in runs of new lines copied in the file's order: three lines or more, or two
   with a line of the file's own (a string, a call of its definitions). New code often needs a
   common line or two again (a loop header, an accumulator update).
@@ -152,7 +153,7 @@ class FileIntegrity:
                 if changed is not None:
                     problems.append("the instruction asks for documentation only, and it would change code "
                                     f"(first at {changed!r})")
-        duplicated = self.duplicated_lines(start, end, text, {d.header for d in new_definitions})
+        duplicated = self.duplicated_lines(start, end, text, new_definitions)
         if duplicated:
             shown = ", ".join(repr(line) for line in duplicated[:3])
             more = f" and {len(duplicated) - 3} more" if len(duplicated) > 3 else ""
@@ -160,11 +161,18 @@ class FileIntegrity:
         return problems
 
     def duplicated_lines(self, start: int, end: int, text: str,
-                         new_headers: set[str] | frozenset[str] = frozenset()) -> list[str]:
+                         new_definitions: list[Definition] | tuple[()] = ()) -> list[str]:
         """Significant lines that occur once in the file and would occur twice or more after the rewrite."""
         old_span = Counter(line.strip() for line in self.text[start:end].splitlines())
         new_span = Counter(line.strip() for line in text.splitlines())
-        headers = self.headers | new_headers
+        # A definition's line again in another scope is an override (a subclass's setUpClass),
+        # not a copy: a copy defines the name again where it is defined already.
+        scopes = defaultdict(list)
+        for definition in [d for d in self.definitions if not start <= d.start < end] + list(new_definitions):
+            scopes[definition.header].append(definition.path[:-1])
+        overrides = {header for header, where in scopes.items() if 1 < len(where) == len(set(where))}
+        redefined = {header for header, where in scopes.items() if len(set(where)) < len(where)}
+        headers = self.headers - overrides | redefined
         twice = [line for line, count in new_span.items()
                  if self.counts[line] == 1 and self.counts[line] - old_span[line] + count >= 2
                  and significant(line, headers)]
@@ -175,7 +183,7 @@ class FileIntegrity:
         # code like any other: a new function ending in the same `return`); a definition or an
         # import line counts alone.
         code = [line.strip() for line in text.splitlines() if line.strip()]
-        copied = {line for line in code[:1] + code[-1:] if not old_span[line]}
+        copied = {line for line in code[:1] + code[-1:] if not old_span[line]} - overrides
         repeated = set(twice)
         again = {line for line, count in new_span.items() if count > old_span[line] and self.counts[line]}
         kept = [line.strip() for line in self.text[start:end].splitlines() if line.strip()]

@@ -349,17 +349,26 @@ class _Merger:
         """A new definition whose body is mostly the body of one the snippet does not mention
         may be that one renamed, or a copy: which, the names cannot say."""
         taken = {file_at for _, file_at in pairs}
-        unmatched = [item.node for at, item in enumerate(file_items)
-                     if item.node is not None and at not in taken and id(item.node) not in self.overrides]
+        unmatched = [(file_at, item.node) for file_at, item in enumerate(file_items)
+                     if item.node is not None and file_at not in taken and id(item.node) not in self.overrides]
         matched = {at for at, _ in pairs}
+        bounds = [(-1, -1), *pairs, (len(items), len(file_items))]
         for at, item in enumerate(items):
             if item.node is None or at in matched or not unmatched:
                 continue
+            # Between the same two matched items on both sides, with no marker there, the new
+            # definition replaces the old one in place: that reading is the only one.
+            (low, file_low), (high, file_high) = next(
+                (before, after) for before, after in zip(bounds, bounds[1:]) if before[0] < at < after[0])
+            in_place = not any(items[i].kind == MARKER for i in range(low + 1, high))
             body = _code(self.lines, item.node.head + 1, item.node.hi)
-            for node in unmatched:
-                if len(body) >= 2 and len(body & _code(self.file_lines, node.head + 1, node.hi)) * 5 >= len(body) * 3:
-                    raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
-                                   f"{node.name} renamed, or a copy of it")
+            alike = [(file_at, node) for file_at, node in unmatched if len(body) >= 2 and len(
+                body & _code(self.file_lines, node.head + 1, node.hi)) * 5 >= len(body) * 3]
+            if in_place and any(file_low < file_at < file_high for file_at, _ in alike):
+                continue
+            if alike:
+                raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
+                              f"{alike[0][1].name} renamed, or a copy of it")
 
     def _gap(self, items: list[Item], file_items: list[Item], edge: bool, keeps_head: bool,
              anchored: tuple[bool, bool] = (True, True)) -> list[str]:

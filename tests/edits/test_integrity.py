@@ -306,6 +306,19 @@ def test_a_duplicated_line_after_the_range_is_refused():
     assert verdict.refused and "'second_value = compute_second()'" in verdict.reason
 
 
+def test_a_method_written_again_in_another_class_is_an_override_and_again_in_its_own_a_copy():
+    text = ("class Base:\n    def set(self, key, value):\n        self.data[key] = value\n\n\n"
+            "class Child(Base):\n    def other(self):\n        return 1\n")
+    override = "    def set(self, key, value):\n        Base.set(self, key, value)\n\n    def other(self):\n"
+    at = text.index("    def other(self):\n")
+    verdict = check_edit(text, at, at + len("    def other(self):\n"), override, "Override set", "python")
+    assert not verdict.refused, verdict.reason
+    copy = "    def set(self, key, value):\n        pass\n\n    def set(self, key, value):\n"
+    at = text.index("    def set(")
+    verdict = check_edit(text, at, at + len("    def set(self, key, value):\n"), copy, "Add pass", "python")
+    assert verdict.refused and "'def set(self, key, value):'" in verdict.reason
+
+
 # ---- controls that must still be applied --------------------------------------------------
 
 def test_a_docstring_added_to_each_function_is_applied(shapes):

@@ -166,6 +166,32 @@ def test_a_method_that_only_shares_a_functions_name_leaves_the_function_where_it
     assert result.startswith(FUNCTIONS) and result.rstrip().endswith("return area(self.radius)")
 
 
+LOCAL_CLASSES = '''def check(expect):
+    setup()
+    message = "no states"
+    with expect(message):
+        class Flow:
+            states = None
+            moves = []
+
+    message = "no moves"
+    with expect(message):
+        class Flow:
+            states = []
+            moves = None
+'''
+
+
+def test_a_definition_between_the_same_matched_lines_on_both_sides_replaces_the_old_one_in_place():
+    renamed = LOCAL_CLASSES.replace("class Flow:", "class FirstFlow:", 1).replace("class Flow:", "class NextFlow:")
+    snippet = renamed.replace("    setup()\n", "    # ...\n")  # merged line by line, inside the function
+    outcome = merge_snippet(LOCAL_CLASSES, snippet, "python", "Rename the local classes apart")
+    assert isinstance(outcome, Merged) and outcome.text == renamed
+    # a marker beside it: renamed in place, or added next to the old one? Unclear
+    marked = snippet.replace('    message = "no moves"', '    # ...\n    message = "no moves"')
+    assert "renamed, or a copy" in merge_snippet(LOCAL_CLASSES, marked, "python", "Rename the local classes apart").reason
+
+
 def test_a_definition_left_out_without_a_marker_is_ambiguous_not_lost():
     outcome = merge_snippet(FILE, "def load(path):\n    return []\n\n\ndef save(path, lines):\n    pass\n", "python")
     assert isinstance(outcome, Ambiguous) and "class Shape" in outcome.reason
