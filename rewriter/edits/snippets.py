@@ -309,8 +309,12 @@ class _Merger:
             if item.kind == DEF and item.key in counts or item.key == ("head",):
                 kind, name = item.node.key() if item.node is not None else ("", "")
                 if mine[item.key] > 1 or counts[item.key] > 1:
-                    # defined more than once: its decorators may still tell which one it is
+                    # defined more than once: its decorators may still tell which one it is, or
+                    # the snippet gives as many as the file has, in the same order
                     match = self._by_decorators(item, items, file_items)
+                    if match is None and mine[item.key] == counts[item.key]:
+                        nth = sum(other.key == item.key for other in items[:at])
+                        match = [i for i, f in enumerate(file_items) if f.key == item.key][nth]
                     if match is not None:
                         fixed.append((at, match))
                         continue

@@ -192,6 +192,15 @@ def test_a_definition_between_the_same_matched_lines_on_both_sides_replaces_the_
     assert "renamed, or a copy" in merge_snippet(LOCAL_CLASSES, marked, "python", "Rename the local classes apart").reason
 
 
+def test_a_name_the_snippet_defines_as_often_as_the_file_pairs_in_order():
+    text = "class X:\n    def a():\n        pass\n\n\nclass X:\n    def a():\n        return 1\n"
+    snippet = ("class X:\n    def a(self):\n        pass\n# ...\nclass X:\n    def a(self):\n"
+               "        return 1\n")
+    assert merged(snippet, text) == text.replace("def a():", "def a(self):")
+    one = "# ...\nclass X:\n    def a(self):\n        return 1\n# ...\n"  # once of twice: which one?
+    assert "2 times" in merge_snippet(text, one, "python").reason
+
+
 def test_a_definition_left_out_without_a_marker_is_ambiguous_not_lost():
     outcome = merge_snippet(FILE, "def load(path):\n    return []\n\n\ndef save(path, lines):\n    pass\n", "python")
     assert isinstance(outcome, Ambiguous) and "class Shape" in outcome.reason
