@@ -259,8 +259,11 @@ def _load(checkpoint: Path | str, target: torch.device, wanted: str, prepacking:
         measured = choice.costs.get(wanted)
     if wanted in INT8_KINDS:
         try:
-            if not (prepacking is not None and identity is not None and not made_layers
-                    and _install_prepacked(prepacking, model, wanted, say)):
+            installed = (prepacking is not None and identity is not None and not made_layers
+                         and _install_prepacked(prepacking, model, wanted, say))
+            if not installed:
+                if prepacking is not None:
+                    prepacking.discard()
                 _quantize_cached(model, wanted, identity, say, made_layers, checkpoint)
             share_input_products(model)  # after the cache keeps the layers as they were made
             pack_fbgemm_weights(model)  # once joined: each weight is packed once

@@ -98,6 +98,11 @@ class Prepacking:
         self._stop.set()
         self.finish()
 
+    def discard(self) -> None:
+        """Let the packed weights go: not held beside the layers loaded the other way."""
+        self.finish()
+        self.products = []
+
     def install(self, model: nn.Module, kind: str) -> bool:
         """Put the packed layers into `model` (a float model whose layers are still nn.Linear) and
         return True; False, with `failure` saying why, where they do not fit it (the caller then
@@ -110,6 +115,7 @@ class Prepacking:
             if self.shapes != quantized_shapes(model, kind):
                 self.failure = "the kept weights do not fit this model"
         if self.failure:
+            self.discard()
             return False
         for product in self.products:
             layer = _packed_layer(product)
