@@ -66,7 +66,7 @@ class Prepacking:
         except Exception as error:  # noqa: BLE001  (any failure means: load the other way)
             self.failure = f"{type(error).__name__}: {error}"
 
-    def _pack_all(self, stored) -> None:
+    def _pack_all(self, stored: StoredTensors) -> None:
         in_flight = threading.Semaphore(2 * self.workers)  # int8 weights read but not yet packed
         with _fbgemm_engine(), ThreadPoolExecutor(self.workers) as pool:
             for count, names in enumerate(_products(self.shapes)):
