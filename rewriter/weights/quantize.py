@@ -210,9 +210,9 @@ class FbgemmInt8Linear(Int8Layer):
         super()._load_from_state_dict(*args, **kwargs)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
-        super()._save_to_state_dict(destination, prefix, keep_vars)
-        if self.packed is not None:
+        if self.packed is not None:  # first, where an unpacked layer has it: one order for the cache
             destination[prefix + "weight_int8"] = self.int8_weight()[0]
+        super()._save_to_state_dict(destination, prefix, keep_vars)
 
     def int8_weight(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.packed is None:
@@ -479,7 +479,7 @@ def quantized_layers(linears: dict[str, nn.Module], kind: str,
 
 
 def quantized_shapes(model: nn.Module, kind: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-    """The shape and dtype of each tensor quantized_state gives for this float model in `kind`."""
+    """The shape and dtype of each tensor quantized_tensors gives for this float model in `kind`."""
     shapes = {}
     for prefix, module in model.named_modules():
         if isinstance(module, nn.Linear):
@@ -490,11 +490,10 @@ def quantized_shapes(model: nn.Module, kind: str) -> dict[str, tuple[tuple[int, 
     return shapes
 
 
-def quantized_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The int8 layers' tensors, what a later start loads instead of quantizing again."""
-    state = {}
+def quantized_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The int8 layers' tensors, one layer at a time (int8-fbgemm's weight unpacked when its turn
+    comes), in quantized_shapes' order: what a later start loads instead of quantizing again."""
     for prefix, module in model.named_modules():
         if isinstance(module, Int8Layer):
             for name, tensor in module.state_dict().items():
-                state[f"{prefix}.{name}"] = tensor.contiguous()
-    return state
+                yield f"{prefix}.{name}", tensor.contiguous()

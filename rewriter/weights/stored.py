@@ -1,9 +1,10 @@
-"""The tensors of a safetensors file, read one at a time with plain reads (no mapping)."""
+"""The tensors of a safetensors file, read one at a time with plain reads (no mapping), and
+written one at a time."""
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -66,3 +67,27 @@ class StoredTensors(Mapping):
 
 
 SAFETENSORS_DTYPES = {"I8": torch.int8, "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+
+
+def write_tensors(path: Path, shapes: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
+                  tensors: Iterable[tuple[str, torch.Tensor]], metadata: dict[str, str]) -> None:
+    """A safetensors file of `tensors`, each written as it comes, so that they are never all in
+    memory at once (safetensors' own save_file copies every one to bytes first: the 1.5B's int8
+    weights twice over, beside the model). `shapes` says what comes, in that order: the header
+    goes first. ValueError where a tensor is not what `shapes` says."""
+    names = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
+    header: dict[str, object] = {"__metadata__": metadata}
+    offset = 0
+    for name, (shape, dtype) in shapes.items():
+        size = math.prod(shape) * dtype.itemsize
+        header[name] = {"dtype": names[dtype], "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)  # the data starts 8-byte aligned, as safetensors writes it
+    with open(path, "wb") as file:
+        file.write(len(encoded).to_bytes(8, "little") + encoded)
+        for (name, tensor), (expected, (shape, dtype)) in zip(tensors, shapes.items(), strict=True):
+            if name != expected or tuple(tensor.shape) != shape or tensor.dtype != dtype:
+                raise ValueError(f"{name} {tuple(tensor.shape)} {tensor.dtype} comes where {expected} {shape} "
+                                 f"{dtype} was written")
+            file.write(tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().data)

@@ -10,7 +10,7 @@ from transformers import DynamicCache
 from rewriter.weights import cpu_choice, models, prepacked, quantize
 from rewriter.weights.models import load_model
 from rewriter.weights.prepacked import Prepacking
-from rewriter.weights.quantize import FbgemmInt8Linear, quantize_int8, quantized_state
+from rewriter.weights.quantize import FbgemmInt8Linear, quantize_int8, quantized_tensors
 from rewriter.weights.shared_products import share_input_products
 from tests.helpers.models import tiny_model
 
@@ -87,7 +87,7 @@ def test_layers_joined_before_packing_give_the_bits_of_packed_layers_joined(coun
     plain = quantize_int8(tiny_model(seed=3, eos_token_id=255), "int8-fbgemm")  # each layer packed as made
     joined_packed = quantize_int8(tiny_model(seed=3, eos_token_id=255), "int8-fbgemm")
     assert share_input_products(joined_packed) == 4  # joined from packed layers' unpacked rows
-    from_state = quantize_int8(tiny_model(seed=3, eos_token_id=255), "int8-fbgemm", state=quantized_state(plain))
+    from_state = quantize_int8(tiny_model(seed=3, eos_token_id=255), "int8-fbgemm", state=dict(quantized_tensors(plain)))
     counted_ops["linear_prepack"].calls = 0
     assert share_input_products(from_state) == 4
     quantize.pack_fbgemm_weights(from_state)
@@ -100,7 +100,7 @@ def test_layers_joined_before_packing_give_the_bits_of_packed_layers_joined(coun
 
 def test_a_layer_filled_from_a_state_dict_packs_itself_when_first_used():
     made = quantize_int8(tiny_model(seed=4, eos_token_id=255), "int8-fbgemm")
-    filled = quantize_int8(tiny_model(seed=4, eos_token_id=255), "int8-fbgemm", state=quantized_state(made))
+    filled = quantize_int8(tiny_model(seed=4, eos_token_id=255), "int8-fbgemm", state=dict(quantized_tensors(made)))
     assert all(module.packed is None for module in filled.modules() if isinstance(module, FbgemmInt8Linear))
     ids = torch.tensor([[5, 6, 7, 8, 9]])
     with torch.inference_mode():
