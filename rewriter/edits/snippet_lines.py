@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from .node_kinds import WRAPPERS, walk
-from .scopes import Definition, SyntaxTree, definitions
+from .scopes import Definition, SyntaxTree, definitions, definitions_around
 
 # A comment line (any common comment style), the comment's words in group 1.
 _COMMENT = re.compile(r"(?:#(?![\[!])|//+|--|/\*+|<!--|;+)\s*(.*?)\s*(?:\*+/|-->)?")
@@ -144,3 +144,62 @@ class Item:
     line: int
     node: Node | None = None
     key: tuple | None = None
+
+
+def changed_definitions(tree: SyntaxTree, merged: str) -> tuple[int, int, str]:
+    """The changed span grown to the smallest definition holding both its ends (an insertion:
+    the lines on either side of it), else to the definitions each end falls in, so the checks
+    judge a snippet's function as a rewrite of it: a new function may end in the `return` of
+    the one before it, and a method may replace another in its class ("make it a generator")."""
+    start, end, new = changed_span(tree.text, merged)
+    first_line = tree.text.count("\n", 0, start) - (start == end)
+    last_line = tree.text.count("\n", 0, max(start, end - 1))
+    around_first = list(definitions_around(tree, first_line))
+    around_last = list(definitions_around(tree, last_line))
+    both = [target for target in around_first if last_line in target.lines]
+    grown = both[:1] or around_first[:1] + around_last[:1]
+    grown_start = min([start] + [target.start for target in grown])
+    grown_end = max([end] + [target.end for target in grown])
+    # Outside [start, end) the two texts are the same, so the grown span's ends map one to one.
+    return grown_start, grown_end, merged[grown_start:len(merged) - (len(tree.text) - grown_end)]
+
+
+def changed_span(old: str, new: str) -> tuple[int, int, str]:
+    """The old text's whole lines [start, end) that `new` changes, and what it has there."""
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    same = 0
+    while same < min(len(old_lines), len(new_lines)) and old_lines[same] == new_lines[same]:
+        same += 1
+    tail = 0
+    while tail < min(len(old_lines), len(new_lines)) - same and old_lines[-1 - tail] == new_lines[-1 - tail]:
+        tail += 1
+    start = sum(map(len, old_lines[:same]))
+    end = len(old) - sum(map(len, old_lines[len(old_lines) - tail:]))
+    return start, end, "".join(new_lines[same:len(new_lines) - tail])
+
+
+def own_lines(node: Node) -> list[int]:
+    """The lines of a region that no nested definition holds."""
+    nested = {line for child in node.children for line in range(child.lo, child.hi)}
+    return [line for line in range(node.lo, node.hi) if line not in nested]
+
+
+def strip_blank(items: list[Item], from_end: bool) -> list[Item]:
+    """The items without their blank lines at one end."""
+    items = list(items)
+    while items and items[-1 if from_end else 0].kind == BLANK:
+        items.pop(-1 if from_end else 0)
+    return items
+
+
+def code_lines(lines: list[str], start: int, end: int) -> set[str]:
+    return {line.strip() for line in lines[start:end] if line.strip()}
+
+
+def alike(body: set[str], other: set[str]) -> bool:
+    """Whether most of a method's code lines are a function's, white space and `self.` aside."""
+    def plain(lines: set[str]) -> set[str]:
+        return {"".join(line.replace("self.", "").split()) for line in lines}
+
+    mine = plain(body)
+    return len(mine) >= 2 and len(mine & plain(other)) * 5 >= len(mine) * 3

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from ..prompt import common_indent
 from .integrity import FileIntegrity, instruction_allows_removal
 from .node_kinds import grammar_for
-from .scopes import SyntaxTree, definitions_around
+from .scopes import SyntaxTree
 from .snippet_anchors import line_pairs
 from .snippet_lines import (
     BLANK,
@@ -30,11 +30,16 @@ from .snippet_lines import (
     Item,
     Node,
     Unclear,
+    alike,
+    changed_definitions,
+    code_lines,
     definition_tree,
     indent_of,
     is_bare_ellipsis,
     is_marker,
+    own_lines,
     says_more,
+    strip_blank,
 )
 from .syntax import compiles
 
@@ -144,7 +149,7 @@ def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> MergeOut
     if merged == file_text:
         return Merged(merged)
     assert integrity.tree is not None
-    start, end, new = _changed_definitions(integrity.tree, merged)
+    start, end, new = changed_definitions(integrity.tree, merged)
     parsed = SyntaxTree(merged, integrity.tree.language)  # once, for both checks
     verdict = integrity.check(start, end, new, instruction, parsed)
     if verdict.refused:
@@ -161,38 +166,6 @@ def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> MergeOut
     if lint:
         return Refused(lint, LINT, refused_text=merged)
     return Merged(merged)
-
-
-def _changed_definitions(tree: SyntaxTree, merged: str) -> tuple[int, int, str]:
-    """The changed span grown to the smallest definition holding both its ends (an insertion:
-    the lines on either side of it), else to the definitions each end falls in, so the checks
-    judge a snippet's function as a rewrite of it: a new function may end in the `return` of
-    the one before it, and a method may replace another in its class ("make it a generator")."""
-    start, end, new = _changed_span(tree.text, merged)
-    first_line = tree.text.count("\n", 0, start) - (start == end)
-    last_line = tree.text.count("\n", 0, max(start, end - 1))
-    around_first = list(definitions_around(tree, first_line))
-    around_last = list(definitions_around(tree, last_line))
-    both = [target for target in around_first if last_line in target.lines]
-    grown = both[:1] or around_first[:1] + around_last[:1]
-    grown_start = min([start] + [target.start for target in grown])
-    grown_end = max([end] + [target.end for target in grown])
-    # Outside [start, end) the two texts are the same, so the grown span's ends map one to one.
-    return grown_start, grown_end, merged[grown_start:len(merged) - (len(tree.text) - grown_end)]
-
-
-def _changed_span(old: str, new: str) -> tuple[int, int, str]:
-    """The old text's whole lines [start, end) that `new` changes, and what it has there."""
-    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
-    same = 0
-    while same < min(len(old_lines), len(new_lines)) and old_lines[same] == new_lines[same]:
-        same += 1
-    tail = 0
-    while tail < min(len(old_lines), len(new_lines)) - same and old_lines[-1 - tail] == new_lines[-1 - tail]:
-        tail += 1
-    start = sum(map(len, old_lines[:same]))
-    end = len(old) - sum(map(len, old_lines[len(old_lines) - tail:]))
-    return start, end, "".join(new_lines[same:len(new_lines) - tail])
 
 
 class _Merger:
@@ -245,8 +218,8 @@ class _Merger:
                  if method.kind == function.kind == "function" and method.name == function.name
                  and functions[function.key()] == 1 and function.key() not in given
                  and id(function) not in self.moved]
-        if not any(_alike(_code(self.lines, method.head + 1, method.hi),
-                          _code(self.file_lines, function.head + 1, function.hi)) for method, function in taken):
+        if not any(alike(code_lines(self.lines, method.head + 1, method.hi),
+                          code_lines(self.file_lines, function.head + 1, function.hi)) for method, function in taken):
             return
         first = min((function for _, function in taken), key=lambda function: function.lo)
         for _, function in taken:
@@ -255,7 +228,7 @@ class _Merger:
     # ---- one region: a definition (or the whole text) on both sides ---------------------------
 
     def _region(self, file_node: Node, node: Node) -> list[str]:
-        literal = any(is_bare_ellipsis(self.file_lines[i]) for i in _own_lines(file_node))
+        literal = any(is_bare_ellipsis(self.file_lines[i]) for i in own_lines(file_node))
         file_items = self._items(file_node, self.file_lines, set(), False)
         items = self._items(node, self.lines, self.markers | (set() if literal else self.maybe), True)
         pairs = self._pairs(items, file_items)
@@ -365,9 +338,9 @@ class _Merger:
             (low, file_low), (high, file_high) = next(
                 (before, after) for before, after in zip(bounds, bounds[1:]) if before[0] < at < after[0])
             in_place = not any(items[i].kind == MARKER for i in range(low + 1, high))
-            body = _code(self.lines, item.node.head + 1, item.node.hi)
+            body = code_lines(self.lines, item.node.head + 1, item.node.hi)
             alike = [(file_at, node) for file_at, node in unmatched if len(body) >= 2 and len(
-                body & _code(self.file_lines, node.head + 1, node.hi)) * 5 >= len(body) * 3]
+                body & code_lines(self.file_lines, node.head + 1, node.hi)) * 5 >= len(body) * 3]
             if in_place and any(file_low < file_at < file_high for file_at, _ in alike):
                 continue
             if alike:
@@ -415,9 +388,9 @@ class _Merger:
             file_items)
         kept = file_items[low:high]
         if not kept or kept[0].kind == BLANK:
-            head = _strip_blank(head, from_end=True)  # the file's blank lines stand between
+            head = strip_blank(head, from_end=True)  # the file's blank lines stand between
         if not kept or kept[-1].kind == BLANK:
-            tail = _strip_blank(tail, from_end=False)
+            tail = strip_blank(tail, from_end=False)
         return self._snippet_lines(head) + self._file_lines(kept) + self._snippet_lines(tail)
 
     def _paragraph_end(self, new: list[Item], file_items: list[Item]) -> int:
@@ -426,7 +399,7 @@ class _Merger:
         definition among them, none held by the snippet elsewhere) are what the new lines replace,
         the file's paragraphs kept: how many file items that takes (0: none, the new lines are
         inserted). `new` and `file_items` run away from the anchor."""
-        code = _strip_blank(new, from_end=True)
+        code = strip_blank(new, from_end=True)
         if not code or len(code) == len(new) or any(item.kind != LINE for item in code):
             return 0
         blank = next((at for at, item in enumerate(file_items) if item.kind == BLANK), 0)
@@ -469,7 +442,7 @@ class _Merger:
                     break  # a new definition: its `...` is code
                 there = same[0]
             else:
-                if not any(is_bare_ellipsis(self.file_lines[i]) for i in _own_lines(there)):
+                if not any(is_bare_ellipsis(self.file_lines[i]) for i in own_lines(there)):
                     return True
         return False
 
@@ -514,30 +487,3 @@ class _Merger:
             return line[len(line.rstrip("\r\n")):] or "\n"
         old, new = self.shift
         return new + (line[len(old):] if line.startswith(old) else line.lstrip(" \t"))
-
-
-def _own_lines(node: Node) -> list[int]:
-    """The lines of a region that no nested definition holds."""
-    nested = {line for child in node.children for line in range(child.lo, child.hi)}
-    return [line for line in range(node.lo, node.hi) if line not in nested]
-
-
-def _strip_blank(items: list[Item], from_end: bool) -> list[Item]:
-    """The items without their blank lines at one end."""
-    items = list(items)
-    while items and items[-1 if from_end else 0].kind == BLANK:
-        items.pop(-1 if from_end else 0)
-    return items
-
-
-def _code(lines: list[str], start: int, end: int) -> set[str]:
-    return {line.strip() for line in lines[start:end] if line.strip()}
-
-
-def _alike(body: set[str], other: set[str]) -> bool:
-    """Whether most of a method's code lines are a function's, white space and `self.` aside."""
-    def plain(lines: set[str]) -> set[str]:
-        return {"".join(line.replace("self.", "").split()) for line in lines}
-
-    mine = plain(body)
-    return len(mine) >= 2 and len(mine & plain(other)) * 5 >= len(mine) * 3
