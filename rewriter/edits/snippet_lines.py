@@ -196,10 +196,11 @@ def code_lines(lines: list[str], start: int, end: int) -> set[str]:
     return {line.strip() for line in lines[start:end] if line.strip()}
 
 
-def alike(body: set[str], other: set[str]) -> bool:
-    """Whether most of a method's code lines are a function's, white space and `self.` aside."""
-    def plain(lines: set[str]) -> set[str]:
-        return {"".join(line.replace("self.", "").split()) for line in lines}
+def mostly_same(body: set[str], other: set[str]) -> bool:
+    """Whether most of `body`'s code lines (three in five, and two at least) are `other`'s."""
+    return len(body) >= 2 and len(body & other) * 5 >= len(body) * 3
 
-    mine = plain(body)
-    return len(mine) >= 2 and len(mine & plain(other)) * 5 >= len(mine) * 3
+
+def without_self(lines: set[str]) -> set[str]:
+    """Code lines with white space and `self.` taken out: a method's lines as its function's were."""
+    return {"".join(line.replace("self.", "").split()) for line in lines}

@@ -30,16 +30,17 @@ from .snippet_lines import (
     Item,
     Node,
     Unclear,
-    alike,
     changed_definitions,
     code_lines,
     definition_tree,
     indent_of,
     is_bare_ellipsis,
     is_marker,
+    mostly_same,
     own_lines,
     says_more,
     strip_blank,
+    without_self,
 )
 from .syntax import compiles
 
@@ -218,8 +219,9 @@ class _Merger:
                  if method.kind == function.kind == "function" and method.name == function.name
                  and functions[function.key()] == 1 and function.key() not in given
                  and id(function) not in self.moved]
-        if not any(alike(code_lines(self.lines, method.head + 1, method.hi),
-                          code_lines(self.file_lines, function.head + 1, function.hi)) for method, function in taken):
+        if not any(mostly_same(without_self(code_lines(self.lines, method.head + 1, method.hi)),
+                               without_self(code_lines(self.file_lines, function.head + 1, function.hi)))
+                   for method, function in taken):
             return
         first = min((function for _, function in taken), key=lambda function: function.lo)
         for _, function in taken:
@@ -339,13 +341,13 @@ class _Merger:
                 (before, after) for before, after in zip(bounds, bounds[1:]) if before[0] < at < after[0])
             in_place = not any(items[i].kind == MARKER for i in range(low + 1, high))
             body = code_lines(self.lines, item.node.head + 1, item.node.hi)
-            alike = [(file_at, node) for file_at, node in unmatched if len(body) >= 2 and len(
-                body & code_lines(self.file_lines, node.head + 1, node.hi)) * 5 >= len(body) * 3]
-            if in_place and any(file_low < file_at < file_high for file_at, _ in alike):
+            similar = [(file_at, node) for file_at, node in unmatched
+                       if mostly_same(body, code_lines(self.file_lines, node.head + 1, node.hi))]
+            if in_place and any(file_low < file_at < file_high for file_at, _ in similar):
                 continue
-            if alike:
+            if similar:
                 raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
-                              f"{alike[0][1].name} renamed, or a copy of it")
+                              f"{similar[0][1].name} renamed, or a copy of it")
 
     def _gap(self, items: list[Item], file_items: list[Item], edge: bool, keeps_head: bool,
              anchored: tuple[bool, bool] = (True, True)) -> list[str]:

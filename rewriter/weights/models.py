@@ -293,10 +293,7 @@ def _start_prepacking(checkpoint: Path | str, target: torch.device, wanted: str)
         if choice is None or choice.dtype != Prepacking.kind:
             return None
     path, key = _quantized_file(identity, Prepacking.kind)
-    if not path.is_file():
-        return None
-
-    return Prepacking(path, key)
+    return Prepacking(path, key) if path.is_file() else None
 
 
 def _install_prepacked(prepacking: Prepacking, model: PreTrainedModel, kind: str, say: Progress) -> bool:

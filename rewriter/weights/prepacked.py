@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from .quantize import FbgemmInt8Linear, _fbgemm_engine, _fbgemm_pack, check_kind, quantized_shapes, release_freed_memory
-from .shared_products import SHARED_INPUT_PROJECTIONS, SharedInputProjection, _SharedProduct
+from .shared_products import SHARED_INPUT_PROJECTIONS, SharedInputProjection, _SharedProduct, joinable
 from .stored import StoredTensors
 
 WEIGHT = ".weight_int8"
@@ -145,8 +145,8 @@ def _products(shapes: dict) -> list[list[str]]:
         group = [name]
         for names in SHARED_INPUT_PROJECTIONS:
             members = [f"{parent}.{member}" for member in names]
-            if leaf in names and all(member in present for member in members) and len(
-                    {(shapes[member + WEIGHT][0][1], member + ".bias" in shapes) for member in members}) == 1:
+            if leaf in names and all(member in present for member in members) and joinable(
+                    [(shapes[member + WEIGHT][0][1], member + ".bias" in shapes) for member in members]):
                 group = members
         placed.update(group)
         products.append(group)

@@ -61,11 +61,17 @@ def share_input_products(model: nn.Module) -> int:
     return fused
 
 
+def joinable(layers: list[tuple[int, bool]]) -> bool:
+    """Whether layers of these (input size, biased) join into one product: one input size, and
+    all biased or none."""
+    return len(set(layers)) == 1
+
+
 def _share(parent: nn.Module, names: tuple[str, ...]) -> bool:
     found = [getattr(parent, name, None) for name in names]
     layers = [layer for layer in found if isinstance(layer, (Int8Linear, FbgemmInt8Linear))]
     if len(layers) < len(names) or len({type(layer) for layer in layers}) != 1 \
-            or len({(layer.in_features, layer.bias is None) for layer in layers}) != 1:
+            or not joinable([(layer.in_features, layer.bias is not None) for layer in layers]):
         return False
     shared = _SharedProduct(_joined(layers), len(layers))
     start = 0
