@@ -324,7 +324,8 @@ def add_bench(commands) -> None:
     snippets = bench.add_argument_group("snippet merge (`apply --snippet`)")
     snippets.add_argument("--snippets", action="store_true",
                           help="merge a snippet made from each reference edit without a model and count exact "
-                               "merges (default cases: the editeval and nofuneval reference edits)")
+                               "merges (default cases: the editeval and nofuneval reference edits); with "
+                               "--endpoint, the servers merge every case instead, timed side by side")
     snippets.add_argument("--model-merge", action="store_true",
                           help="with --snippets, the model also merges each snippet found ambiguous")
     snippets.add_argument("--model-only", action="store_true",

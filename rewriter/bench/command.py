@@ -15,6 +15,7 @@ from .cases import Case, load_cases, select
 
 if TYPE_CHECKING:
     from ..decoding.rewrite import Rewriter
+    from .snippet_cases import SnippetCase
 
 Say = Callable[[str], None]
 # The CLI's model loader: (options, prefix_cache) -> a Rewriter on --model, --device and --dtype.
@@ -29,8 +30,9 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
     if args.feedback and not args.tests:
         say("--feedback is for --tests: a second try after the first answer's test output")
         return 2
+    sampling = params != SamplingParams() or bool(args.draft_model) or args.mjsd is not None
     if args.snippets:
-        return _snippet_bench(args, load, say)
+        return _snippet_bench(args, load, sampling, say)
     if args.model_merge or args.model_only:
         say("--model-merge and --model-only measure the snippet merge: add --snippets")
         return 2
@@ -38,9 +40,12 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
         say("name a JSONL file of cases (or measure the snippet merge with --snippets)")
         return 2
     cases = load_cases(args.cases)
-    sampling = params != SamplingParams() or bool(args.draft_model) or args.mjsd is not None
     if args.endpoint:  # servers decode: no local model is loaded, nor torch
-        return _endpoint_bench(args, cases, sampling, say)
+        cases = select(cases, args.every, args.limit)
+        if not cases:
+            say("no cases selected")
+            return 2
+        return _endpoint_bench(args, cases, sampling, say, args.json)[0]
     if args.compare and not args.tests:
         say("--compare is for --tests: each model and path's edits judged by the cases' tests")
         return 2
@@ -72,12 +77,15 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
     return _speed_bench(args, rewriter, cases, say)
 
 
-def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, say: Say) -> int:
-    """The deterministic merge on the snippet cases (torch-free), then, when asked, the model's merges."""
+def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool, say: Say) -> int:
+    """The deterministic merge on the snippet cases (torch-free), then, when asked, the model's merges;
+    with --endpoint, servers' merges instead."""
     from .snippet_cases import REFERENCE_EDITS, format_report, make_cases, run_snippet_bench
 
     others = [flag for flag, given in (("--tests", args.tests), ("--integrity", args.integrity),
-                                       ("--endpoint", args.endpoint), ("--compare", args.compare)) if given]
+                                       ("--compare", args.compare)) if given]
+    if args.endpoint and args.model_merge:
+        others.append("--model-merge (servers merge every case: the model alone)")
     if others:
         say(f"{', '.join(others)}: not for --snippets")
         return 2
@@ -85,6 +93,8 @@ def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, say: Say) -> in
     if not cases:
         say("no cases selected")
         return 2
+    if args.endpoint:  # servers merge every case, as the model alone; no local model, nor torch
+        return _snippet_endpoint_bench(args, cases, sampling, say)
     report = run_snippet_bench(cases)
     print(format_report(report), flush=True)
     if args.model_merge or args.model_only:
@@ -100,7 +110,24 @@ def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, say: Say) -> in
     return 0
 
 
-def _endpoint_bench(args: argparse.Namespace, cases: list[Case], sampling: bool, say: Say) -> int:
+def _snippet_endpoint_bench(args: argparse.Namespace, cases: list[SnippetCase], sampling: bool, say: Say) -> int:
+    """Servers merge every selected snippet case, timed side by side; then each one's exact merges."""
+    from .snippet_endpoints import exact_merges, format_exact_merges, merge_requests
+
+    code, report = _endpoint_bench(args, merge_requests(cases), sampling, say, json_path=None)
+    if report is None:
+        return code
+    report["exact_merges"] = exact_merges(report, cases)
+    print(format_exact_merges(report["exact_merges"]), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def _endpoint_bench(args: argparse.Namespace, cases: list[Case], sampling: bool, say: Say,
+                    json_path: str | None) -> tuple[int, dict | None]:
+    """The exit code and the servers' report (None where options do not go with servers, 2, or a
+    server failed, 1). The cases are measured as given: the caller selected them."""
     from ..serve.client import ServiceError
     from .endpoint_bench import DEFAULT_MAX_NEW_TOKENS, parse_endpoints, run_endpoint_bench
 
@@ -111,24 +138,19 @@ def _endpoint_bench(args: argparse.Namespace, cases: list[Case], sampling: bool,
         ("the sampling and draft-model options", sampling)) if given]
     if local:
         say(f"{', '.join(local)}: for a local model; --endpoint measures servers, decoding greedily")
-        return 2
+        return 2, None
     if args.settle < 0:
         say("--settle takes a number of seconds, 0 or more")
-        return 2
+        return 2, None
     endpoints = parse_endpoints(args.endpoint)
-    cases = select(cases, args.every, args.limit)
-    if not cases:
-        say("no cases selected")
-        return 2
     say(f"{len(cases)} cases, each sent to {', '.join(e.name for e in endpoints)} in turn (greedy, at most "
         f"{args.max_new_tokens or DEFAULT_MAX_NEW_TOKENS} new tokens); the reference: {endpoints[0].name}")
     try:
-        run_endpoint_bench(endpoints, cases, args.max_new_tokens, args.json, model=args.model, say=say,
-                           settle_s=args.settle)
+        return 0, run_endpoint_bench(endpoints, cases, args.max_new_tokens, json_path, model=args.model, say=say,
+                                     settle_s=args.settle)
     except ServiceError as error:
         say(str(error))
-        return 1
-    return 0
+        return 1, None
 
 
 def _speed_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case], say: Say) -> int:

@@ -107,3 +107,41 @@ def test_a_file_of_other_cases_is_refused_clearly(tmp_path):
     path.write_text(json.dumps({"id": "1", "before": "x = 1\n", "instruction": "x"}) + "\n")
     with pytest.raises(ValueError, match="not a reference edit"):
         bench("--snippets", str(path))
+
+
+def test_servers_merge_every_case_side_by_side_and_each_ones_exact_merges_are_counted(edits, tmp_path, capsys):
+    from tests.helpers.fake_openai import FakeOpenAI
+
+    after = {edit["instruction"]: edit["after"] for edit in EDITS}
+
+    def merges(body: dict) -> str:  # the reference merge, found by the hint the request carries
+        prompt = body["messages"][-1]["content"]
+        merged = ["```python\n" + code + "```" for hint, code in after.items() if hint in prompt]
+        return (merged or [unchanged(body)])[0]  # the warm-up has no hint: its code unchanged
+
+    def unchanged(body: dict) -> str:
+        return body["prediction"]["content"]  # the file in its code block: the answer if nothing changes
+
+    log: list = []
+    report_path = tmp_path / "report.json"
+    with FakeOpenAI("right", merges, log) as right, FakeOpenAI("lazy", unchanged, log) as lazy:
+        code, said = bench("--snippets", str(edits), "--endpoint", f"right={right.url}", "--endpoint",
+                           f"lazy={lazy.url}", "--settle", "0", "--json", str(report_path))
+    assert code == 0, said
+    measured = log[2:]  # after one warm-up each
+    assert [name for name, _ in measured] == ["right", "lazy"] * 2
+    for _, body in measured:  # the file as the prediction, the snippet in the merge instruction
+        assert body["prediction"]["content"] == f"```python\n{BEFORE}```" and "Merge this update into the code" in str(body["messages"])
+    assert "merged exactly (the answer's code equal to the reference after): right 2/2, lazy 0/2" in capsys.readouterr().out
+    report = json.loads(report_path.read_text())
+    assert report["exact_merges"] == {"right": {"cases": 2, "exact": 2}, "lazy": {"cases": 2, "exact": 0}}
+    assert [row["id"] for row in report["cases"]] == ["simplify", "hints"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--model-merge"], "--model-merge (servers merge every case"),
+    (["--dtype", "float32"], "--dtype: for a local model"),
+])
+def test_options_that_do_not_go_with_servers_are_refused_for_snippets_too(edits, args, words):
+    code, said = bench("--snippets", str(edits), "--endpoint", "http://127.0.0.1:9/v1", *args)
+    assert code == 2 and words in said[-1]
