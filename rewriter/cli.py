@@ -317,6 +317,13 @@ def add_bench(commands) -> None:
     bench.add_argument("--json", help="write the report here")
     bench.add_argument("--no-float32-reference", action="store_true",
                        help="skip plain float32 greedy decoding, the reference run when --dtype is not float32")
+    synthetic = bench.add_argument_group("random weights (no packaged model needed: a GPU machine)")
+    synthetic.add_argument("--random-weights", metavar="SHAPE[,SHAPE]",
+                           help="instead of cases: seeded random models of these shapes (0.5b, 1.5b, tiny) on "
+                                "--device, each decoding a random prompt: greedy, prompt lookup and ours on the "
+                                "static and dynamic paths, checked against greedy token for token")
+    synthetic.add_argument("--prompt-tokens", type=int, default=600, help="--random-weights: the prompt's length")
+    synthetic.add_argument("--reps", type=int, default=3, help="--random-weights: timed runs of each (median)")
     bench.add_argument("--integrity", action="store_true",
                        help="instead of speed: rewrite each function of the files (docstrings, type hints, "
                             "rename, simplify in turn) and count answers applied, stripped and refused")

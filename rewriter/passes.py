@@ -18,6 +18,9 @@ PROMPT_CHUNK = 256  # measured: a 500-token prompt's pass is as fast in chunks o
 # The int8 paths' attention, as registered with transformers (weights/attention.py). It masks a
 # decoding pass itself (causal within the pass), so decoding.forward.LeanPass calls it with no mask.
 INT8_ATTENTION = "rewriter_int8_attention"
+# The GPU path's float64 attention (weights/batch_invariant.py), as registered with transformers:
+# with it, every row of a pass gets the bits it has alone, which the static pass (decoding/static.py) needs.
+FLOAT64_ATTENTION = "rewriter_float64"
 
 # What a CPU pass of each size in PASS_SIZES costs, in seconds or relative (only the shape counts
 # until passes are timed here). The weights side knows it (LoadedModel.pass_costs()): the loop is handed it.
@@ -42,6 +45,13 @@ def has_int8_attention(model) -> bool:
     """Whether `model` runs the int8 paths' attention: row-independent decoding passes, and a wide
     pass computed chunk by chunk."""
     return getattr(getattr(model, "config", None), "_attn_implementation", None) == INT8_ATTENTION
+
+
+def is_batch_invariant(model) -> bool:
+    """Whether `model` was made batch-invariant (weights/batch_invariant.py): its attention is the
+    float64 one and its linear layers compute whole blocks of `rows` rows."""
+    return (getattr(getattr(model, "config", None), "_attn_implementation", None) == FLOAT64_ATTENTION
+            and isinstance(getattr(getattr(model, "lm_head", None), "rows", None), int))
 
 
 def prompt_passes(start: int, end: int) -> list[tuple[int, int]]:

@@ -31,6 +31,15 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
         say("--feedback is for --tests: a second try after the first answer's test output")
         return 2
     sampling = params != SamplingParams() or bool(args.draft_model) or args.mjsd is not None
+    if args.random_weights:
+        from .random_weights import random_weights_bench
+
+        if args.cases or args.snippets or args.endpoint or sampling or args.tests:
+            say("--random-weights measures greedy decoding on random models: it takes no cases, servers, "
+                "sampling or test options")
+            return 2
+        return random_weights_bench(args.random_weights.split(","), args.device, args.prompt_tokens,
+                                    args.max_new_tokens or 512, args.reps, args.json, say)
     if args.snippets:
         return _snippet_bench(args, load, sampling, say)
     if args.model_merge or args.model_only:

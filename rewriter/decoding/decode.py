@@ -25,15 +25,19 @@ from ..passes import (
     PassCosts,
     decoding_passes,
     has_int8_attention,
+    is_batch_invariant,
     prompt_passes,
 )
 from ..results import Stats
 from .forward import LeanPass
+from .static import StaticCache, StaticPass
 from .verify import GreedyVerifier, Verifier
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+# The KV cache a request extends: transformers' own, or the static path's preallocated one.
+Cache = DynamicCache | StaticCache
 # Returns the number of output tokens to keep once the output is complete, else None. It may
 # keep fewer than earlier steps yielded (an echo of the file is dropped): Stats.output_tokens
 # counts the kept ones.
@@ -59,12 +63,15 @@ class PrefixCache:
     next turn (a refine) shares the whole earlier turn, its answer included.
     """
 
-    def __init__(self):
+    def __init__(self, rows_independent: bool = False):
+        """`rows_independent`: every row of a pass gets the bits it has alone (a batch-invariant
+        model), so any shared prefix computes as a cold prefill would."""
         self.tokens: list[int] = []
         self.narrow_from = 0  # positions from here on were computed as decoding passes
-        self.cache: DynamicCache | None = None
+        self.cache: Cache | None = None
+        self.rows_independent = rows_independent
 
-    def take(self, prompt: Sequence[int], narrow_from: int | None = None) -> tuple[DynamicCache | None, int]:
+    def take(self, prompt: Sequence[int], narrow_from: int | None = None) -> tuple[Cache | None, int]:
         """A private copy of the cache for the longest shared prefix that a cold prefill would
         compute the same way (Decoder._prefill), and that prefix's length.
 
@@ -81,7 +88,7 @@ class PrefixCache:
         limit = min(len(prompt) - 1, len(self.tokens))  # the last prompt token must be fed for its logits
         while shared < limit and prompt[shared] == self.tokens[shared]:
             shared += 1
-        if not (bound == self.narrow_from and shared >= bound):
+        if not (self.rows_independent or (bound == self.narrow_from and shared >= bound)):
             wide = bound > WIDEST_DECODING_PASS
             if wide != (self.narrow_from > WIDEST_DECODING_PASS):
                 return None, 0
@@ -90,12 +97,15 @@ class PrefixCache:
                 shared = min(shared, bound - WIDEST_DECODING_PASS - 1) // PROMPT_CHUNK * PROMPT_CHUNK
         if shared <= 0:
             return None, 0
+        if isinstance(self.cache, StaticCache):
+            # One buffer, which this request writes past `shared`: what lies there is no longer kept.
+            del self.tokens[shared:]
         cache = _share(self.cache)
         if len(self.tokens) > shared:
             cache.crop(shared - len(self.tokens))
         return cache, shared
 
-    def store(self, tokens: Sequence[int], cache: DynamicCache, narrow_from: int) -> None:
+    def store(self, tokens: Sequence[int], cache: Cache, narrow_from: int) -> None:
         """Keep `cache`, which holds `tokens`: a prompt whose positions from `narrow_from` on
         were computed as decoding passes, and what of its answer was fed."""
         self.tokens = list(tokens)
@@ -103,12 +113,15 @@ class PrefixCache:
         self.cache = _share(cache)
 
 
-def _share(cache: DynamicCache) -> DynamicCache:
+def _share(cache: Cache) -> Cache:
     """A cache that shares the tensors of `cache` without copying them.
 
     Cache layers never write into their tensors: appending concatenates into new ones and
     cropping takes a view, so the stored prefix stays intact while a request extends its copy.
+    A StaticCache is its decoder's one buffer, written in place: it is itself.
     """
+    if isinstance(cache, StaticCache):
+        return cache
     shared = copy.copy(cache)
     shared.layers = [copy.copy(layer) for layer in cache.layers]
     return shared
@@ -119,9 +132,11 @@ class Decoder:
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, verifier: Verifier | None = None,
                  lookahead: Lookahead | None = None, prefix_cache: bool = False,
-                 pass_costs: PassCosts | None = None):
+                 pass_costs: PassCosts | None = None, static: bool | None = None):
         """`pass_costs`: what the weights say a pass costs (LoadedModel.pass_costs()), the window
-        policy's start; None: the device's default shape. Ignored when `lookahead` is given."""
+        policy's start; None: the device's default shape. Ignored when `lookahead` is given.
+        `static`: decode through fixed-shape passes on a preallocated cache (static.py), captured
+        as CUDA graphs on a GPU; default: on a CUDA device, for a batch-invariant model."""
         self.model = model
         self.tokenizer = tokenizer
         self.verifier = verifier or GreedyVerifier()
@@ -133,13 +148,19 @@ class Decoder:
         if tokenizer.eos_token_id is not None:
             eos_ids.add(tokenizer.eos_token_id)
         self.eos_ids = frozenset(eos_ids)
-        self.prefix_cache = PrefixCache() if prefix_cache else None
         self.lean = LeanPass.for_model(model)  # decoding passes without transformers' overhead, where it applies
+        if static is None:
+            static = self.device.type == "cuda"
+        self.static = StaticPass.for_model(model) if static else None
+        self.prefix_cache = PrefixCache(is_batch_invariant(model)) if prefix_cache else None
         # The int8 paths compute a prompt the same in chunks as in one pass; other paths feed it whole.
         self.prompt_in_chunks = has_int8_attention(model)
 
     @torch.inference_mode()
-    def _forward(self, tokens: Sequence[int], cache: DynamicCache, last_only: bool = False) -> torch.Tensor:
+    def _forward(self, tokens: Sequence[int], cache: Cache, last_only: bool = False) -> torch.Tensor:
+        if isinstance(cache, StaticCache):
+            assert self.static is not None  # it made the cache
+            return self.static(list(tokens), cache, last_only)
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
         if self.lean is not None and not last_only:
             logits = self.lean(ids, cache)
@@ -149,9 +170,16 @@ class Decoder:
                          logits_to_keep=1 if last_only else 0)
         return out.logits[0].float()
 
-    def _prefill(self, prompt: Sequence[int], stats: Stats, bound: int) -> tuple[DynamicCache, torch.Tensor]:
-        """The prompt's cache and last logits; its positions from `bound` on as decoding passes."""
+    def _prefill(self, prompt: Sequence[int], stats: Stats, bound: int,
+                 room: int) -> tuple[Cache, torch.Tensor]:
+        """The prompt's cache and last logits; its positions from `bound` on as decoding passes.
+        `room`: how many tokens the cache must take after the prompt."""
         cache, reused = self.prefix_cache.take(prompt, bound) if self.prefix_cache else (None, 0)
+        if self.static is not None and not self.static.confirmed():
+            self.static = None  # it said why
+            cache, reused = None, 0
+        if self.static is not None:
+            cache = self.static.fresh(len(prompt) + room, keep=reused)
         cache = cache or DynamicCache(config=self.model.config)
         if self.prompt_in_chunks:
             passes = prompt_passes(reused, bound) if reused < bound else []
@@ -184,7 +212,7 @@ class Decoder:
         stats = Stats(prompt_tokens=len(prompt))
         prompt = list(prompt)
         bound = len(prompt) if narrow_from is None else narrow_from
-        cache, logits = self._prefill(prompt, stats, bound)
+        cache, logits = self._prefill(prompt, stats, bound, max_new_tokens)
         first = verifier.first_token(logits)
         stats.forward_passes = 1
         stats.prefill_s = stats.ttft_s = time.perf_counter() - start

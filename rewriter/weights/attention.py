@@ -19,12 +19,10 @@ import functools
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from ..passes import INT8_ATTENTION, PROMPT_CHUNK, WIDEST_DECODING_PASS
+from ..passes import FLOAT64_ATTENTION, INT8_ATTENTION, PROMPT_CHUNK, WIDEST_DECODING_PASS
 
-# Attention in float64, rounded back: the GPU path (batch_invariant.py).
-FLOAT64_ATTENTION = "rewriter_float64"
-# The int8 paths' attention (_int8_attention) is named INT8_ATTENTION in passes.py, which the
-# decoding loop reads too.
+# The GPU path's float64 attention (_float64_attention) and the int8 paths' (_int8_attention) are
+# named in passes.py (FLOAT64_ATTENTION, INT8_ATTENTION), which the decoding loop reads too.
 # Positions a decoding pass's attention takes at a time (measured: 8 to 32 do alike).
 DECODING_ATTENTION_BLOCK = 16
 # A decoding row attends over its keys rounded up to a multiple of this (_span_attention).

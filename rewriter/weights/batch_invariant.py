@@ -14,6 +14,11 @@ output. Three parts of a transformer reduce over numbers whose grouping depends 
 Everything else is elementwise. Plain greedy decoding of the patched model (transformers'
 `generate` on it) then equals greedy with drafts token for token, and the prefill, cut into the
 same blocks, gives the same cache whether a prompt prefix was reused or not.
+
+On a GPU each norm is one Triton kernel (norm_kernel.py) instead of ten: a decoding pass there is
+a chain of small kernels whose count sets its time. Both the model's forward and the static
+decoding pass (decoding/static.py) call these modules, so they share the kernel's arithmetic; one
+program a row, with its sum in float64, keeps each row's bits whatever the pass.
 """
 from __future__ import annotations
 
@@ -42,7 +47,12 @@ class FixedShapeLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features)
         count = flat.shape[0]
-        padded = F.pad(flat, (0, 0, 0, -count % self.rows))
+        padded = flat
+        if count % self.rows:
+            # A product computes each row from that row alone, so the padding rows' values reach no
+            # real row and need no zeros: one copy, no fill.
+            padded = flat.new_empty(count + -count % self.rows, self.in_features)
+            padded[:count] = flat
         blocks = [F.linear(block, self.weight, self.bias) for block in padded.split(self.rows)]
         out = blocks[0] if len(blocks) == 1 else torch.cat(blocks)
         return out[:count].reshape(*x.shape[:-1], self.out_features)
@@ -52,15 +62,23 @@ class FixedShapeLinear(nn.Module):
 
 
 class Float64RMSNorm(nn.Module):
-    """RMS norm whose mean of squares is summed in float64, then computed as transformers does."""
+    """RMS norm whose mean of squares is summed in float64, then computed as transformers does.
+    `fused`: in one kernel where it can be had (norm_kernel.py: CUDA with Triton)."""
 
-    def __init__(self, norm: nn.Module):
+    def __init__(self, norm: nn.Module, fused: bool = False):
         super().__init__()
         assert isinstance(norm.weight, torch.Tensor)  # _is_rms_norm checked it
         self.weight = norm.weight
         self.eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
+        self.fused = None
+        if fused:
+            from .norm_kernel import fused_rms_norm
+
+            self.fused = fused_rms_norm()
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.fused is not None and hidden.dtype == self.weight.dtype and hidden.is_cuda:
+            return self.fused(hidden, self.weight, self.eps)
         dtype = hidden.dtype
         variance = hidden.double().pow(2).mean(-1, keepdim=True).float()
         normed = hidden.float() * torch.rsqrt(variance + self.eps)
@@ -71,13 +89,18 @@ def _is_rms_norm(module: nn.Module) -> bool:
     return type(module).__name__.endswith("RMSNorm") and isinstance(getattr(module, "weight", None), torch.Tensor)
 
 
-def make_batch_invariant(model: PreTrainedModel, rows: int = ROWS) -> PreTrainedModel:
-    """Patch a float model in place so that passes of any width give the logits of one-token passes."""
+def make_batch_invariant(model: PreTrainedModel, rows: int = ROWS,
+                         fused_norms: bool | None = None) -> PreTrainedModel:
+    """Patch a float model in place so that passes of any width give the logits of one-token passes.
+    `fused_norms`: norms in one kernel each (default: on a CUDA device, where a pass's kernel
+    count sets its time)."""
+    if fused_norms is None:
+        fused_norms = next(model.parameters()).device.type == "cuda"
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(parent, name, FixedShapeLinear(child, rows))
             elif _is_rms_norm(child):
-                setattr(parent, name, Float64RMSNorm(child))
+                setattr(parent, name, Float64RMSNorm(child, fused_norms))
     model.config._attn_implementation = register_float64_attention()
     return model

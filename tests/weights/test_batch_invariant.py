@@ -36,6 +36,21 @@ def test_rms_norm_matches_transformers():
     torch.testing.assert_close(Float64RMSNorm(norm)(hidden), norm(hidden))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the fused norm is a CUDA kernel")
+def test_the_fused_norm_computes_the_norm_and_keeps_each_rows_bits():
+    from rewriter.weights.norm_kernel import fused_rms_norm
+
+    fused = fused_rms_norm()
+    assert fused is not None, "Triton should come with CUDA's torch"
+    norm = tiny_model(seed=1, hidden=896).model.norm.to("cuda", torch.bfloat16)
+    hidden = torch.randn(1, 300, 896, device="cuda", dtype=torch.bfloat16) * 4
+    wide = fused(hidden, norm.weight, norm.variance_epsilon)
+    torch.testing.assert_close(wide, norm(hidden))  # within bfloat16's rounding of transformers' norm
+    for start, count in ((0, 1), (7, 1), (10, 3), (100, 64), (299, 1)):
+        alone = fused(hidden[:, start:start + count].clone(), norm.weight, norm.variance_epsilon)
+        assert torch.equal(alone, wide[:, start:start + count])
+
+
 @pytest.fixture(scope="module", params=DEVICES)
 def invariant_model(request):
     # On a CPU, blocks of 16 rows keep the test fast and still cut wide passes into several blocks.
