@@ -171,7 +171,7 @@ class Decoder:
         return out.logits[0].float()
 
     def _prefill(self, prompt: Sequence[int], stats: Stats, bound: int,
-                 room: int) -> tuple[Cache, torch.Tensor]:
+                 room: int = 0) -> tuple[Cache, torch.Tensor]:
         """The prompt's cache and last logits; its positions from `bound` on as decoding passes.
         `room`: how many tokens the cache must take after the prompt."""
         cache, reused = self.prefix_cache.take(prompt, bound) if self.prefix_cache else (None, 0)
