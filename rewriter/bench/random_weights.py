@@ -20,30 +20,36 @@ from typing import Any
 
 import torch
 
-# The packaged models' shapes (Qwen2.5-Coder-0.5B and -1.5B), and a tiny one for a quick check.
+# The packaged models' shapes (Qwen2.5-Coder-0.5B and -1.5B), and a tiny one for a quick check
+# (a small vocabulary too: on a CPU the output layer would cost most of its time).
 SHAPES = {
     "0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                  intermediate_size=4864),
     "1.5b": dict(hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
                  intermediate_size=8960),
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                 intermediate_size=128),
+                 intermediate_size=128, vocab_size=4096),
 }
-VOCAB = 151936
-EOS = 151645  # <|im_end|>: a random model rarely ends on it, so answers run to their length
+VOCAB = 151936  # the packaged models' vocabulary
 PASS_WIDTHS = (1, 16, 64, 256)
 
 Say = Callable[[str], None]
 
 
+def _special_ids(vocab: int) -> tuple[int, int]:
+    """The start and end tokens: the packaged models' (<|endoftext|>, <|im_end|>), else the last two
+    ids. A random model rarely ends on them, so answers run to their length."""
+    return (151643, 151645) if vocab == VOCAB else (vocab - 2, vocab - 1)
+
+
 class _Tokenizer:
     """What the decoding loop reads of a tokenizer; a random model's text is not measured."""
 
-    eos_token_id = EOS
-    pad_token_id = EOS
+    def __init__(self, eos: int):
+        self.eos_token_id = self.pad_token_id = eos
 
     def decode(self, ids, skip_special_tokens=True):
-        return "".join(chr(0x4E00 + i % 20000) for i in ids if not (skip_special_tokens and i == EOS))
+        return "".join(chr(0x4E00 + i % 20000) for i in ids if not (skip_special_tokens and i == self.eos_token_id))
 
 
 def build_model(shape: str, device: torch.device, seed: int = 0):
@@ -53,27 +59,34 @@ def build_model(shape: str, device: torch.device, seed: int = 0):
 
     from ..weights.batch_invariant import make_batch_invariant
 
-    config = Qwen2Config(vocab_size=VOCAB, max_position_embeddings=32768, tie_word_embeddings=True,
+    layers: dict[str, Any] = {"vocab_size": VOCAB, **SHAPES[shape]}
+    bos, eos = _special_ids(layers["vocab_size"])
+    config = Qwen2Config(max_position_embeddings=32768, tie_word_embeddings=True,
                          rope_parameters={"rope_type": "default", "rope_theta": 1e6}, rms_norm_eps=1e-6,
-                         initializer_range=0.02, bos_token_id=151643, eos_token_id=EOS, pad_token_id=EOS,
-                         use_sliding_window=False, **SHAPES[shape])  # type: ignore[arg-type]  # ints, by name
+                         initializer_range=0.02, bos_token_id=bos, eos_token_id=eos, pad_token_id=eos,
+                         use_sliding_window=False, **layers)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     torch.manual_seed(seed)
     with torch.device(device):
         model = Qwen2ForCausalLM._from_config(config, dtype=dtype)
     model = model.to(device).eval()
-    for key, value in (("eos_token_id", EOS), ("pad_token_id", EOS), ("bos_token_id", 151643)):
+    for key, value in (("eos_token_id", eos), ("pad_token_id", eos), ("bos_token_id", bos)):
         setattr(model.generation_config, key, value)
     return make_batch_invariant(model)
 
 
-def edited_prediction(reference: list[int], rng: random.Random) -> list[int]:
+def _tokens(rng: random.Random, count: int, vocab: int) -> list[int]:
+    """Random ids clear of the special tokens at either end of the vocabulary."""
+    return [rng.randrange(min(256, vocab // 4), vocab - min(300, vocab // 4)) for _ in range(count)]
+
+
+def edited_prediction(reference: list[int], rng: random.Random, vocab: int = VOCAB) -> list[int]:
     """The reference with three edits: 6 tokens the prediction lacks at 30%, 3 replaced by 4 at
     50%, 6 the prediction has in excess at 70%."""
     n = len(reference)
     prediction = list(reference)
-    prediction[int(n * 0.7):int(n * 0.7)] = [rng.randrange(256, VOCAB - 300) for _ in range(6)]
-    prediction[n // 2:n // 2 + 3] = [rng.randrange(256, VOCAB - 300) for _ in range(4)]
+    prediction[int(n * 0.7):int(n * 0.7)] = _tokens(rng, 6, vocab)
+    prediction[n // 2:n // 2 + 3] = _tokens(rng, 4, vocab)
     del prediction[int(n * 0.3):int(n * 0.3) + 6]
     return prediction
 
@@ -89,6 +102,7 @@ class _Clock:
 
 
 def _generate(model, prompt: list[int], max_new: int, clock: _Clock, **options) -> tuple[list[int], float, int]:
+    eos = model.generation_config.eos_token_id
     """transformers' generate, greedy: the tokens, seconds and forward passes."""
     passes = [0]
     hook = model.register_forward_pre_hook(lambda *_: passes.__setitem__(0, passes[0] + 1))
@@ -97,7 +111,7 @@ def _generate(model, prompt: list[int], max_new: int, clock: _Clock, **options) 
         start = clock()
         with torch.inference_mode():
             out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new,
-                                 eos_token_id=[EOS], pad_token_id=EOS, **options)
+                                 eos_token_id=[eos], pad_token_id=eos, **options)
         seconds = clock() - start
     finally:
         hook.remove()
@@ -134,7 +148,7 @@ def pass_times(decoder, prompt: list[int], clock: _Clock, reps: int) -> dict[str
         decoder._forward(prompt, cache, last_only=True)
         times = {}
         for width in PASS_WIDTHS:
-            ids = [rng.randrange(256, VOCAB - 300) for _ in range(width)]
+            ids = _tokens(rng, width, decoder.model.config.vocab_size)
             samples = []
             for i in range(reps + 1):
                 start = clock()
@@ -162,8 +176,9 @@ def measure_shape(shape: str, device: torch.device, prompt_tokens: int, max_new:
     clock = _Clock(device)
     model = build_model(shape, device)
     rng = random.Random(1)
-    prompt = [rng.randrange(256, VOCAB - 300) for _ in range(prompt_tokens)]
-    tokenizer: Any = _Tokenizer()  # what the loop reads of a tokenizer, by shape
+    vocab = model.config.vocab_size
+    prompt = _tokens(rng, prompt_tokens, vocab)
+    tokenizer: Any = _Tokenizer(model.generation_config.eos_token_id)  # what the loop reads of one, by shape
     static = Decoder(model, tokenizer, static=True)
     dynamic = Decoder(model, tokenizer, static=False)
     result: dict = {"shape": shape, "device": str(device), "dtype": str(model.dtype).removeprefix("torch."),
@@ -185,7 +200,7 @@ def measure_shape(shape: str, device: torch.device, prompt_tokens: int, max_new:
     say(f"  transformers prompt lookup: {result['prompt_lookup']['tokens_per_s']} tok/s")
 
     predictions = {"no_draft": None, "unchanged": list(reference),
-                   "edited": edited_prediction(reference, random.Random(2))}
+                   "edited": edited_prediction(reference, random.Random(2), vocab)}
     # The dynamic path is the model's own forward, one launch at a time: one run of each draft
     # shows what the static path changes (its plain greedy is transformers' above).
     runs = [("static", static, name, reps) for name in predictions]
