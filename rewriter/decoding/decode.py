@@ -8,6 +8,7 @@ greedy decoding; only the number of forward passes changes.
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from .verify import GreedyVerifier, Verifier
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+log = logging.getLogger(__name__)
+
 # The KV cache a request extends: transformers' own, or the static path's preallocated one.
 Cache = DynamicCache | StaticCache
 # Returns the number of output tokens to keep once the output is complete, else None. It may
@@ -54,63 +57,113 @@ class Step:
     done: bool = False
 
 
+# What the prefix caches kept may hold at once: about four 2,000-token files of the 1.5B model
+# (its float32 keys and values take 57 KB a token), which a laptop with 8 GB can spare.
+PREFIX_CACHE_BYTES = 512 << 20
+
+
+@dataclass
+class _Kept:
+    """One request's cache: its prompt and what of its answer was fed (`tokens`), the prompt's
+    positions from `narrow_from` on computed as decoding passes."""
+
+    tokens: list[int]
+    narrow_from: int
+    cache: Cache
+
+
 class PrefixCache:
-    """The KV cache of the last request, its prompt and answer, so that a request sharing its
-    prefix prefills only the rest.
+    """The KV caches of recent requests, their prompts and answers, so that a request sharing a
+    prefix with one of them prefills only the rest.
 
     Repeated requests on one file (a user trying instructions one after another) share the
     system message and the code, which the prompt puts before the instruction; a conversation's
-    next turn (a refine) shares the whole earlier turn, its answer included.
+    next turn (a refine) shares the whole earlier turn, its answer included; requests on several
+    files in turn (an editor's open files, a service's clients) each find their own. What is kept
+    stays within `budget` bytes: the least recently used cache goes first, and the log says so.
     """
 
-    def __init__(self, rows_independent: bool = False):
+    def __init__(self, rows_independent: bool = False, budget: int = PREFIX_CACHE_BYTES):
         """`rows_independent`: every row of a pass gets the bits it has alone (a batch-invariant
         model), so any shared prefix computes as a cold prefill would."""
-        self.tokens: list[int] = []
-        self.narrow_from = 0  # positions from here on were computed as decoding passes
-        self.cache: Cache | None = None
+        self.kept: list[_Kept] = []  # least recently used first
         self.rows_independent = rows_independent
+        self.budget = budget
 
     def take(self, prompt: Sequence[int], narrow_from: int | None = None) -> tuple[Cache | None, int]:
-        """A private copy of the cache for the longest shared prefix that a cold prefill would
-        compute the same way (Decoder._prefill), and that prefix's length.
+        """A private copy of the kept cache with the longest shared prefix that a cold prefill
+        would compute the same way (Decoder._prefill), and that prefix's length.
 
         A prompt's positions before `narrow_from` (default: all of them) are computed in chunks
         when wider than any decoding pass (passes.PROMPT_CHUNK), the rest as decoding passes, each
-        row alone. A prompt that starts with the stored one's prompt part, at the same bound,
-        reuses all it shares, answer included; otherwise only whole chunks of both prompt parts are
+        row alone. A prompt that starts with a kept one's prompt part, at the same bound, reuses
+        all it shares, answer included; otherwise only whole chunks of both prompt parts are
         reused, and the rest of a wide part stays wide; a narrow prompt part reuses only a narrow one.
         """
-        if self.cache is None:
-            return None, 0
         bound = len(prompt) if narrow_from is None else narrow_from
+        best, shared = None, 0
+        for kept in reversed(self.kept):  # the most recently used first: it wins a tie
+            reusable = self._reusable(kept, prompt, bound)
+            if reusable > shared:
+                best, shared = kept, reusable
+        if best is None:
+            return None, 0
+        self.kept.remove(best)
+        self.kept.append(best)
+        if isinstance(best.cache, StaticCache):
+            # One buffer, which this request writes past `shared`: what lies there is no longer kept.
+            del best.tokens[shared:]
+        cache = _share(best.cache)
+        if len(best.tokens) > shared:
+            cache.crop(shared - len(best.tokens))
+        return cache, shared
+
+    def _reusable(self, kept: _Kept, prompt: Sequence[int], bound: int) -> int:
+        """How much of `kept` a prompt with this bound can reuse (see take)."""
         shared = 0
-        limit = min(len(prompt) - 1, len(self.tokens))  # the last prompt token must be fed for its logits
-        while shared < limit and prompt[shared] == self.tokens[shared]:
+        limit = min(len(prompt) - 1, len(kept.tokens))  # the last prompt token must be fed for its logits
+        while shared < limit and prompt[shared] == kept.tokens[shared]:
             shared += 1
-        if not (self.rows_independent or (bound == self.narrow_from and shared >= bound)):
+        if not (self.rows_independent or (bound == kept.narrow_from and shared >= bound)):
             wide = bound > WIDEST_DECODING_PASS
-            if wide != (self.narrow_from > WIDEST_DECODING_PASS):
-                return None, 0
-            shared = min(shared, bound, self.narrow_from)
+            if wide != (kept.narrow_from > WIDEST_DECODING_PASS):
+                return 0
+            shared = min(shared, bound, kept.narrow_from)
             if wide:
                 shared = min(shared, bound - WIDEST_DECODING_PASS - 1) // PROMPT_CHUNK * PROMPT_CHUNK
-        if shared <= 0:
-            return None, 0
-        if isinstance(self.cache, StaticCache):
-            # One buffer, which this request writes past `shared`: what lies there is no longer kept.
-            del self.tokens[shared:]
-        cache = _share(self.cache)
-        if len(self.tokens) > shared:
-            cache.crop(shared - len(self.tokens))
-        return cache, shared
+        return max(shared, 0)
 
     def store(self, tokens: Sequence[int], cache: Cache, narrow_from: int) -> None:
         """Keep `cache`, which holds `tokens`: a prompt whose positions from `narrow_from` on
-        were computed as decoding passes, and what of its answer was fed."""
-        self.tokens = list(tokens)
-        self.narrow_from = narrow_from
-        self.cache = _share(cache)
+        were computed as decoding passes, and what of its answer was fed. It replaces a kept cache
+        whose tokens it extends or starts (the same request's prompt, kept at its prefill; the same
+        prompt again), and a static cache, which is the decoder's one buffer."""
+        tokens = list(tokens)
+        self.kept = [kept for kept in self.kept if not (
+            isinstance(kept.cache, StaticCache) or _starts(kept.tokens, tokens) or _starts(tokens, kept.tokens))]
+        self.kept.append(_Kept(tokens, narrow_from, _share(cache)))
+        held = [cache_bytes(kept.cache) for kept in self.kept]
+        while len(self.kept) > 1 and sum(held) > self.budget:
+            dropped = self.kept.pop(0)
+            log.info("prefix cache: dropped the least recently used cache, %d tokens (%.1f MB), to stay within "
+                     "%.0f MB", len(dropped.tokens), held.pop(0) / 2**20, self.budget / 2**20)
+
+
+def _starts(prefix: list[int], tokens: list[int]) -> bool:
+    return len(prefix) <= len(tokens) and tokens[:len(prefix)] == prefix
+
+
+def cache_bytes(cache: Cache) -> int:
+    """The memory a kept cache holds on to (a static cache is its decoder's either way)."""
+    if isinstance(cache, StaticCache):
+        return 0
+    storages = {}
+    for layer in cache.layers:
+        for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if isinstance(tensor, torch.Tensor):
+                storage = tensor.untyped_storage()
+                storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
 
 
 def _share(cache: Cache) -> Cache:

@@ -4,7 +4,7 @@ import random
 import pytest
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from rewriter.decoding.decode import Decoder
+from rewriter.decoding.decode import Decoder, cache_bytes
 from tests.helpers.exactness import KINDS, edited
 from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 
@@ -81,6 +81,38 @@ def test_reused_prompt_prefix_gives_the_same_tokens(setup):
     tokens, stats = decode(decoder, prompt, None, LENGTH)  # the same prompt again
     assert stats.cached_prompt_tokens == len(prompt) - 1
     assert tokens == reference
+
+
+def test_requests_on_several_files_in_turn_each_reuse_their_own_prefix(setup):
+    model, prompt, reference, rng = setup
+    other = [rng.randrange(1, 255) for _ in range(60)]  # another file: nothing in common
+    decoder = Decoder(model, CharTokenizer(), prefix_cache=True)
+    decode(decoder, prompt, None, 10)
+    decode(decoder, other, None, 10)
+    tokens, stats = decode(decoder, prompt[:-1] + [prompt[-1]], PredictionDrafter(reference), LENGTH)
+    assert stats.cached_prompt_tokens == len(prompt) - 1  # the first file's cache was still kept
+    assert tokens == reference
+    tokens, stats = decode(decoder, other, None, 10)
+    assert stats.cached_prompt_tokens == len(other) - 1
+    assert tokens == greedy_reference(model, other, 10)
+    # The same request's prompt, kept at its prefill, gives way to its prompt and answer.
+    assert len(decoder.prefix_cache.kept) == 2
+
+
+def test_the_least_recently_used_cache_goes_first_when_the_budget_is_spent(setup, caplog):
+    model, prompt, reference, rng = setup
+    files = [[rng.randrange(1, 255) for _ in range(50)] for _ in range(3)]
+    decoder = Decoder(model, CharTokenizer(), prefix_cache=True)
+    decode(decoder, files[0], None, 4)
+    decoder.prefix_cache.budget = int(2.5 * cache_bytes(decoder.prefix_cache.kept[0].cache))  # two files' room
+    decode(decoder, files[1], None, 4)
+    decode(decoder, files[0], None, 4)  # used again: the second file is now the least recent
+    with caplog.at_level("INFO", logger="rewriter.decoding.decode"):
+        decode(decoder, files[2], None, 4)
+    assert "dropped the least recently used cache, 53 tokens" in caplog.text  # the prompt and 3 tokens fed
+    assert [kept.tokens[:50] for kept in decoder.prefix_cache.kept] == [files[0], files[2]]
+    tokens, stats = decode(decoder, files[1], None, 20)
+    assert stats.cached_prompt_tokens == 0 and tokens == greedy_reference(model, files[1], 20)
 
 
 def test_streamed_text_adds_up_to_the_decoded_output(setup):
