@@ -23,11 +23,33 @@ import torch
 
 from ..passes import INT8_ATTENTION, WIDEST_DECODING_PASS, has_int8_attention
 
-# The attention classes whose layers LeanPass knows (their modules share Llama's structure).
+# The attention classes whose layers LeanPass and the static pass know (their modules share Llama's structure).
 LEAN_ATTENTIONS = ("Qwen2Attention", "LlamaAttention")
 _LAYER_PARTS = ("input_layernorm", "post_attention_layernorm", "self_attn", "mlp")
 _ATTENTION_PARTS = ("q_proj", "k_proj", "v_proj", "o_proj", "head_dim", "scaling")
 _MLP_PARTS = ("gate_proj", "up_proj", "down_proj", "act_fn")
+
+
+def llama_rotation(model) -> Callable | None:
+    """The `apply_rotary_pos_emb` of a model whose layers all share Llama's structure (Qwen2 and
+    Llama: RMSNorm, rotary embedding, grouped-query attention over the whole context, gated MLP),
+    which a pass can run through its submodules in transformers' order; None for any other model."""
+    config = model.config
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if not layers or not all(hasattr(inner, part) for part in ("embed_tokens", "norm", "rotary_emb")):
+        return None
+    if not hasattr(model, "lm_head") or set(getattr(config, "layer_types", None) or ["full_attention"]) != {
+            "full_attention"}:
+        return None
+    for layer in layers:
+        attention, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+        if (type(attention).__name__ not in LEAN_ATTENTIONS
+                or not all(hasattr(layer, part) for part in _LAYER_PARTS)
+                or not all(hasattr(attention, part) for part in _ATTENTION_PARTS)
+                or not all(hasattr(mlp, part) for part in _MLP_PARTS)):
+            return None
+    return getattr(sys.modules[type(layers[0].self_attn).__module__], "apply_rotary_pos_emb", None)
 
 
 class LeanPass:
@@ -50,26 +72,13 @@ class LeanPass:
         another architecture, sliding-window layers)."""
         if not has_int8_attention(model):
             return None
-        config = model.config
-        inner = getattr(model, "model", None)
-        layers = getattr(inner, "layers", None)
-        if not layers or not all(hasattr(inner, part) for part in ("embed_tokens", "norm", "rotary_emb")):
+        rotate = llama_rotation(model)
+        if rotate is None:
             return None
-        if not hasattr(model, "lm_head") or set(getattr(config, "layer_types", None) or ["full_attention"]) != {
-                "full_attention"}:
-            return None
-        for layer in layers:
-            attention, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
-            if (type(attention).__name__ not in LEAN_ATTENTIONS
-                    or not all(hasattr(layer, part) for part in _LAYER_PARTS)
-                    or not all(hasattr(attention, part) for part in _ATTENTION_PARTS)
-                    or not all(hasattr(mlp, part) for part in _MLP_PARTS)):
-                return None
         from transformers import AttentionInterface
 
-        rotate = getattr(sys.modules[type(layers[0].self_attn).__module__], "apply_rotary_pos_emb", None)
         attend = AttentionInterface().get(INT8_ATTENTION)
-        return cls(model, rotate, attend) if rotate is not None and attend is not None else None
+        return cls(model, rotate, attend) if attend is not None else None
 
     def __call__(self, ids: torch.Tensor, cache) -> torch.Tensor | None:
         if not self.usable or ids.shape[1] > WIDEST_DECODING_PASS or cache.get_seq_length() == 0:

@@ -25,13 +25,13 @@ On a CPU the same pass runs eagerly, which is how CI checks it.
 """
 from __future__ import annotations
 
-import sys
 import warnings
 from typing import Any
 
 import torch
 
 from ..passes import is_batch_invariant
+from .forward import llama_rotation
 
 # The widths a pass is padded to. The linear layers compute blocks of 256 rows whatever the width
 # (batch_invariant.ROWS), so a width costs only its attention and logits: a few widths do.
@@ -39,7 +39,6 @@ STATIC_WIDTHS = (1, 4, 16, 64, 256, 512)
 SMALLEST_SPAN = 256  # keys attended: from here, powers of two and 1.5 times them, the context rounded up
 # The rotary embeddings that recompute their frequencies from the positions on the host.
 _HOST_ROPE = ("dynamic", "longrope")
-_ATTENTIONS = ("Qwen2Attention", "LlamaAttention")
 
 
 def _width(count: int) -> int:
@@ -109,22 +108,10 @@ class StaticPass:
     def for_model(cls, model, graphs: bool | None = None) -> StaticPass | None:
         """A StaticPass for a batch-invariant Llama-shaped `model`, or None where it does not apply.
         `graphs`: capture CUDA graphs (default: on a CUDA device)."""
-        config = model.config
-        inner = getattr(model, "model", None)
-        layers = getattr(inner, "layers", None)
         if not is_batch_invariant(model):
             return None
-        if inner is None or not layers or not all(hasattr(inner, part) for part in ("embed_tokens", "norm",
-                                                                                    "rotary_emb")):
-            return None
-        if set(getattr(config, "layer_types", None) or ["full_attention"]) != {"full_attention"}:
-            return None
-        if getattr(inner.rotary_emb, "rope_type", "default") in _HOST_ROPE:
-            return None
-        if any(type(layer.self_attn).__name__ not in _ATTENTIONS for layer in layers):
-            return None
-        rotate = getattr(sys.modules[type(layers[0].self_attn).__module__], "apply_rotary_pos_emb", None)
-        if rotate is None:
+        rotate = llama_rotation(model)
+        if rotate is None or getattr(model.model.rotary_emb, "rope_type", "default") in _HOST_ROPE:
             return None
         device = next(model.parameters()).device
         return cls(model, rotate, device.type == "cuda" if graphs is None else graphs)
