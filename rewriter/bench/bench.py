@@ -49,7 +49,9 @@ class FenceCriteria(StoppingCriteria):
         return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 
 
-class _PassCounter:
+class PassCounter:
+    """Counts the forward passes of `model` until closed (transformers' generate makes them)."""
+
     def __init__(self, model: torch.nn.Module):
         self.count = 0
         self._hook = model.register_forward_pre_hook(self._seen)
@@ -64,7 +66,7 @@ class _PassCounter:
 def _baseline(rewriter: Rewriter, prompt_ids: list[int], budget: int, **options) -> dict:
     model = rewriter.loaded.model
     ids = torch.tensor([prompt_ids], device=rewriter.loaded.device)
-    counter = _PassCounter(model)
+    counter = PassCounter(model)
     start = time.perf_counter()
     try:
         with torch.inference_mode():

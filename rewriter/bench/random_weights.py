@@ -102,10 +102,11 @@ class _Clock:
 
 
 def _generate(model, prompt: list[int], max_new: int, clock: _Clock, **options) -> tuple[list[int], float, int]:
-    eos = model.generation_config.eos_token_id
     """transformers' generate, greedy: the tokens, seconds and forward passes."""
-    passes = [0]
-    hook = model.register_forward_pre_hook(lambda *_: passes.__setitem__(0, passes[0] + 1))
+    from .bench import PassCounter
+
+    eos = model.generation_config.eos_token_id
+    counter = PassCounter(model)
     ids = torch.tensor([prompt], device=clock.device)
     try:
         start = clock()
@@ -114,8 +115,8 @@ def _generate(model, prompt: list[int], max_new: int, clock: _Clock, **options) 
                                  eos_token_id=[eos], pad_token_id=eos, **options)
         seconds = clock() - start
     finally:
-        hook.remove()
-    return out[0, len(prompt):].tolist(), seconds, passes[0]
+        counter.close()
+    return out[0, len(prompt):].tolist(), seconds, counter.count
 
 
 def _ours(decoder, prompt: list[int], prediction: list[int] | None, max_new: int, clock: _Clock) -> dict:
