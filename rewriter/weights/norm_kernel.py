@@ -30,17 +30,11 @@ else:
 
 
 @functools.cache
-def _available() -> bool:
-    if _MISSING is not None:
-        warnings.warn(f"Triton is not importable ({_MISSING}); the batch-invariant path on this GPU runs "
-                      "separate operations", RuntimeWarning, stacklevel=3)
-    return _MISSING is None
-
-
-@functools.cache
 def fused_rms_norm() -> RmsNorm | None:
     """The fused norm, (hidden, weight, eps) -> normed; None where Triton cannot be had (said once)."""
-    if not _available():
+    if _MISSING is not None:
+        warnings.warn(f"Triton is not importable ({_MISSING}); the batch-invariant norm on this GPU runs "
+                      "as separate operations", RuntimeWarning, stacklevel=3)
         return None
 
     @triton.jit
