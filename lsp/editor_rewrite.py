@@ -25,16 +25,17 @@ from rewriter.edits.integrity import STRIPPED
 from rewriter.edits.pipeline import grammar_of
 from rewriter.edits.session import Delta, EditSession, Finished
 from rewriter.edits.target import Target
-from rewriter.engine import Turn
+from rewriter.engine import Engine, Turn
 from rewriter.prompt import NoCodeBlock, SourceText
 from rewriter.results import RewriteError, ServiceError
 
 from .document_sync import DocumentSync
 from .edit_applier import EditApplier
 from .host import RewriteHost
+from .options import Options
 from .review import Proposal
 from .reviews import ProposalCollector, Reviews
-from .targets import document_target
+from .targets import document_context, document_target
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,14 @@ class RewriteProgress:
             self.token = None  # nothing may report into an ended progress (a model still loading, say)
 
 
+def rewrite_session(engine: Engine, target: Target, instruction: str, language: str, options: Options,
+                    context: str | None, **kwargs) -> EditSession:
+    """The session of a rewrite of `target` in an open document (and what a prefill ahead of one
+    computes the prompt of: lsp/prefill_ahead.py)."""
+    return EditSession(engine, target, instruction, language, grammar=grammar_of(language, target.text),
+                       max_new_tokens=options.max_new_tokens, context=context, **kwargs)
+
+
 class EditorRewrite:
     """A rewrite the editor asked for: its target's session, run in a worker thread and streamed
     into the open document, or, given `reviews` and a `proposal`, into the proposal (then `base`,
@@ -128,8 +137,7 @@ class EditorRewrite:
         self.target = base or document_target(document.source, lines)
         self.judged_instruction = judged_instruction
         self.language = server.language_of(document)
-        whole = lines.start == 0 and lines.stop >= len(document.lines)
-        self.context = document.source if not whole and len(document.source) <= server.options.context_chars else None
+        self.context = document_context(document.source, lines, len(document.lines), server.options.context_chars)
         source = SourceText.from_text("".join(document.lines[lines.start:lines.stop]))  # its line endings
         self.sync = DocumentSync(document.source, lines, on_conflict=self.cancel)
         self.applier: EditApplier | ProposalCollector
@@ -188,7 +196,8 @@ class EditorRewrite:
             return self._stopped()
         lock = server.decode_lock if not engine.concurrent else None
         if lock is not None:
-            if lock.locked():
+            server.prefill_ahead.preempt()  # work done ahead gives way within a fraction of a pass
+            if lock.locked() and not server.prefill_ahead.running:
                 self.progress.report("waiting for another rewrite to finish")
             acquired, _ = await self._unless_stopped(lock.acquire(), cancel=True)
             if not acquired:
@@ -196,11 +205,9 @@ class EditorRewrite:
         try:
             if self.cancelled.is_set():
                 return self._stopped()
-            target = self.target
-            session = EditSession(engine, target, self.instruction, self.language,
-                                  grammar=grammar_of(self.language, target.text),
-                                  max_new_tokens=server.options.max_new_tokens, context=self.context,
-                                  judged_instruction=self.judged_instruction, conversation=self.conversation)
+            session = rewrite_session(engine, self.target, self.instruction, self.language, server.options,
+                                      self.context, judged_instruction=self.judged_instruction,
+                                      conversation=self.conversation)
             self.turn = session.turn()
             worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True, args=(session,))
             worker.start()

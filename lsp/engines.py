@@ -22,10 +22,10 @@ def make_engine(options: EngineOptions) -> Engine:
     if factory:
         return _engine_from_factory(factory)
     if options.kind == "embedded":
-        # An editor asks again and again about one file: keep the last request's cache (a refine
-        # reuses its whole first turn, answer included).
+        # An editor asks again and again about its open files: keep recent requests' caches (a
+        # refine reuses its whole first turn, answer included), and those prefilled ahead.
         return build_engine(EngineSettings(model=options.model, device=options.device, dtype=options.dtype,
-                                           lazy=True, prefix_cache=True))
+                                           lazy=True, prefix_cache=True, prefix_cache_mb=options.prefix_cache_mb))
     key = api_key(options.api_key_env, "engine.apiKeyEnv")
     if not options.url:
         raise EngineError(f"engine.kind {options.kind!r} needs engine.url")

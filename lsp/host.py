@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from lsprotocol import types
 from pygls.progress import Progress as ProgressReporter
@@ -12,6 +12,9 @@ from rewriter.engine import Engine
 
 from .options import Options
 
+if TYPE_CHECKING:
+    from .prefill_ahead import PrefillAhead
+
 
 class RewriteHost(Protocol):
     """What a rewrite needs from the language server (lsp/server.py), named here so that the
@@ -19,6 +22,7 @@ class RewriteHost(Protocol):
 
     options: Options
     decode_lock: asyncio.Lock
+    prefill_ahead: PrefillAhead
 
     async def get_engine(self, report) -> Engine: ...
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rewriter.engine import PREFIX_CACHE_MB
+
 ENGINE_KINDS = ("embedded", "service", "openai")
 STREAM_MODES = ("auto", "always", "never")
 
@@ -31,6 +33,7 @@ class EngineOptions:
     url: str | None = None  # service / openai: the base URL
     api_key_env: str | None = None  # the name of the environment variable holding the API key
     timeout_s: float = 120.0
+    prefix_cache_mb: int = PREFIX_CACHE_MB  # embedded only: what the caches of recent prompts may hold
 
 
 @dataclass
@@ -46,6 +49,9 @@ class Options:
     # Rewrites become proposals the user accepts or rejects hunk by hunk (docs/editors.md, the review
     # protocol); off: they are applied directly, for clients that show no review.
     review: bool = False
+    # Embedded engine: compute the prompt of the open document (and of the code a code action was
+    # asked for) in the background once the model is loaded, so that a rewrite prefills only its instruction.
+    prefill_ahead: bool = True
 
 
 def _camel(name: str) -> str:
@@ -114,12 +120,13 @@ def parse_options(raw) -> tuple[Options, list[str]]:
         else:
             bad("stream_edits", value, " or ".join(STREAM_MODES), options.stream_edits)
 
-    found, value = _get(raw, "review")
-    if found:
-        if isinstance(value, bool):
-            options.review = value
-        else:
-            bad("review", value, "true or false", options.review)
+    for name in ("review", "prefill_ahead"):
+        found, value = _get(raw, name)
+        if found:
+            if isinstance(value, bool):
+                setattr(options, name, value)
+            else:
+                bad(name, value, "true or false", getattr(options, name))
 
     known = {_camel(n) for n in Options.__dataclass_fields__} | set(Options.__dataclass_fields__)
     for key in raw:
@@ -148,6 +155,13 @@ def _parse_engine(raw: dict, warnings: list[str]) -> EngineOptions:
             engine.timeout_s = float(value)
         else:
             warnings.append(f"engine.timeoutS: expected a positive number, got {value!r}; using {engine.timeout_s}")
+    found, value = _get(raw, "prefix_cache_mb")
+    if found:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            engine.prefix_cache_mb = value
+        else:
+            warnings.append(f"engine.prefixCacheMb: expected an integer >= 0, got {value!r}; "
+                            f"using {engine.prefix_cache_mb}")
     if engine.kind != "embedded" and not engine.url:
         warnings.append(f"engine.kind {engine.kind!r} needs engine.url; using the embedded model instead")
         return EngineOptions()

@@ -22,6 +22,7 @@ from .arguments import invalid
 from .editor_rewrite import EditorRewrite, Outcome
 from .engines import EngineError, make_engine
 from .options import DIAGNOSTIC_PRESET, Options, parse_options
+from .prefill_ahead import PrefillAhead
 from .review import Proposal
 from .review_commands import register_review_commands
 from .reviews import Reviews
@@ -56,6 +57,7 @@ class RewriterServer(LanguageServer):
         self.runs: dict[int, asyncio.Task] = {}  # job id -> its run, kept after the end for rewriter.wait
         self.load_listeners: set = set()  # progress reporters of the rewrites waiting for the model
         self.reviews = Reviews(self)  # with the review option on: the proposals under review
+        self.prefill_ahead = PrefillAhead(self)  # the prompt of the document worked on, computed before it is asked
 
     # --- what the client can do ----------------------------------------------------------------
 
@@ -240,6 +242,11 @@ def initialized(ls: RewriterServer, params: types.InitializedParams) -> None:
                 types.MessageType.Warning)
 
 
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: RewriterServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.prefill_ahead.touched(params.text_document.uri)
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: RewriterServer, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
@@ -247,6 +254,7 @@ def did_change(ls: RewriterServer, params: types.DidChangeTextDocumentParams) ->
         if job.uri == uri:
             job.document_changed(ls.workspace.get_text_document(uri).source)
     ls.reviews.document_changed(uri)
+    ls.prefill_ahead.touched(uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -255,6 +263,7 @@ def did_close(ls: RewriterServer, params: types.DidCloseTextDocumentParams) -> N
         if job.uri == params.text_document.uri:
             job.stop("the document was closed")
     ls.reviews.closed(params.text_document.uri)
+    ls.prefill_ahead.closed(params.text_document.uri)
 
 
 @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -283,6 +292,7 @@ def code_actions(ls: RewriterServer, params: types.CodeActionParams):
         return None
     if len(taken) > ls.options.max_rewrite_lines:
         return None
+    ls.prefill_ahead.touched(params.text_document.uri, taken)  # what a rewrite from here would send
     literal = ls._capability("text_document", "code_action", "code_action_literal_support") is not None
     actions: list[types.CodeAction | types.Command] = []
 
@@ -401,6 +411,7 @@ register_review_commands(server)
 @server.feature(types.SHUTDOWN)
 async def shutdown(ls: RewriterServer, params) -> None:
     # Our rewrites end first, so that pygls, cancelling the requests still open, finds none of ours.
+    ls.prefill_ahead.preempt()
     ls.cancel_jobs()
     runs = [run for run in ls.runs.values() if not run.done()]
     if runs:

@@ -22,6 +22,13 @@ def document_target(source: str, lines: range) -> Target:
     return Target.of_lines(source.replace("\r\n", "\n"), lines)
 
 
+def document_context(source: str, lines: range, line_count: int, context_chars: int) -> str | None:
+    """The whole document, which goes along as the rewrite's context when only a part of it is
+    rewritten and it is at most `context_chars` long; else None."""
+    whole = lines.start == 0 and lines.stop >= line_count
+    return source if not whole and len(source) <= context_chars else None
+
+
 def selection_lines(start_line: int, start_char: int, end_line: int, end_char: int, line_count: int) -> range:
     """The whole lines a selection covers; a selection ending at a line's start leaves that line out."""
     if (end_line, end_char) < (start_line, start_char):

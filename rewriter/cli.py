@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import package_version
 from .edits.files import FileError
+from .engine import PREFIX_CACHE_MB
 from .results import DTYPES, ModelError
 
 
@@ -185,7 +186,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     limits = Limits(max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
                     max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens,
-                    read_timeout_s=args.read_timeout, max_connections=args.max_connections)
+                    read_timeout_s=args.read_timeout, max_connections=args.max_connections,
+                    prefix_cache_mb=args.prefix_cache_mb)
     serve(args.model, host=args.host, port=args.port, device=args.device, limits=limits,
           api_key_file=args.api_key_file, say=_say, allowed_hosts=tuple(args.allowed_host), dtype=args.dtype,
           draft_model=args.draft_model)
@@ -380,6 +382,9 @@ def add_serve(commands) -> None:
                        help="seconds a client may take to send a request's headers, and again its body")
     serve.add_argument("--max-connections", type=int, default=64,
                        help="open connections and requests at once; beyond that 503")
+    serve.add_argument("--prefix-cache-mb", type=int, default=PREFIX_CACHE_MB, metavar="MB",
+                       help="memory the caches of recent prompts may hold (a client resending a file prefills "
+                            "only what changed); the least recently used goes first (default: %(default)s)")
     serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                        help="without an API key, also answer requests for this Host (default: loopback names only)")
     model_options(serve)

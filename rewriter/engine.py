@@ -14,6 +14,11 @@ from typing import Protocol
 
 from .results import Progress, RewriteError, RewriteResult
 
+# What the prefix caches of recent requests may hold at once by default (a setting of every front
+# end): about four 2,000-token files of the 1.5B model (its float32 keys and values take 57 KB a
+# token), which a laptop with 8 GB can spare.
+PREFIX_CACHE_MB = 512
+
 
 def instruction_is_empty(instruction: str | None) -> bool:
     """Whether an instruction says nothing (missing or blank): every front end refuses it, each

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from . import CODER_1_5B_NAME, EMBEDDED_NAME
-from .engine import EditRequest, Engine
+from .engine import PREFIX_CACHE_MB, EditRequest, Engine
 from .results import ModelError, Progress, RewriteResult
 
 if TYPE_CHECKING:  # loaded lazily, by local engines only
@@ -54,6 +54,7 @@ class EngineSettings:
     device: str | None = None  # local
     dtype: str = "auto"  # local
     prefix_cache: bool = False  # local: keep a prompt's cache for the next request sharing its prefix
+    prefix_cache_mb: int = PREFIX_CACHE_MB  # local: what the prefix caches kept may hold at once
     draft_model: str | None = None  # local: a model with the same tokenizer that drafts where the prediction does not
     lazy: bool = False  # local: load on first use, through load(say), instead of now
 
@@ -122,7 +123,8 @@ def load_rewriter(settings: EngineSettings, progress: Say) -> Rewriter:
     """The model in this process, loaded now (ModelError when it cannot be); with no model named,
     the default (default_model); drafted for by the draft model the settings name."""
     loaded, draft = load_models(settings, progress)
-    return local_engine(loaded, prefix_cache=settings.prefix_cache, draft=draft)
+    return local_engine(loaded, prefix_cache=settings.prefix_cache, draft=draft,
+                        prefix_cache_bytes=settings.prefix_cache_mb << 20)
 
 
 def load_models(settings: EngineSettings, progress: Say) -> tuple[LoadedModel, LoadedModel | None]:
@@ -140,13 +142,14 @@ def load_models(settings: EngineSettings, progress: Say) -> tuple[LoadedModel, L
 
 
 def local_engine(loaded: LoadedModel, prefix_cache: bool = False, decoder: Decoder | None = None,
-                 draft: LoadedModel | None = None) -> Rewriter:
+                 draft: LoadedModel | None = None, prefix_cache_bytes: int = PREFIX_CACHE_MB << 20) -> Rewriter:
     """An engine on a model already loaded; `decoder` shares one with other users of the model
     (the service's chat completions); `draft`, a model with the same tokenizer, drafts where the
     prediction does not."""
     from .decoding.rewrite import Rewriter
 
-    return Rewriter(loaded, decoder=decoder, prefix_cache=prefix_cache, draft=draft)
+    return Rewriter(loaded, decoder=decoder, prefix_cache=prefix_cache, draft=draft,
+                    prefix_cache_bytes=prefix_cache_bytes)
 
 
 class LazyLocalEngine:
@@ -185,6 +188,10 @@ class LazyLocalEngine:
             self.load(lambda message: None)
         assert self._rewriter is not None
         return self._rewriter.stream(request)
+
+    def prefill(self, request: EditRequest, stopped: Callable[[], bool], code_known: bool = True) -> int:
+        """Rewriter.prefill once the model is loaded (this never loads it); 0 before."""
+        return self._rewriter.prefill(request, stopped, code_known) if self._rewriter is not None else 0
 
     def close(self) -> None:
         """The model stays loaded as long as the process runs."""

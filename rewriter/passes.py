@@ -15,9 +15,12 @@ PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 GPU_PASS_SIZES = PASS_SIZES + (256, 512)
 WIDEST_DECODING_PASS = PASS_SIZES[-1]  # a CPU window's draft plus the token before it
 PROMPT_CHUNK = 256  # measured: a 500-token prompt's pass is as fast in chunks of 256 as in one
-# The int8 paths' attention, as registered with transformers (weights/attention.py). It masks a
-# decoding pass itself (causal within the pass), so decoding.forward.LeanPass calls it with no mask.
+# The int8 paths' attentions, as registered with transformers (weights/attention.py). Both mask a
+# decoding pass themselves (causal within the pass), so decoding.forward.LeanPass calls them with no
+# mask, and compute each row of a decoding pass alone. A prompt's pass, wider, the first computes in
+# chunks; the second computes each row alone too, where this machine's kernels make that cost nothing.
 INT8_ATTENTION = "rewriter_int8_attention"
+INT8_ROW_ATTENTION = "rewriter_int8_row_attention"
 # The GPU path's float64 attention (weights/batch_invariant.py), as registered with transformers:
 # with it, every row of a pass gets the bits it has alone, which the static pass (decoding/static.py) needs.
 FLOAT64_ATTENTION = "rewriter_float64"
@@ -41,16 +44,26 @@ CPU_INT8_BF16_PRIOR = {1: 1.0, 2: 1.33, 4: 2.0, 8: 2.83, 16: 4.51, 32: 8.16, 64:
 GPU_PRIOR = {n: 1.0 + n / 256 for n in GPU_PASS_SIZES}
 
 
+def attention_of(model) -> str | None:
+    """The attention `model` runs, as its config names it."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None)
+
+
 def has_int8_attention(model) -> bool:
-    """Whether `model` runs the int8 paths' attention: row-independent decoding passes, and a wide
-    pass computed chunk by chunk."""
-    return getattr(getattr(model, "config", None), "_attn_implementation", None) == INT8_ATTENTION
+    """Whether `model` runs one of the int8 paths' attentions: row-independent decoding passes."""
+    return attention_of(model) in (INT8_ATTENTION, INT8_ROW_ATTENTION)
+
+
+def has_row_independent_prompts(model) -> bool:
+    """Whether every row of any pass, a prompt's included, gets the bits it has alone: a cache of
+    any prefix of a prompt is then what a cold prefill computes (decoding/prefix_cache.py)."""
+    return is_batch_invariant(model) or attention_of(model) == INT8_ROW_ATTENTION
 
 
 def is_batch_invariant(model) -> bool:
     """Whether `model` was made batch-invariant (weights/batch_invariant.py): its attention is the
     float64 one and its linear layers compute whole blocks of `rows` rows."""
-    return (getattr(getattr(model, "config", None), "_attn_implementation", None) == FLOAT64_ATTENTION
+    return (attention_of(model) == FLOAT64_ATTENTION
             and isinstance(getattr(getattr(model, "lm_head", None), "rows", None), int))
 
 

@@ -100,6 +100,11 @@ class RewritePrompt:
     prefill: str = ""  # the opening of the assistant's turn, written for the model
     # The first lines after each place the code occurs in the context (see echo_targets).
     echo_targets: tuple[tuple[str, ...], ...] = ()
+    # Offsets into the first user message (messages[1]): what comes before `code_at` is the same for
+    # any part of the same file, what comes before `instruction_at` for any instruction on the same
+    # code; a cache of that much can be computed before the request (decoding/rewrite.py's prefill).
+    code_at: int | None = None
+    instruction_at: int | None = None
 
 
 def build_prompt(code: str, instruction: str, language: str = "", context: str | None = None,
@@ -115,22 +120,22 @@ def build_prompt(code: str, instruction: str, language: str = "", context: str |
         return _next_turn(code, instruction, language, context, conversation)
     fence = fence_for(code + (context or ""))
     block = _block(code, fence, language)
-    parts = []
+    before_code = f"{fence}{language}\n"
     if context:
-        parts.append(f"The surrounding file, for context only:\n{fence}{language}\n{context.rstrip()}\n{fence}\n")
-        parts.append(f"The code to edit:\n{block}")
-    else:
-        parts.append(block)
-    parts.append(f"\nInstruction: {instruction.strip()}")
+        before_code = (f"The surrounding file, for context only:\n{fence}{language}\n{context.rstrip()}\n{fence}\n"
+                       f"\nThe code to edit:\n{before_code}")
+    message = f"{before_code}{block[len(fence + language) + 1:]}\n"
+    code_at, instruction_at = len(before_code), len(message)
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": "\n".join(parts)},
+        {"role": "user", "content": f"{message}\nInstruction: {instruction.strip()}"},
     ]
     if not context:  # a whole file: nothing else to echo, and its first line may be the edit
-        return RewritePrompt(messages=messages, prediction=block, fence=fence)
+        return RewritePrompt(messages=messages, prediction=block, fence=fence, code_at=code_at,
+                             instruction_at=instruction_at)
     return RewritePrompt(messages=messages, prediction=block, fence=fence,
                          prefill=answer_opening(code, instruction, f"{fence}{language}\n"),
-                         echo_targets=echo_targets(code, context))
+                         echo_targets=echo_targets(code, context), code_at=code_at, instruction_at=instruction_at)
 
 
 def first_turn(language: str, context: str | None, conversation: Sequence[Turn]) -> RewritePrompt:
@@ -150,12 +155,14 @@ def _next_turn(code: str, instruction: str, language: str, context: str | None,
         messages.append({"role": "assistant", "content": _block(answer, fence, language)})
     messages.append({"role": "user", "content": follow_up(instruction)})
     block = _block(code, fence, language)
+    # messages[1] is the first turn's: so are the places in it.
     if not context:
-        return RewritePrompt(messages=messages, prediction=block, fence=fence)
+        return RewritePrompt(messages=messages, prediction=block, fence=fence, code_at=first.code_at,
+                             instruction_at=first.instruction_at)
     # The echo to watch for is of the lines after the span in the file: the first turn's code is the span.
     return RewritePrompt(messages=messages, prediction=block, fence=fence,
                          prefill=answer_opening(code, instruction, f"{fence}{language}\n"),
-                         echo_targets=first.echo_targets)
+                         echo_targets=first.echo_targets, code_at=first.code_at, instruction_at=first.instruction_at)
 
 
 def follow_up(instruction: str) -> str:

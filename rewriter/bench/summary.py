@@ -33,6 +33,8 @@ def summarize(rows: list[dict]) -> dict:
         "median_forward_passes_per_token": median("forward_passes_per_token"),
         "median_decode_speedup_vs_greedy": median("decode_speedup_vs_greedy"),
         "median_ttft_s": median("ttft_s"),
+        "median_ttft_warm_s": median("ttft_warm_s"),
+        "identical_warm": sum(row["identical_warm"] for row in rows),
         "median_tokens_per_s": {
             "greedy": median("greedy_tokens_per_s"),
             "prompt_lookup": median("prompt_lookup_tokens_per_s"),
@@ -86,7 +88,10 @@ def format_summary(summary: dict) -> str:
         f"(lowest {summary['min_speedup_vs_prompt_lookup']:.2f}x); prompt lookup itself "
         f"{summary['median_prompt_lookup_speedup_vs_greedy']:.2f}x vs greedy",
         f"median forward passes per token: {summary['median_forward_passes_per_token']:.3f}, "
-        f"median time to first token: {summary['median_ttft_s']:.2f}s, peak RSS: {summary['peak_rss_mb']:.0f} MB",
+        f"peak RSS: {summary['peak_rss_mb']:.0f} MB",
+        f"median time to first token: cold {summary['median_ttft_s']:.2f}s, with the prompt up to the "
+        f"instruction computed ahead {summary['median_ttft_warm_s']:.2f}s (the same tokens in "
+        f"{summary['identical_warm']}/{summary['cases']})",
         f"prediction tokens: {summary['accepted_prediction_tokens']} accepted, "
         f"{summary['rejected_prediction_tokens']} rejected",
         *reference,

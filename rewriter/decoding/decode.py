@@ -7,10 +7,10 @@ greedy decoding; only the number of forward passes changes.
 """
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,17 +20,11 @@ from transformers import DynamicCache
 from drafters.base import Drafter
 
 from ..lookahead import Lookahead
-from ..passes import (
-    PROMPT_CHUNK,
-    WIDEST_DECODING_PASS,
-    PassCosts,
-    decoding_passes,
-    has_int8_attention,
-    is_batch_invariant,
-    prompt_passes,
-)
+from ..passes import PassCosts, decoding_passes, has_int8_attention, has_row_independent_prompts, prompt_passes
 from ..results import Stats
 from .forward import LeanPass
+from .preempt import Preempted, preemptible, roll_back
+from .prefix_cache import PREFIX_CACHE_BYTES, Cache, PrefixCache
 from .static import StaticCache, StaticPass
 from .verify import GreedyVerifier, Verifier
 
@@ -39,8 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The KV cache a request extends: transformers' own, or the static path's preallocated one.
-Cache = DynamicCache | StaticCache
 # Returns the number of output tokens to keep once the output is complete, else None. It may
 # keep fewer than earlier steps yielded (an echo of the file is dropped): Stats.output_tokens
 # counts the kept ones.
@@ -57,139 +49,18 @@ class Step:
     done: bool = False
 
 
-# What the prefix caches kept may hold at once: about four 2,000-token files of the 1.5B model
-# (its float32 keys and values take 57 KB a token), which a laptop with 8 GB can spare.
-PREFIX_CACHE_BYTES = 512 << 20
-
-
-@dataclass
-class _Kept:
-    """One request's cache: its prompt and what of its answer was fed (`tokens`), the prompt's
-    positions from `narrow_from` on computed as decoding passes."""
-
-    tokens: list[int]
-    narrow_from: int
-    cache: Cache
-
-
-class PrefixCache:
-    """The KV caches of recent requests, their prompts and answers, so that a request sharing a
-    prefix with one of them prefills only the rest.
-
-    Repeated requests on one file (a user trying instructions one after another) share the
-    system message and the code, which the prompt puts before the instruction; a conversation's
-    next turn (a refine) shares the whole earlier turn, its answer included; requests on several
-    files in turn (an editor's open files, a service's clients) each find their own. What is kept
-    stays within `budget` bytes: the least recently used cache goes first, and the log says so.
-    """
-
-    def __init__(self, rows_independent: bool = False, budget: int = PREFIX_CACHE_BYTES):
-        """`rows_independent`: every row of a pass gets the bits it has alone (a batch-invariant
-        model), so any shared prefix computes as a cold prefill would."""
-        self.kept: list[_Kept] = []  # least recently used first
-        self.rows_independent = rows_independent
-        self.budget = budget
-
-    def take(self, prompt: Sequence[int], narrow_from: int | None = None) -> tuple[Cache | None, int]:
-        """A private copy of the kept cache with the longest shared prefix that a cold prefill
-        would compute the same way (Decoder._prefill), and that prefix's length.
-
-        A prompt's positions before `narrow_from` (default: all of them) are computed in chunks
-        when wider than any decoding pass (passes.PROMPT_CHUNK), the rest as decoding passes, each
-        row alone. A prompt that starts with a kept one's prompt part, at the same bound, reuses
-        all it shares, answer included; otherwise only whole chunks of both prompt parts are
-        reused, and the rest of a wide part stays wide; a narrow prompt part reuses only a narrow one.
-        """
-        bound = len(prompt) if narrow_from is None else narrow_from
-        best, shared = None, 0
-        for kept in reversed(self.kept):  # the most recently used first: it wins a tie
-            reusable = self._reusable(kept, prompt, bound)
-            if reusable > shared:
-                best, shared = kept, reusable
-        if best is None:
-            return None, 0
-        self.kept.remove(best)
-        self.kept.append(best)
-        if isinstance(best.cache, StaticCache):
-            # One buffer, which this request writes past `shared`: what lies there is no longer kept.
-            del best.tokens[shared:]
-        cache = _share(best.cache)
-        if len(best.tokens) > shared:
-            cache.crop(shared - len(best.tokens))
-        return cache, shared
-
-    def _reusable(self, kept: _Kept, prompt: Sequence[int], bound: int) -> int:
-        """How much of `kept` a prompt with this bound can reuse (see take)."""
-        shared = 0
-        limit = min(len(prompt) - 1, len(kept.tokens))  # the last prompt token must be fed for its logits
-        while shared < limit and prompt[shared] == kept.tokens[shared]:
-            shared += 1
-        if not (self.rows_independent or (bound == kept.narrow_from and shared >= bound)):
-            wide = bound > WIDEST_DECODING_PASS
-            if wide != (kept.narrow_from > WIDEST_DECODING_PASS):
-                return 0
-            shared = min(shared, bound, kept.narrow_from)
-            if wide:
-                shared = min(shared, bound - WIDEST_DECODING_PASS - 1) // PROMPT_CHUNK * PROMPT_CHUNK
-        return max(shared, 0)
-
-    def store(self, tokens: Sequence[int], cache: Cache, narrow_from: int) -> None:
-        """Keep `cache`, which holds `tokens`: a prompt whose positions from `narrow_from` on
-        were computed as decoding passes, and what of its answer was fed. It replaces a kept cache
-        whose tokens it extends or starts (the same request's prompt, kept at its prefill; the same
-        prompt again), and a static cache, which is the decoder's one buffer."""
-        tokens = list(tokens)
-        self.kept = [kept for kept in self.kept if not (
-            isinstance(kept.cache, StaticCache) or _starts(kept.tokens, tokens) or _starts(tokens, kept.tokens))]
-        self.kept.append(_Kept(tokens, narrow_from, _share(cache)))
-        held = [cache_bytes(kept.cache) for kept in self.kept]
-        while len(self.kept) > 1 and sum(held) > self.budget:
-            dropped = self.kept.pop(0)
-            log.info("prefix cache: dropped the least recently used cache, %d tokens (%.1f MB), to stay within "
-                     "%.0f MB", len(dropped.tokens), held.pop(0) / 2**20, self.budget / 2**20)
-
-
-def _starts(prefix: list[int], tokens: list[int]) -> bool:
-    return len(prefix) <= len(tokens) and tokens[:len(prefix)] == prefix
-
-
-def cache_bytes(cache: Cache) -> int:
-    """The memory a kept cache holds on to (a static cache is its decoder's either way)."""
-    if isinstance(cache, StaticCache):
-        return 0
-    storages = {}
-    for layer in cache.layers:
-        for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
-            if isinstance(tensor, torch.Tensor):
-                storage = tensor.untyped_storage()
-                storages[storage.data_ptr()] = storage.nbytes()
-    return sum(storages.values())
-
-
-def _share(cache: Cache) -> Cache:
-    """A cache that shares the tensors of `cache` without copying them.
-
-    Cache layers never write into their tensors: appending concatenates into new ones and
-    cropping takes a view, so the stored prefix stays intact while a request extends its copy.
-    A StaticCache is its decoder's one buffer, written in place: it is itself.
-    """
-    if isinstance(cache, StaticCache):
-        return cache
-    shared = copy.copy(cache)
-    shared.layers = [copy.copy(layer) for layer in cache.layers]
-    return shared
-
-
 class Decoder:
     """Decodes one request at a time with one model (not thread-safe: callers serialise)."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, verifier: Verifier | None = None,
                  lookahead: Lookahead | None = None, prefix_cache: bool = False,
-                 pass_costs: PassCosts | None = None, static: bool | None = None):
+                 pass_costs: PassCosts | None = None, static: bool | None = None,
+                 prefix_cache_bytes: int = PREFIX_CACHE_BYTES):
         """`pass_costs`: what the weights say a pass costs (LoadedModel.pass_costs()), the window
         policy's start; None: the device's default shape. Ignored when `lookahead` is given.
         `static`: decode through fixed-shape passes on a preallocated cache (static.py), captured
-        as CUDA graphs on a GPU; default: on a CUDA device, for a batch-invariant model."""
+        as CUDA graphs on a GPU; default: on a CUDA device, for a batch-invariant model.
+        `prefix_cache_bytes`: what the prefix caches kept may hold at once."""
         self.model = model
         self.tokenizer = tokenizer
         self.verifier = verifier or GreedyVerifier()
@@ -205,7 +76,8 @@ class Decoder:
         if static is None:
             static = self.device.type == "cuda"
         self.static = StaticPass.for_model(model) if static else None
-        self.prefix_cache = PrefixCache(is_batch_invariant(model)) if prefix_cache else None
+        self.prefix_cache = (PrefixCache(has_row_independent_prompts(model), prefix_cache_bytes)
+                             if prefix_cache else None)
         # The int8 paths compute a prompt the same in chunks as in one pass; other paths feed it whole.
         self.prompt_in_chunks = has_int8_attention(model)
 
@@ -227,24 +99,62 @@ class Decoder:
                  room: int = 0) -> tuple[Cache, torch.Tensor]:
         """The prompt's cache and last logits; its positions from `bound` on as decoding passes.
         `room`: how many tokens the cache must take after the prompt."""
-        cache, reused = self.prefix_cache.take(prompt, bound) if self.prefix_cache else (None, 0)
-        if self.static is not None and not self.static.confirmed():
-            self.static = None  # it said why
-            cache, reused = None, 0
-        if self.static is not None:
-            cache = self.static.fresh(len(prompt) + room, keep=reused)
-        cache = cache or DynamicCache(config=self.model.config)
-        if self.prompt_in_chunks:
-            passes = prompt_passes(reused, bound) if reused < bound else []
-            passes += decoding_passes(max(reused, bound), len(prompt))
-        else:
-            passes = [(reused, len(prompt))]
-        for begin, end in passes:
+        cache, reused = self._start_cache(prompt, bound, len(prompt) + room)
+        for begin, end in self._passes(reused, bound, len(prompt)):
             logits = self._forward(prompt[begin:end], cache, last_only=True)[-1]
         if self.prefix_cache:
             self.prefix_cache.store(prompt, cache, bound)
         stats.cached_prompt_tokens = reused
         return cache, logits
+
+    def _start_cache(self, prompt: Sequence[int], bound: int, capacity: int) -> tuple[Cache, int]:
+        """A cache for `prompt` holding what the prefix cache has of it, and how many tokens that is."""
+        cache, reused = self.prefix_cache.take(prompt, bound) if self.prefix_cache else (None, 0)
+        if self.static is not None and not self.static.confirmed():
+            self.static = None  # it said why
+            cache, reused = None, 0
+        if self.static is not None:
+            cache = self.static.fresh(capacity, keep=reused)
+        return cache or DynamicCache(config=self.model.config), reused
+
+    def _passes(self, start: int, bound: int, end: int) -> list[tuple[int, int]]:
+        """The passes that feed a prompt's positions start..end, those from `bound` on as decoding passes."""
+        if not self.prompt_in_chunks:
+            return [(start, end)]
+        passes = prompt_passes(start, min(bound, end)) if start < min(bound, end) else []
+        return passes + decoding_passes(max(start, bound), end)
+
+    @torch.inference_mode()
+    def prefill(self, prompt: Sequence[int], narrow_from: int | None = None,
+                stopped: Callable[[], bool] = lambda: False) -> int:
+        """Compute the cache of `prompt`, the start of requests to come, as `generate` would with
+        the same `narrow_from`, and keep it in the prefix cache; what was kept before is reused.
+
+        `stopped` is asked before every pass and, on the dynamic path, before every module of a
+        pass: once it is true the work stops within a fraction of a pass, the passes done are
+        kept and the abandoned one is dropped. Returns how many of the tokens are now kept.
+        """
+        if self.prefix_cache is None:
+            raise ValueError("prefill needs a decoder that keeps prefix caches")
+        prompt = list(prompt)
+        bound = len(prompt) if narrow_from is None else narrow_from
+        if not prompt or self.prefix_cache.holds(prompt, bound):
+            return len(prompt)
+        # take() leaves a prompt's last token to be fed: a cache of all of it would be taken whole.
+        cache, reused = self._start_cache(prompt + [prompt[-1]], bound, len(prompt))
+        done = reused
+        try:
+            with preemptible(self.model, stopped) if isinstance(cache, DynamicCache) else nullcontext():
+                for begin, end in self._passes(reused, bound, len(prompt)):
+                    if stopped():
+                        break
+                    self._forward(prompt[begin:end], cache, last_only=True)
+                    done = end
+        except Preempted:
+            roll_back(cache, done)
+        if done > reused:
+            self.prefix_cache.store(prompt[:done], cache, bound)
+        return done
 
     def generate(self, prompt: Sequence[int], drafter: Drafter | None, max_new_tokens: int,
                  stop: StopCheck | None = None, verifier: Verifier | None = None,

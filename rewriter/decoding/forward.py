@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..passes import INT8_ATTENTION, WIDEST_DECODING_PASS, has_int8_attention
+from ..passes import WIDEST_DECODING_PASS, attention_of, has_int8_attention
 
 # The attention classes whose layers LeanPass and the static pass know (their modules share Llama's structure).
 LEAN_ATTENTIONS = ("Qwen2Attention", "LlamaAttention")
@@ -77,7 +77,7 @@ class LeanPass:
             return None
         from transformers import AttentionInterface
 
-        attend = AttentionInterface().get(INT8_ATTENTION)
+        attend = AttentionInterface().get(attention_of(model))
         return cls(model, rotate, attend) if attend is not None else None
 
     def __call__(self, ids: torch.Tensor, cache) -> torch.Tensor | None:

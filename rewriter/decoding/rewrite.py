@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from drafters import Drafter, rewrite_drafter
@@ -13,6 +13,7 @@ from ..engine import EditRequest, SamplingParams, Turn, require_instruction
 from ..prompt import RewritePrompt, build_prompt, closing_fence_end, echo_scan, first_turn, prediction_ids
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .decode import Decoder, Stats, StopCheck
+from .prefix_cache import PREFIX_CACHE_BYTES
 from .sampling import make_verifier, model_drafter
 from .verify import Verifier
 
@@ -71,6 +72,13 @@ class AnswerEnd:
         return self.fence(output)
 
 
+@dataclass(frozen=True)
+class EncodedPrompt:
+    ids: list[int]
+    code_start: int | None = None  # tokens before the code to edit (RewritePrompt.code_at); None: unknown
+    instruction_start: int | None = None  # tokens before the instruction (RewritePrompt.instruction_at)
+
+
 class Rewriter:
     """Rewrites code with one loaded model; holds the decoder so costs learned carry across requests.
 
@@ -81,10 +89,11 @@ class Rewriter:
     ready = True
 
     def __init__(self, loaded: LoadedModel, decoder: Decoder | None = None, prefix_cache: bool = False,
-                 draft: LoadedModel | None = None):
+                 draft: LoadedModel | None = None, prefix_cache_bytes: int = PREFIX_CACHE_BYTES):
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.decoder = decoder or Decoder(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache,
+                                          prefix_cache_bytes=prefix_cache_bytes,
                                           pass_costs=loaded.pass_costs())
         self.stop = fence_stop(self.tokenizer)  # a whole-file answer's end (no prefill, nothing to echo)
         # A small model with the same tokenizer, drafting (argmax: exact for any sampling) where the file does not.
@@ -101,8 +110,29 @@ class Rewriter:
 
     def encode_prompt(self, prompt: RewritePrompt) -> list[int]:
         """The prompt's tokens; a prefilled answer opening follows the assistant turn's header."""
+        return self.encode(prompt).ids
+
+    def encode(self, prompt: RewritePrompt) -> EncodedPrompt:
+        """The prompt's tokens, and how many of them come before its code and its instruction
+        (RewritePrompt.code_at, instruction_at), where the tokenizer can tell."""
         prefill = self.tokenizer.encode(prompt.prefill, add_special_tokens=False) if prompt.prefill else []
-        return self.encode_messages(prompt.messages) + prefill
+        if prompt.instruction_at is None or not getattr(self.tokenizer, "is_fast", False):
+            return EncodedPrompt(self.encode_messages(prompt.messages) + prefill)
+        encoded = self.tokenizer.apply_chat_template(prompt.messages, add_generation_prompt=True, return_dict=True,
+                                                     tokenizer_kwargs={"return_offsets_mapping": True})
+        text = self.tokenizer.apply_chat_template(prompt.messages, add_generation_prompt=True, tokenize=False)
+        ids, offsets = list(encoded["input_ids"]), encoded["offset_mapping"]  # type: ignore[index, call-overload]  # a BatchEncoding
+        message = str(text).find(prompt.messages[1]["content"])
+        if message < 0:  # a template that rewrites the message
+            return EncodedPrompt(ids + prefill)
+
+        def tokens_before(chars: int | None) -> int | None:
+            if chars is None:
+                return None
+            # The tokens that end before the offset: a token running across it is left out.
+            return next((index for index, (_, end) in enumerate(offsets) if end > message + chars), len(ids))
+
+        return EncodedPrompt(ids + prefill, tokens_before(prompt.code_at), tokens_before(prompt.instruction_at))
 
     def encode_prediction(self, prompt: RewritePrompt) -> list[int]:
         # The rest of the answer the model would write if it changed nothing (the prefill is the prompt's).
@@ -122,7 +152,12 @@ class Rewriter:
 
     def fit(self, prompt: RewritePrompt, max_new_tokens: int | None) -> tuple[list[int], list[int], int]:
         """The prompt's and the prediction's ids and the output budget; ContextTooLarge when they do not fit."""
-        prompt_ids = self.encode_prompt(prompt)
+        encoded, prediction, budget = self._fit(prompt, max_new_tokens)
+        return encoded.ids, prediction, budget
+
+    def _fit(self, prompt: RewritePrompt, max_new_tokens: int | None) -> tuple[EncodedPrompt, list[int], int]:
+        encoded = self.encode(prompt)
+        prompt_ids = encoded.ids
         prediction = self.encode_prediction(prompt)
         room = self.loaded.context_length - len(prompt_ids)
         # An edit may grow the code; leave room for twice the prediction, and some more.
@@ -133,7 +168,7 @@ class Rewriter:
                 f"tokens and the answer needs about {len(prediction)} more, but the model takes "
                 f"{self.loaded.context_length} in all; rewrite a smaller part"
             )
-        return prompt_ids, prediction, min(wanted, room)
+        return encoded, prediction, min(wanted, room)
 
     def stream(self, request: EditRequest, *, drafter: Callable[[list[int]], Drafter] | None = None,
                verifier: Verifier | None = None) -> Generator[Progress | RewriteResult, None, None]:
@@ -146,14 +181,14 @@ class Rewriter:
         require_instruction(request.instruction)
         answer = AnswerStream(request, prefilled=True)
         try:
-            prompt_ids, prediction, budget = self.fit(answer.prompt, request.max_new_tokens)
+            encoded, prediction, budget = self._fit(answer.prompt, request.max_new_tokens)
         except ContextTooLarge:
             if not request.conversation:
                 raise
             # The earlier turns do not fit beside this one: ask for the change alone, as a new request.
             request = replace(request, conversation=())
             answer = AnswerStream(request, prefilled=True)
-            prompt_ids, prediction, budget = self.fit(answer.prompt, request.max_new_tokens)
+            encoded, prediction, budget = self._fit(answer.prompt, request.max_new_tokens)
         prompt = answer.prompt
         sampling = request.sampling
         verifier = verifier or (make_verifier(sampling) if sampling is not None else None)
@@ -163,7 +198,7 @@ class Rewriter:
         narrow_from = None  # a refine: the first turn's prompt, then what its answer's decoding computed
         if request.conversation:
             narrow_from = len(self.encode_prompt(first_turn(request.language, request.context, request.conversation)))
-        for step in self.decoder.generate(prompt_ids, drafts, budget, stop, verifier=verifier,
+        for step in self.decoder.generate(encoded.ids, drafts, budget, stop, verifier=verifier,
                                           narrow_from=narrow_from):
             stats = step.stats
             settled = answer.feed(step.text)
@@ -172,6 +207,19 @@ class Rewriter:
         if stop.cut is not None:
             answer.echo_stopped(stop.cut, stop.dropped)
         yield from answer.finish(stats)
+
+    def prefill(self, request: EditRequest, stopped: Callable[[], bool] = lambda: False,
+                code_known: bool = True) -> int:
+        """Compute ahead what every request on `request`'s code and file shares whatever its
+        instruction (with `code_known` false: on its file, whatever its code), as `stream` will use
+        it; how many prompt tokens are now kept. Stops soon after `stopped()` says so, keeping what
+        was done (Decoder.prefill); needs the prefix cache."""
+        answer = AnswerStream(request, prefilled=True)
+        encoded = self.encode(answer.prompt)
+        end = encoded.instruction_start if code_known else encoded.code_start
+        if end is None or self.decoder.prefix_cache is None:
+            return 0
+        return self.decoder.prefill(encoded.ids[:end], stopped=stopped)
 
     def rewrite(self, code: str, instruction: str, language: str = "", context: str | None = None,
                 max_new_tokens: int | None = None, sampling: SamplingParams | None = None,

@@ -144,7 +144,8 @@ class Backend:
         self.draft = draft  # drafts where the prediction does not, for chat and rewrites alike
         self.tokenizer = loaded.tokenizer
         self.limits = limits
-        self.decoder = Decoder(loaded.model, loaded.tokenizer, prefix_cache=True, pass_costs=loaded.pass_costs())
+        self.decoder = Decoder(loaded.model, loaded.tokenizer, prefix_cache=True, pass_costs=loaded.pass_costs(),
+                               prefix_cache_bytes=limits.prefix_cache_mb << 20)
         # What answers /v1/rewrites and drafts for chat: the model's Rewriter (tests script one
         # with the same interface).
         self.rewriter = rewriter or local_engine(loaded, decoder=self.decoder, draft=draft)

@@ -14,7 +14,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from ..edits.target import line_count
-from ..engine import SamplingParams, Turn, instruction_is_empty
+from ..engine import PREFIX_CACHE_MB, SamplingParams, Turn, instruction_is_empty
 from ..prompt import NoCodeBlock
 from ..results import RewriteError
 
@@ -32,6 +32,7 @@ class Limits:
     max_output_tokens: int = 8192
     read_timeout_s: float = 30.0  # for a request's headers, and again for its body
     max_connections: int = 64  # open connections and requests; beyond that uvicorn answers 503
+    prefix_cache_mb: int = PREFIX_CACHE_MB  # what the caches of recent requests' prompts may hold
 
 
 class ApiError(Exception):

@@ -5,8 +5,10 @@ left in floating point, computes each row of a pass decoding makes with products
 by the row's own position (_span_attention), so its summation order is the same in any pass.
 Where this machine's kernels still sum a row differently by the pass's shape (checked at load,
 _float32_keeps_rows), it runs in float64 and rounds back, and the difference vanishes in the
-rounding. A prompt's pass, wider than any decoding pass, runs attention in float32 in fixed chunks
-(_int8_attention): the same computation however the prompt is split at chunk bounds.
+rounding. A prompt's pass, wider than any decoding pass, is computed row by row in the same way
+where float32 keeps the rows' bits (_int8_row_attention: then a prompt's cache computed in any split
+is the same, at no cost); elsewhere, float64 would cost too much there, and it runs in float32 in
+fixed chunks (_int8_attention): the same computation however the prompt is split at chunk bounds.
 
 The GPU path (batch_invariant.py) runs all attention in float64, rounded back (_float64_attention).
 Both register with transformers under their own names (register_float64_attention,
@@ -19,10 +21,10 @@ import functools
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from ..passes import FLOAT64_ATTENTION, INT8_ATTENTION, PROMPT_CHUNK, WIDEST_DECODING_PASS
+from ..passes import FLOAT64_ATTENTION, INT8_ATTENTION, INT8_ROW_ATTENTION, PROMPT_CHUNK, WIDEST_DECODING_PASS
 
-# The GPU path's float64 attention (_float64_attention) and the int8 paths' (_int8_attention) are
-# named in passes.py (FLOAT64_ATTENTION, INT8_ATTENTION), which the decoding loop reads too.
+# The GPU path's float64 attention (_float64_attention) and the int8 paths' (_int8_attention,
+# _int8_row_attention) are named in passes.py, which the decoding loop reads too.
 # Positions a decoding pass's attention takes at a time (measured: 8 to 32 do alike).
 DECODING_ATTENTION_BLOCK = 16
 # A decoding row attends over its keys rounded up to a multiple of this (_span_attention).
@@ -169,20 +171,29 @@ def _int8_attention(module, query, key, value, attention_mask, **kwargs):
     return torch.cat(pieces, dim=1), None
 
 
+def _int8_row_attention(module, query, key, value, attention_mask, **kwargs):
+    """The int8 paths' attention where float32 keeps each row's bits (_float32_keeps_rows): every
+    pass, a prompt's included, as a decoding pass (_decoding_attention)."""
+    return _decoding_attention(module, query, key, value, attention_mask, **kwargs)
+
+
 def register_float64_attention() -> str:
     """Register float64 SDPA with transformers; returns its name for `_attn_implementation`."""
     return _register(FLOAT64_ATTENTION, _float64_attention)
 
 
 def prepare_int8_attention(config) -> str:
-    """Register the int8 paths' attention (_int8_attention) and settle, for `config`'s heads on
-    this machine, whether decoding attends in float32 (the check takes about 0.1 s: done here, so
-    that neither a request nor a timed pass pays it); returns the attention's name."""
+    """Register the int8 paths' attentions and settle, for `config`'s heads on this machine,
+    whether they attend in float32 (the check takes about 0.1 s: done here, so that neither a
+    request nor a timed pass pays it); returns the name of the one to run: every row alone where
+    float32 keeps the rows' bits (_int8_row_attention), else prompts in chunks (_int8_attention)."""
     heads = config.num_attention_heads
     key_heads = getattr(config, "num_key_value_heads", None) or heads
     width = getattr(config, "head_dim", None) or config.hidden_size // heads
-    _float32_keeps_rows(key_heads, heads // key_heads, width, torch.get_num_threads())
-    return _register(INT8_ATTENTION, _int8_attention)
+    keeps_rows = _float32_keeps_rows(key_heads, heads // key_heads, width, torch.get_num_threads())
+    chunked = _register(INT8_ATTENTION, _int8_attention)
+    by_row = _register(INT8_ROW_ATTENTION, _int8_row_attention)
+    return by_row if keeps_rows else chunked
 
 
 def _register(name: str, attention) -> str:

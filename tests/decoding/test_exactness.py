@@ -4,7 +4,8 @@ import random
 import pytest
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
-from rewriter.decoding.decode import Decoder, cache_bytes
+from rewriter.decoding.decode import Decoder
+from rewriter.decoding.prefix_cache import cache_bytes
 from tests.helpers.exactness import KINDS, edited
 from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 
@@ -107,7 +108,7 @@ def test_the_least_recently_used_cache_goes_first_when_the_budget_is_spent(setup
     decoder.prefix_cache.budget = int(2.5 * cache_bytes(decoder.prefix_cache.kept[0].cache))  # two files' room
     decode(decoder, files[1], None, 4)
     decode(decoder, files[0], None, 4)  # used again: the second file is now the least recent
-    with caplog.at_level("INFO", logger="rewriter.decoding.decode"):
+    with caplog.at_level("INFO", logger="rewriter.decoding.prefix_cache"):
         decode(decoder, files[2], None, 4)
     assert "dropped the least recently used cache, 53 tokens" in caplog.text  # the prompt and 3 tokens fed
     assert [kept.tokens[:50] for kept in decoder.prefix_cache.kept] == [files[0], files[2]]

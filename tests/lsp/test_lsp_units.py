@@ -54,6 +54,17 @@ def test_engine_dtype_is_an_option_and_reaches_the_embedded_engine():
     assert options.engine.dtype == "auto" and "engine.dtype" in warnings[0]
 
 
+def test_prefill_ahead_and_the_prefix_cache_budget_are_options_that_reach_the_engine():
+    from lsp.engines import make_engine
+
+    options, warnings = parse_options({"prefillAhead": False, "engine": {"prefixCacheMb": 64}})
+    assert warnings == [] and options.prefill_ahead is False
+    assert make_engine(options.engine).settings.prefix_cache_mb == 64
+    options, warnings = parse_options({"prefillAhead": "yes", "engine": {"prefixCacheMb": -1}})
+    assert options.prefill_ahead is True and options.engine.prefix_cache_mb == 512
+    assert any("prefillAhead" in w for w in warnings) and any("engine.prefixCacheMb" in w for w in warnings)
+
+
 def test_selection_covers_whole_lines():
     assert selection_lines(3, 2, 5, 1, 10) == range(3, 6)
     assert selection_lines(3, 0, 5, 0, 10) == range(3, 5)  # ends at a line start: that line is out

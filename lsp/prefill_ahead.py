@@ -1,0 +1,157 @@
+"""The prompt of the document being worked on, computed before a rewrite is asked for
+(Rewriter.prefill): the rewrite then prefills only its instruction.
+
+What is computed: for the lines a code action was last asked for (the editor asks as the cursor
+moves), the rewrite's whole prompt up to its instruction; otherwise, when the document goes along
+as context (contextChars), the prompt up to the code. Low priority by construction: it starts once
+the model is loaded and the document has been idle for IDLE_S, only while no rewrite runs; it
+holds the decode lock as a rewrite does, and a rewrite that starts preempts it, which takes a
+fraction of a pass. What it computed stays in the engine's prefix cache (engine.prefixCacheMb), so
+after a change only what follows the change is computed again.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Protocol
+
+from pygls.workspace import Workspace
+
+from rewriter.engine import EditRequest
+
+from .editor_rewrite import rewrite_session
+from .options import Options
+from .targets import document_context, document_target
+
+log = logging.getLogger(__name__)
+
+IDLE_S = 0.75  # after an open, a change or a code action: typing goes on in bursts shorter than this
+# What the prompt holds after the part computed ahead: any text does, as it is not computed.
+INSTRUCTION_PLACEHOLDER = "(the instruction comes with the rewrite)"
+
+
+class PrefillHost(Protocol):
+    """What prefilling needs from the language server (lsp/server.py)."""
+
+    options: Options
+    decode_lock: asyncio.Lock
+    engine: object | None
+    jobs: dict
+
+    def language_of(self, document) -> str: ...
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+
+class PrefillAhead:
+    def __init__(self, host: PrefillHost):
+        self.host = host
+        self.pointed: dict[str, range] = {}  # uri -> the lines a code action was last asked for
+        self.latest: str | None = None  # the document touched last: the one computed
+        self.running = False  # a prefill holds the decode lock
+        self._stop = threading.Event()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def touched(self, uri: str, lines: range | None = None) -> None:
+        """The document was opened or changed, or a code action was asked for its `lines`: compute
+        its prompt once it has been idle a while. A prefill of what it was before stops."""
+        if not self.host.options.prefill_ahead:
+            return
+        if lines is not None:
+            self.pointed[uri] = lines
+        if lines is not None or uri != self.latest or self.running:
+            self._stop.set()
+        self.latest = uri
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(IDLE_S, self._start)
+
+    def closed(self, uri: str) -> None:
+        self.pointed.pop(uri, None)
+        if self.latest == uri:
+            self.latest = None
+            self._stop.set()
+
+    def preempt(self) -> None:
+        """A rewrite is about to start: a prefill running stops now (keeping what it computed), and
+        none starts until the next change."""
+        self._stop.set()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _start(self) -> None:
+        self._timer = None
+        asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        host, uri = self.host, self.latest
+        prefill = getattr(host.engine, "prefill", None)
+        if uri is None or prefill is None or not getattr(host.engine, "ready", False):
+            return
+        if host.jobs or host.decode_lock.locked():
+            return  # a rewrite runs; it will change the document, which brings the next prefill
+        planned = self._request(host.engine, uri)
+        if planned is None:
+            return
+        request, code_known = planned
+        async with host.decode_lock:
+            self._stop.clear()
+            self.running = True
+            start = time.perf_counter()
+            try:
+                kept = await _in_thread(prefill, request, self._stop.is_set, code_known)
+            except Exception:  # background work: a failure is the log's, never the user's rewrite's
+                log.exception("prefill ahead of %s failed", uri)
+                return
+            finally:
+                self.running = False
+        log.info("prefill ahead: %d prompt tokens of %s kept (%s), %.2f s", kept, uri,
+                 "to the instruction" if code_known else "to the code", time.perf_counter() - start)
+
+    def _request(self, engine, uri: str) -> tuple[EditRequest, bool] | None:
+        """What a rewrite in the document would send, and whether its code is known; None when
+        there is nothing worth computing."""
+        workspace, options = self.host.workspace, self.host.options
+        if uri not in workspace.text_documents:
+            return None
+        document = workspace.get_text_document(uri)
+        count = len(document.lines)
+        lines = self.pointed.get(uri)
+        code_known = lines is not None and lines.stop <= count and len(lines) <= options.max_rewrite_lines
+        if not code_known:
+            if count < 2:
+                return None
+            lines = range(0, 1)  # any part: only what precedes the code is computed
+        assert lines is not None
+        context = document_context(document.source, lines, count, options.context_chars)
+        if context is None and not code_known:
+            return None  # the prompt before the code is the system message alone
+        target = document_target(document.source, lines)
+        session = rewrite_session(engine, target, INSTRUCTION_PLACEHOLDER, self.host.language_of(document),
+                                  options, context)
+        return session.request(context_window=0), code_known
+
+
+async def _in_thread(function, *args):
+    """`function(*args)` in a daemon thread: a prefill left running never holds up the process's exit."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def work() -> None:
+        try:
+            result = function(*args)
+        except BaseException as error:  # handed to the awaiting task
+            outcome, value = done.set_exception, error
+        else:
+            outcome, value = done.set_result, result
+        try:
+            loop.call_soon_threadsafe(lambda: done.done() or outcome(value))
+        except RuntimeError:  # the loop has closed: nobody waits any more
+            pass
+
+    threading.Thread(target=work, name="prefill-ahead", daemon=True).start()
+    return await done
