@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from lsprotocol import types
 from pygls.progress import Progress as ProgressReporter
@@ -12,8 +12,13 @@ from rewriter.engine import Engine
 
 from .options import Options
 
-if TYPE_CHECKING:
-    from .prefill_ahead import PrefillAhead
+
+class BackgroundWork(Protocol):
+    """Work done ahead of rewrites (lsp/prefill_ahead.py), which gives way to one."""
+
+    running: bool  # it holds the decode lock now
+
+    def preempt(self) -> None: ...
 
 
 class RewriteHost(Protocol):
@@ -22,7 +27,7 @@ class RewriteHost(Protocol):
 
     options: Options
     decode_lock: asyncio.Lock
-    prefill_ahead: PrefillAhead
+    prefill_ahead: BackgroundWork
 
     async def get_engine(self, report) -> Engine: ...
 
