@@ -197,11 +197,16 @@ class EditorRewrite:
         lock = server.decode_lock if not engine.concurrent else None
         if lock is not None:
             server.prefill_ahead.preempt()  # work done ahead gives way within a fraction of a pass
-            if lock.locked() and not server.prefill_ahead.running:
+            preempted = server.prefill_ahead.running
+            if lock.locked() and not preempted:
                 self.progress.report("waiting for another rewrite to finish")
+            asked = time.perf_counter()
             acquired, _ = await self._unless_stopped(lock.acquire(), cancel=True)
             if not acquired:
                 return self._stopped()
+            if preempted:
+                waited_ms = 1000 * (time.perf_counter() - asked)
+                log.info("rewrite %s: the prefill ahead gave way in %.0f ms", self.id, waited_ms)
         try:
             if self.cancelled.is_set():
                 return self._stopped()

@@ -14,11 +14,12 @@ function configuration(user: Record<string, unknown> = {}) {
 describe('initializationOptions', () => {
   it('sends the defaults nested at their dots, and no server.* setting', () => {
     assert.deepStrictEqual(initializationOptions(configuration(), properties), {
-      engine: { kind: 'embedded', dtype: 'auto', timeoutS: 120 },
+      engine: { kind: 'embedded', dtype: 'auto', timeoutS: 120, prefixCacheMb: 512 },
       presets: ['Add docstrings', 'Add type hints', 'Simplify', 'Fix the diagnostic here'],
       maxRewriteLines: 400,
       contextChars: 0,
       streamEdits: 'auto',
+      prefillAhead: true,
       review: true, // the extension shows the review; the server's default (off) is for clients without one
     });
   });
@@ -32,7 +33,7 @@ describe('initializationOptions', () => {
       'engine.kind': 'openai', 'engine.url': ' http://127.0.0.1:8000/v1 ', 'engine.model': '',
       'maxNewTokens': 256, 'presets': ['Make it async'], 'server.path': '/usr/bin/rewriter',
     }), properties);
-    assert.deepStrictEqual(options.engine, { kind: 'openai', url: 'http://127.0.0.1:8000/v1', dtype: 'auto', timeoutS: 120 });
+    assert.deepStrictEqual(options.engine, { kind: 'openai', url: 'http://127.0.0.1:8000/v1', dtype: 'auto', timeoutS: 120, prefixCacheMb: 512 });
     assert.strictEqual(options.maxNewTokens, 256);
     assert.deepStrictEqual(options.presets, ['Make it async']);
     assert.ok(!('server' in options));
