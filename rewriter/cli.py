@@ -283,11 +283,12 @@ def add_apply(commands) -> None:
                        help="print the diff of each refused answer, with the reason")
     tests = apply.add_argument_group("tests (each file's edit is kept only if they pass)")
     tests.add_argument("--test", metavar="CMD",
-                       help="shell command run before any edit (must pass) and after each file's edit is written; "
-                            "an edit it fails with is put back byte for byte, the model asked again with the "
-                            "output's last lines (implies --write; files one at a time)")
-    tests.add_argument("--tries", type=int, default=2, metavar="N",
-                       help="answers asked for per file under --test, the first included (default 2)")
+                       help="shell command run before any edit (failing there, it says what the edit is to fix) "
+                            "and after each file's edit is written; an edit it fails with is put back byte for "
+                            "byte, the model asked again with the output's last lines (implies --write; files "
+                            "one at a time)")
+    tests.add_argument("--tries", type=int, default=4, metavar="N",
+                       help="answers asked for per file under --test, the first included (default 4)")
     tests.add_argument("--test-timeout", type=float, default=300.0, metavar="S",
                        help="seconds CMD may run before it is stopped and counts as failed (default 300)")
     apply.add_argument("--json", action="store_true", help="one JSON report on stdout instead of diffs and a table")

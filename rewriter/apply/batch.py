@@ -372,7 +372,7 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
     plan_all(jobs, options, say)
     started = time.perf_counter()
     if options.test:
-        check_baseline(options, say)  # before the model loads: failing tests stop the run here
+        check_baseline(options, say)  # before the model loads: what fails already is said first
     engine = make_engine()
     # Files decode in threads while one is reviewed: no progress bar drawn over the questions.
     report = progress_report(stderr, quiet or (options.review is not None and workers > 1), json_output)

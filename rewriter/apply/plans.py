@@ -32,7 +32,7 @@ class Options:
     snippet: str | None = None
     # --test: a shell command that must pass after each file's edit, or the edit is put back
     test: str | None = None
-    tries: int = 2  # answers asked for per file under --test, the first included
+    tries: int = 4  # answers asked for per file under --test, the first included
     test_timeout: float = 300.0  # seconds the test command may run before it counts as failed
     review: Review | None = None  # --interactive: each hunk is asked about; what is accepted is written
 

@@ -78,7 +78,7 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
         job.merge, job.merge_reason = MODEL, outcome.reason
         say(f"{job.display}: {outcome.reason}; the model merges the snippet")
         if options.test:
-            check_baseline(options, say)  # before the model loads: failing tests stop the run here
+            check_baseline(options, say)  # before the model loads: what fails already is said first
         model_options = replace(options, snippet=snippet.decode("utf-8"))  # the merge decoded it already
         engine = make_engine()
         try:

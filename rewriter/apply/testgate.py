@@ -1,16 +1,18 @@
 """`rewriter apply --test CMD`: the user's tests decide whether a file's edit stays.
 
-CMD runs once before any edit: if it fails then, nothing is changed. After that each file's edit is
-written and CMD runs on it (a shell command in the current directory, in its own process group,
-killed when it outlasts --test-timeout). The edit stays only if CMD passes; otherwise the file's
-original bytes are put back and, while tries remain, the model is asked again with its answer and
-the last lines of CMD's output (session.Feedback). Writing, testing and putting back run with
-Ctrl-C and SIGTERM held (recorded, then raised once the file is safe), so that an interrupted run
-leaves every file as it was or as an edit that passed.
+CMD runs once before any edit. If it fails then (the usual reason to give it: "fix the bug in
+add" with test_add failing), the run says which tests fail and goes on: an edit fixes them or is
+put back. Then each file's edit is written and CMD runs on it (a shell command in the current
+directory, in its own process group, killed when it outlasts --test-timeout). The edit stays only
+if CMD passes; otherwise the file's original bytes are put back and, while tries remain, the model
+is asked again with its answer and the last lines of CMD's output (session.Feedback). Writing,
+testing and putting back run with Ctrl-C and SIGTERM held (recorded, then raised once the file is
+safe), so that an interrupted run leaves every file as it was or as an edit that passed.
 """
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from ..edits.files import UTF8_BOM, FileError, atomic_write, replace_bytes
-from .plans import BatchError, FilePlan, Options
+from .plans import FilePlan, Options
 
 PASSED, FAILED, TIMED_OUT, INTERRUPTED = "passed", "failed", "timed out", "interrupted"  # CommandRun.outcome
 TAIL_LINES = 50  # of CMD's output, sent to the model and shown to the user (as Aider's benchmark sends)
@@ -106,14 +108,23 @@ def _tail(output: IO[bytes]) -> str:
     return "\n".join(lines[-TAIL_LINES:])[-TAIL_CHARS:]
 
 
-def check_baseline(options: Options, say: Callable[[str], None]) -> None:
-    """CMD on the files as they are: it must pass, or the run stops before any edit (BatchError)."""
+# A failed test as pytest's short summary names it ("FAILED tests/test_m.py::test_add - ...").
+PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+
+
+def check_baseline(options: Options, say: Callable[[str], None]) -> CommandRun:
+    """CMD on the files as they are. Failing, it is what the edit is to fix: the run goes on, and
+    says which tests fail (pytest's names where its summary gives them, else its output's end)."""
     assert options.test is not None
     say(f"running the tests before any edit: {options.test}")
     run = run_tests(options.test, options.test_timeout)
     if not run.passed:
-        raise BatchError(f"the tests fail before any edit ({run.describe(options.test)}); nothing was changed. "
-                         f"The last lines of their output:\n{run.tail}")
+        failing = PYTEST_FAILED.findall(run.tail)
+        which = (f"failing: {', '.join(failing)}" if failing
+                 else f"the last lines of their output:\n{run.tail}")
+        say(f"the tests fail before any edit ({run.describe(options.test)}); an edit is kept only if they "
+            f"pass with it; {which}")
+    return run
 
 
 class HeldSignals:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from rewriter.apply.plans import BatchError, Options
+from rewriter.apply.plans import Options
 from rewriter.apply.snippet import snippet_command
 from rewriter.cli import main
 from tests.helpers.gated import ORIGINAL, TEST, AnsweringEngine, make_project, retried
@@ -108,12 +108,11 @@ def test_a_model_merge_that_fails_the_tests_is_asked_again_with_their_output(pro
     assert file["test"] == {"tries": 2, "outcome": "passed", "output_tail": ""}
 
 
-@pytest.mark.parametrize("snippet", [BREAKS_DOUBLE, AMBIGUOUS])
-def test_tests_failing_before_the_merge_stop_it_before_anything_is_written_or_loaded(project, snippet):
+def test_a_merge_the_tests_failing_before_it_still_fail_with_is_put_back(project):
     (project / "check.py").write_text("raise SystemExit(3)\n")
-    with pytest.raises(BatchError, match="fail before any edit"):
-        merge("m.py", snippet, test=TEST, write=True)
-    assert (project / "m.py").read_bytes() == ORIGINAL
+    code, report = merge("m.py", HINTS_ADD, test=TEST, write=True)
+    [file] = report["files"]
+    assert code == 1 and file["status"] == "failed" and (project / "m.py").read_bytes() == ORIGINAL
 
 
 def test_the_command_line_takes_test_with_snippet(project, capsys):

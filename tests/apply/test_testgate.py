@@ -88,14 +88,43 @@ def test_each_span_the_failed_edit_did_not_change_is_not_asked_again(project, ca
     assert b"return x + x" in (project / "m.py").read_bytes()
 
 
-def test_failing_tests_before_any_edit_stop_the_run_before_the_model_loads(project):
-    (project / "check.py").write_text("print('broken already'); raise SystemExit(3)\n")
+BUGGY = ORIGINAL.replace(b"return a + b", b"return a - b")
 
-    def no_engine():
-        raise AssertionError("the model must not load")
-    with pytest.raises(BatchError, match="(?s)fail before any edit.*status 3.*nothing was changed.*broken already"):
-        apply_command(["m.py"], Options(instruction="x", write=True, test=TEST), no_engine, say=lambda m: None)
+
+def test_tests_failing_before_any_edit_are_what_the_edit_fixes(project):
+    (project / "m.py").write_bytes(BUGGY)
+    said: list[str] = []
+    engine = AnsweringEngine(lambda request: request.code.replace("a - b", "a + b"))
+    options = Options(instruction="Fix the bug in add.", write=True, test=TEST)
+    assert apply_command(["m.py"], options, lambda: engine, say=said.append) == 0
     assert (project / "m.py").read_bytes() == ORIGINAL
+    # Said before the model was asked: what fails, and the rule the edit is kept by.
+    [before] = [line for line in said if "fail before any edit" in line]
+    assert "kept only if they pass" in before and "add(2, 3) returned -1" in before
+    assert len(engine.requests) == 1
+
+
+def test_an_edit_that_does_not_fix_the_failing_tests_is_put_back_after_its_tries(project, capsys):
+    (project / "m.py").write_bytes(BUGGY)
+    engine = AnsweringEngine(lambda request: request.code.replace("def add(a, b):", "def add(a: int, b: int):"))
+    options = Options(instruction="Fix the bug in add.", write=True, test=TEST)
+    assert apply_command(["m.py"], options, lambda: engine, json_output=True, say=lambda m: None) == 1
+    assert (project / "m.py").read_bytes() == BUGGY
+    (file,) = json.loads(capsys.readouterr().out)["files"]
+    assert len(engine.requests) == 4 and file["test"]["tries"] == 4  # the default
+    assert file["status"] == "failed" and "put back as it was" in file["reason"]
+
+
+def test_pytest_failures_before_any_edit_are_named(project):
+    (project / "test_m.py").write_text("import m\n\n\ndef test_add():\n    assert m.add(2, 3) == 5\n\n\n"
+                                       "def test_double():\n    assert m.double(4) == 8\n")
+    (project / "m.py").write_bytes(BUGGY)
+    said: list[str] = []
+    engine = AnsweringEngine(lambda request: request.code.replace("a - b", "a + b"))
+    options = Options(instruction="Fix the bug in add.", write=True, test=f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    assert apply_command(["m.py"], options, lambda: engine, say=said.append) == 0
+    [before] = [line for line in said if "fail before any edit" in line]
+    assert before.endswith("failing: test_m.py::test_add")
 
 
 @pytest.mark.parametrize("settings, words", [
