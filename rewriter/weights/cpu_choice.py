@@ -49,6 +49,11 @@ CHOICE_VERSION = 5
 KERNEL_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
                    "FBGEMM_ENABLE_INSTRUCTIONS",
                    "OMP_NUM_THREADS")
+# The path fastest for a kind of CPU wherever it was timed on a quiet machine (docs/weights.md):
+# FBGEMM's int8 on every x86 CPU with AVX2, with or without AVX-512, VNNI or AMX. A timing taken
+# beside other work never replaces it, and a quiet one only when another path is clearly faster.
+KNOWN_FASTEST = (("avx2", "int8-fbgemm"),)
+CLEARLY_FASTER = 1.2  # another path's expected edit time must beat the known one's by this factor
 # CPU features that decide the int8 kernels.
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16",
              "asimddp", "i8mm", "sve")
@@ -329,8 +334,9 @@ def _swap(model: torch.nn.Module, layers: dict[str, torch.nn.Module]) -> None:
 # The remembered choice -----------------------------------------------------------------------------
 
 
-def cpu_identity() -> str:
-    """The CPU model, its int8-relevant features, core count and the kernel settings in force."""
+def cpu_name_and_flags() -> tuple[str, set[str]]:
+    """The CPU's model name and its feature flags, as /proc/cpuinfo gives them (elsewhere: the
+    platform's processor name and no flags)."""
     name, flags = platform.processor() or platform.machine(), set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -343,6 +349,17 @@ def cpu_identity() -> str:
                 break
     except OSError:
         pass
+    return name, flags
+
+
+def known_fastest(flags: set[str]) -> str | None:
+    """The path KNOWN_FASTEST names for a CPU with these features, if any."""
+    return next((path for feature, path in KNOWN_FASTEST if feature in flags), None)
+
+
+def cpu_identity() -> str:
+    """The CPU model, its int8-relevant features, core count and the kernel settings in force."""
+    name, flags = cpu_name_and_flags()
     features = ",".join(flag for flag in ISA_FLAGS if flag in flags)
     settings = ",".join(f"{key}={os.environ[key]}" for key in KERNEL_SETTINGS if key in os.environ)
     mkldnn = "" if torch.backends.mkldnn.enabled else ",mkldnn off"
@@ -363,6 +380,12 @@ class Choice:
 
     def line(self) -> str:
         return describe(self.dtype, self.costs, self.cached)
+
+
+def _measured_whole(costs: dict[str, dict[int, float]], path: str) -> bool:
+    """Whether `path` ran here and was timed at every width float32 was (not given up on)."""
+    reference = costs.get("float32", {})
+    return path in costs and set(costs[path]) >= set(reference)
 
 
 def faster_of(costs: dict[str, dict[int, float]], other: dict[str, dict[int, float]]) -> dict[str, dict[int, float]]:
@@ -419,10 +442,20 @@ def choose_for(model: PreTrainedModel, model_id: str | None, root: Path,
     spread: dict[str, dict[int, float]] = {}
     made: dict[str, dict[str, torch.nn.Module]] = {}
     costs = (measure or measure_candidates)(model, say=say, spread=spread, made=made)
-    chosen = choose(costs)
-    choice = Choice(chosen, costs, layers=made.get(chosen))
     worst = max((ratio for ratios in spread.values() for ratio in ratios.values()), default=1.0)
     steady = worst <= STEADY_SPREAD
+    chosen = choose(costs)
+    known = known_fastest(cpu_name_and_flags()[1])
+    if known is not None and known != chosen and _measured_whole(costs, known):
+        if not steady:
+            say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU) and named {chosen}; "
+                f"{known}, the fastest path on every CPU of this kind timed so far, is kept")
+            chosen, steady = known, True
+        elif expected_edit_seconds(costs[known]) < CLEARLY_FASTER * expected_edit_seconds(costs[chosen]):
+            chosen = known  # not clearly faster: noise must not flip a start's path
+    elif known is not None and known == chosen:
+        steady = True  # what the timings say agrees with every quiet machine of this kind
+    choice = Choice(chosen, costs, layers=made.get(chosen))
     if not steady and key:
         earlier = remembered(root, key, steady_only=False)
         if earlier is not None and earlier.dtype == choice.dtype:

@@ -153,6 +153,44 @@ def test_a_choice_kept_on_a_busy_machine_keeps_each_pass_s_faster_timing(tmp_pat
     assert kept.cached and kept.costs == VNNI
 
 
+# An x86 CPU with AVX2 where FBGEMM's int8 is the fastest (as on every one timed quiet so far);
+# under load the int8 path's 16-token pass took 7.4 s once and seemed fastest at the other widths.
+FBGEMM_FASTEST = {**VNNI, "int8": {1: 0.045, 16: 0.090, 64: 0.190},
+                  "int8-fbgemm": {1: 0.040, 16: 0.080, 64: 0.180}}
+BUSY_TIMINGS = {**FBGEMM_FASTEST, "int8": {1: 0.020, 16: 0.040, 64: 0.090},
+                "int8-fbgemm": {1: 0.060, 16: 0.200, 64: 0.400}}
+
+
+@pytest.fixture
+def x86_avx2(monkeypatch):
+    monkeypatch.setattr(cpu_choice, "cpu_name_and_flags", lambda: ("an x86 CPU", {"avx2", "fma", "avx512f"}))
+
+
+def test_on_a_busy_machine_the_path_known_fastest_for_the_cpu_is_kept_whatever_the_timings_say(tmp_path, x86_avx2):
+    said = []
+    busy = Counting(BUSY_TIMINGS, spread=2.1)
+    assert choose_for(None, "m", tmp_path, say=said.append, measure=busy).dtype == "int8-fbgemm"
+    assert any("varied up to 2.1x" in line and "named int8" in line and "int8-fbgemm" in line for line in said)
+    later = Counting(VNNI)
+    kept = choose_for(None, "m", tmp_path, measure=later)
+    assert kept.dtype == "int8-fbgemm" and kept.cached and later.calls == 0  # no timing again at the next start
+
+
+def test_a_quiet_machine_leaves_the_known_path_only_for_a_clearly_faster_one(tmp_path, x86_avx2):
+    slightly = {**FBGEMM_FASTEST, "int8": {width: 0.9 * cost for width, cost in FBGEMM_FASTEST["int8-fbgemm"].items()}}
+    assert choose(slightly) == "int8"
+    assert choose_for(None, None, tmp_path, measure=Counting(slightly)).dtype == "int8-fbgemm"
+    clearly = {**FBGEMM_FASTEST, "int8": {width: 0.5 * cost for width, cost in FBGEMM_FASTEST["int8-fbgemm"].items()}}
+    assert choose_for(None, None, tmp_path, measure=Counting(clearly)).dtype == "int8"
+
+
+def test_a_cpu_of_no_known_kind_is_chosen_for_by_its_timings_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(cpu_choice, "cpu_name_and_flags", lambda: ("an ARM CPU", {"asimd", "asimddp"}))
+    assert choose_for(None, "m", tmp_path, measure=Counting(BUSY_TIMINGS, spread=2.1)).dtype == "int8"
+    again = Counting(BUSY_TIMINGS)
+    assert not choose_for(None, "m", tmp_path, measure=again).cached and again.calls == 1  # busy: not kept
+
+
 def test_the_choice_is_remembered_per_cpu_torch_and_model(tmp_path, monkeypatch):
     measure = Counting(AVX2)
     first = choose_for(None, "model-a", tmp_path, measure=measure)
