@@ -194,6 +194,9 @@ class RewriterServer(LanguageServer):
 server = RewriterServer()
 
 
+PROTOCOL_LOGGER = "pygls.protocol"
+
+
 class EditorLog(logging.Handler):
     """Log records go to the editor as window/logMessage once it is connected: Neovim files
     every line a server writes on stderr as an [ERROR]. Until then, and if sending fails, stderr."""
@@ -207,7 +210,9 @@ class EditorLog(logging.Handler):
         self.loop: asyncio.AbstractEventLoop | None = None  # set once the client has initialized
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.loop is None or self.loop.is_closed():
+        # pygls's protocol logs every message it sends (at INFO, "Sending data"): sent to the
+        # editor, each of those would be a message that logs itself again, without end.
+        if self.loop is None or self.loop.is_closed() or record.name.startswith(PROTOCOL_LOGGER):
             self.fallback.handle(record)
             return
         kind = next(kind for level, kind in self.LEVELS if record.levelno >= level)

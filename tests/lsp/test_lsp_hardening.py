@@ -42,6 +42,22 @@ async def test_a_rewrite_command_answers_at_once_and_reports_its_end(tmp_path):
         await editor.stop()
 
 
+async def test_at_log_level_info_the_log_sent_to_the_editor_does_not_feed_on_itself(tmp_path):
+    # pygls logs every message it sends at INFO; sent to the editor, each would log itself again.
+    editor = await Editor.start(VSCODE, SCRIPT, tmp_path, command=("-m", "lsp", "--log-level", "INFO"))
+    try:
+        editor.open(URI, SAMPLE)
+        outcome = await asyncio.wait_for(editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add docstrings"}), 60)
+        assert outcome["status"] == "done"
+        await asyncio.sleep(1)
+        count = len(editor.client.log_messages)
+        await asyncio.sleep(1)
+        assert len(editor.client.log_messages) == count < 200  # quiet once the work is done
+        assert not any("Sending data" in m.message for m in editor.client.log_messages)
+    finally:
+        await editor.stop()
+
+
 async def test_shutdown_while_a_rewrite_runs_answers_cleanly(tmp_path):
     editor = await Editor.start(VSCODE, SCRIPT, tmp_path)
     editor.open(URI, SAMPLE)
