@@ -131,3 +131,19 @@ def int8_tiny_rewriter(qwen_tokenizer):
     loaded = SimpleNamespace(model=model, tokenizer=qwen_tokenizer, context_length=4096, pass_costs=lambda: None,
                              device=torch.device("cpu"), dtype="int8")
     return Rewriter(loaded, prefix_cache=True)  # type: ignore[arg-type]  # the parts of a LoadedModel it reads
+
+
+@pytest.mark.parametrize("start", [0, 57, 200, 256, 300, 512])
+def test_a_prompt_from_any_start_is_fed_in_wide_passes_bounded_at_whole_chunks(start):
+    from rewriter.passes import WIDEST_DECODING_PASS, prompt_passes
+
+    for end in range(start + 1, start + 1200, 37):
+        passes = prompt_passes(start, end)
+        assert passes[0][0] == start and passes[-1][1] == end
+        assert all(a[1] == b[0] for a, b in zip(passes, passes[1:]))
+        if len(passes) > 1:  # a cached prefix of any length does not leave one pass the size of the prompt
+            assert all(stop - begin > WIDEST_DECODING_PASS for begin, stop in passes)
+            assert all(begin % PROMPT_CHUNK == 0 for begin, _ in passes[1:])
+            assert all(stop - begin <= PROMPT_CHUNK + WIDEST_DECODING_PASS for begin, stop in passes)
+        else:
+            assert end - start <= PROMPT_CHUNK + 2 * WIDEST_DECODING_PASS
