@@ -283,3 +283,8 @@ def test_connections_beyond_the_cap_are_answered_503(strict_server):
     finally:
         for sock in idle:
             sock.close()
+
+
+def test_the_prefix_caches_stay_within_the_budget_the_service_was_given(tiny_loaded):
+    backend = Backend(tiny_loaded, Limits(prefix_cache_mb=7))
+    assert backend.decoder.prefix_cache is not None and backend.decoder.prefix_cache.budget == 7 << 20
