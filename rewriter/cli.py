@@ -392,6 +392,24 @@ def add_serve(commands) -> None:
     serve.set_defaults(run=cmd_serve)
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .engines import default_model
+    from .weights.doctor import doctor
+
+    progress = _progress(args)
+    return doctor(args.model or default_model(progress), args.retime, say=print, progress=progress)
+
+
+def add_doctor(commands) -> None:
+    doctor = commands.add_parser("doctor", help="what this machine runs the model on (--dtype auto), and why")
+    doctor.add_argument("--model", help="as for apply (default: the default model)")
+    doctor.add_argument("--retime", action="store_true",
+                        help="forget the kept choice and time the CPU paths again (after a change the key does "
+                             "not see, or a start timed under load)")
+    doctor.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    doctor.set_defaults(run=cmd_doctor)
+
+
 def add_lsp(commands) -> None:
     lsp = commands.add_parser("lsp", help="run the language server (stdio by default)")
     lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on a TCP socket instead of stdio")
@@ -430,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rewriter", description="Rewrite code with a local model, fast.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for add in (add_apply, add_bench, add_serve, add_lsp, add_vllm):  # the order `--help` lists them in
+    for add in (add_apply, add_bench, add_serve, add_lsp, add_vllm, add_doctor):  # the order `--help` lists them in
         add(commands)
     return parser
 

@@ -352,8 +352,9 @@ def cpu_name_and_flags() -> tuple[str, set[str]]:
     return name, flags
 
 
-def known_fastest(flags: set[str]) -> str | None:
-    """The path KNOWN_FASTEST names for a CPU with these features, if any."""
+def known_fastest() -> str | None:
+    """The path KNOWN_FASTEST names for this CPU's features, if any."""
+    flags = cpu_name_and_flags()[1]
     return next((path for feature, path in KNOWN_FASTEST if feature in flags), None)
 
 
@@ -411,15 +412,29 @@ def remembered(root: Path, key: str, steady_only: bool = True) -> Choice | None:
 
 
 def remember(root: Path, key: str, choice: Choice, steady: bool = True) -> None:
-    path = _choices_file(root)
-    try:
-        entries = json.loads(path.read_text())
-        if not isinstance(entries, dict):
-            entries = {}
-    except (OSError, ValueError):
-        entries = {}
+    entries = _entries(root)
     entries[key] = {"dtype": choice.dtype, "costs": choice.costs, "steady": steady,
                     "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    _write_entries(root, entries)
+
+
+def forget(root: Path, key: str) -> None:
+    """Drop the choice kept for `key`: the next start times the paths again."""
+    entries = _entries(root)
+    if entries.pop(key, None) is not None:
+        _write_entries(root, entries)
+
+
+def _entries(root: Path) -> dict:
+    try:
+        entries = json.loads(_choices_file(root).read_text())
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _write_entries(root: Path, entries: dict) -> None:
+    path = _choices_file(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(entries, indent=1) + "\n")
@@ -445,7 +460,7 @@ def choose_for(model: PreTrainedModel, model_id: str | None, root: Path,
     worst = max((ratio for ratios in spread.values() for ratio in ratios.values()), default=1.0)
     steady = worst <= STEADY_SPREAD
     chosen = choose(costs)
-    known = known_fastest(cpu_name_and_flags()[1])
+    known = known_fastest()
     if known is not None and known != chosen and _measured_whole(costs, known):
         if not steady:
             say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU) and named {chosen}; "

@@ -293,6 +293,32 @@ def test_auto_loads_the_measured_choice_and_says_so_in_one_line(tiny_checkpoint,
     assert [line for line in said if line.startswith("dtype auto: int8-bf16 (chosen before")]
 
 
+def test_doctor_says_what_auto_runs_and_why_and_retimes_on_request(tiny_checkpoint, private_cache, monkeypatch):
+    from rewriter.weights.doctor import doctor
+
+    measure = Counting(AVX2)
+    monkeypatch.setattr(cpu_choice, "measure_candidates", measure)
+    monkeypatch.setattr(cpu_choice, "cpu_name_and_flags", lambda: ("an ARM CPU", {"asimd"}))
+    said: list[str] = []
+    assert doctor(str(tiny_checkpoint), retime=False, say=said.append, progress=lambda m: None) == 0
+    assert said[0].startswith("CPU: ") and "no path is known fastest" in said[2]
+    assert "no choice kept yet" in said[3] and said[-1].endswith("now int8-bf16") and measure.calls == 1
+    said.clear()
+    doctor(str(tiny_checkpoint), retime=False, say=said.append, progress=lambda m: None)
+    assert "dtype auto: int8-bf16 (chosen before" in said[-1] and measure.calls == 1  # kept: not timed again
+    said.clear()
+    doctor(str(tiny_checkpoint), retime=True, say=said.append, progress=lambda m: None)
+    assert "the kept choice (int8-bf16) is forgotten" in said[3] and measure.calls == 2
+
+
+def test_forgetting_a_choice_keeps_the_others(tmp_path):
+    choose_for(None, "a", tmp_path, measure=Counting(AVX2))
+    choose_for(None, "b", tmp_path, measure=Counting(VNNI))
+    cpu_choice.forget(tmp_path, cpu_choice.choice_key("a"))
+    assert cpu_choice.remembered(tmp_path, cpu_choice.choice_key("a")) is None
+    assert cpu_choice.remembered(tmp_path, cpu_choice.choice_key("b")).dtype == "int8"
+
+
 def test_auto_quantizes_once_the_layers_it_timed(tiny_checkpoint, private_cache, monkeypatch):
     quantized = []
     real_int8_weights = quantize.int8_weights
