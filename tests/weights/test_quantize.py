@@ -15,6 +15,8 @@ from rewriter.passes import (
     CPU_INT8_PRIOR,
     CPU_PRIOR,
     GPU_PRIOR,
+    INT8_ATTENTION,
+    INT8_ROW_ATTENTION,
     PROMPT_CHUNK,
     WIDEST_DECODING_PASS,
 )
@@ -199,7 +201,18 @@ def test_the_decoder_feeds_a_long_prompt_a_chunk_a_pass_with_the_bits_of_one_pas
         assert torch.equal(layer.keys, one_keys) and torch.equal(layer.values, one_values)
 
 
-def test_a_reused_wide_prompt_prefix_is_exact_and_whole_chunks(int8_model):
+@pytest.fixture(params=[INT8_ATTENTION, INT8_ROW_ATTENTION])
+def prompt_attention(request, int8_model):
+    """The int8 model runs the attention named (prompts in chunks, or each row alone) for one test:
+    which one the load picks depends on this machine's float32 kernels."""
+    before = int8_model.config._attn_implementation
+    int8_model.config._attn_implementation = request.param
+    yield request.param
+    int8_model.config._attn_implementation = before
+
+
+def test_a_reused_wide_prompt_prefix_is_exact_and_whole_chunks_where_prompts_are_chunked(int8_model,
+                                                                                         prompt_attention):
     rng = random.Random(11)
     prompt = [rng.randrange(1, 254) for _ in range(700)]
     tokenizer = CharTokenizer()
@@ -209,8 +222,12 @@ def test_a_reused_wide_prompt_prefix_is_exact_and_whole_chunks(int8_model):
     tokens = []
     for step in decoder.generate(prompt, PromptLookupDrafter(), 60):
         tokens.extend(step.tokens)
-    assert step.stats.cached_prompt_tokens == 2 * PROMPT_CHUNK  # 600 shared, rounded down to whole chunks
     assert tokens == greedy_reference(int8_model, prompt, 60)
+    if prompt_attention == INT8_ROW_ATTENTION:  # every row alone: all that is shared
+        assert step.stats.cached_prompt_tokens == 600
+        assert decoder.prefix_cache.take(prompt[:100])[1] == 99
+        return
+    assert step.stats.cached_prompt_tokens == 2 * PROMPT_CHUNK  # 600 shared, rounded down to whole chunks
     # A narrow prompt computes its rows another way (decoding attention): nothing of a wide one is reused.
     assert decoder.prefix_cache.take(prompt[:100])[1] == 0
 
@@ -233,7 +250,8 @@ def _chat_reference(model, prompt: list[int], narrow_from: int, max_new_tokens: 
 
 
 @pytest.mark.parametrize("first_length", [60, 600])
-def test_a_conversations_next_turn_reuses_the_earlier_answer_and_is_its_chats_plain_greedy(int8_model, first_length):
+def test_a_conversations_next_turn_reuses_the_earlier_answer_and_is_its_chats_plain_greedy(int8_model, first_length,
+                                                                                           prompt_attention):
     # A refine asks again after the first answer: that answer's cache, from speculative passes,
     # is what a cold prefill of the next turn computes too, so reusing it changes no token.
     rng = random.Random(13)
@@ -253,8 +271,10 @@ def test_a_conversations_next_turn_reuses_the_earlier_answer_and_is_its_chats_pl
     cold = [token for step in cold_decoder.generate(prompt, PredictionDrafter(answer), 40, narrow_from=len(first))
             for token in step.tokens]
     assert warm == cold == reference
-    # Asked as a new prompt (no bound), the answer's positions are prompt rows: only whole chunks are reused.
-    assert decoder.prefix_cache.take(prompt)[1] <= (len(first) // PROMPT_CHUNK) * PROMPT_CHUNK
+    if prompt_attention == INT8_ROW_ATTENTION:  # asked as a new prompt, every row as it was computed
+        assert decoder.prefix_cache.take(prompt)[1] == len(prompt) - 1
+    else:  # asked as a new prompt (no bound), the answer's positions are prompt rows: only whole chunks
+        assert decoder.prefix_cache.take(prompt)[1] <= (len(first) // PROMPT_CHUNK) * PROMPT_CHUNK
 
 
 @pytest.mark.parametrize("int8", INT8_KINDS)
