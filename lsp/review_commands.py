@@ -8,7 +8,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from rewriter.edits.hunks import HunkStream
-from rewriter.edits.snippets import Ambiguous, Merged, merge_snippet
+from rewriter.edits.snippets import Merged, ToModel, merge_snippet
 from rewriter.engine import instruction_is_empty
 from rewriter.prompt import SourceText, merge_instruction
 
@@ -91,7 +91,7 @@ async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: 
     text = document.source.replace("\r\n", "\n")
     whole = range(0, max(len(document.lines), 1))
     outcome = merge_snippet(text, snippet, language, hint)
-    if isinstance(outcome, Ambiguous):
+    if isinstance(outcome, ToModel):
         ls.show(f"{outcome.reason}; the model merges the snippet")
         return await ls.start_rewrite(uri, whole, merge_instruction(snippet, language, hint), wait,
                                       judged_instruction=hint)
@@ -106,7 +106,8 @@ async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: 
         proposal = ls.reviews.open(uri, whole, SNIPPET_LABEL)
         proposal.propose_region(new_text.splitlines(keepends=True))
         ls.reviews.publish(proposal, final=True)
-        return {"status": "proposed", "message": f"proposed {len(proposal.hunks)} change(s) for review",
+        return {"status": "proposed", "message": f"proposed {len(proposal.hunks)} change(s) for review, "
+                f"merged by {outcome.path} without a model",
                 "edits": len(proposal.hunks), "stats": {}, "proposal": proposal.id, "hunks": len(proposal.hunks)}
     # Review off: one versioned edit of the document the merge read, as a rewrite's final edit.
     lines = list(document.lines)
@@ -118,4 +119,5 @@ async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: 
         message = f"the editor did not apply the merge ({result.failure_reason or 'no reason given'})"
         ls.show(message, types.MessageType.Warning)
         return {"status": "conflict", "message": message, "edits": 0, "stats": {}}
-    return {"status": "done", "message": "merged the snippet without a model", "edits": 1, "stats": {}}
+    return {"status": "done", "message": f"merged the snippet by {outcome.path} without a model", "edits": 1,
+            "stats": {}}

@@ -306,6 +306,28 @@ def add_apply(commands) -> None:
     apply.set_defaults(run=cmd_apply)
 
 
+def snippet_options(bench) -> None:
+    """`bench --snippets` and the options that go with it."""
+    snippets = bench.add_argument_group("snippet merge (`apply --snippet`)")
+    snippets.add_argument("--snippets", action="store_true",
+                          help="cut each reference edit as a snippet in every style chat models write, merge each "
+                               "without a model and report each style apart: exact, passing the tests, merged, "
+                               "left to the model, refused (default cases: editeval_tests.jsonl and "
+                               "nofuneval_maintainability.jsonl in $REWRITER_BENCH_DIR, else ../shared/bench); "
+                               "with --endpoint, the servers merge one snippet per edit instead, timed side by side")
+    snippets.add_argument("--styles", metavar="A,B",
+                          help="with --snippets, only these styles (definitions, hunks_0, hunks_2, hunks_5, "
+                               "hunks_2_bare, hunks_2_dots, hunks_2_slashes, hunks_2_rest)")
+    snippets.add_argument("--random-style", action="store_true",
+                          help="with --snippets, one snippet per edit in a style picked at random, as the model "
+                               "and server merges measure them")
+    snippets.add_argument("--model-merge", action="store_true",
+                          help="with --snippets, the model also merges each snippet the merge leaves to it "
+                               "(one snippet per edit, as --random-style)")
+    snippets.add_argument("--model-only", action="store_true",
+                          help="with --snippets, the model merges every snippet (exact: deterministic, model, both)")
+
+
 def add_bench(commands) -> None:
     bench = commands.add_parser("bench", help="compare with plain greedy decoding and prompt lookup")
     bench.add_argument("cases", nargs="?", help="JSONL file of cases (id, language, before, instruction); "
@@ -331,15 +353,7 @@ def add_bench(commands) -> None:
                        help="instead of speed: rewrite each function of the files (docstrings, type hints, "
                             "rename, simplify in turn) and count answers applied, stripped and refused")
     bench.add_argument("--spans", type=int, default=48, help="--integrity: how many functions (default 48)")
-    snippets = bench.add_argument_group("snippet merge (`apply --snippet`)")
-    snippets.add_argument("--snippets", action="store_true",
-                          help="merge a snippet made from each reference edit without a model and count exact "
-                               "merges (default cases: the editeval and nofuneval reference edits); with "
-                               "--endpoint, the servers merge every case instead, timed side by side")
-    snippets.add_argument("--model-merge", action="store_true",
-                          help="with --snippets, the model also merges each snippet found ambiguous")
-    snippets.add_argument("--model-only", action="store_true",
-                          help="with --snippets, the model merges every snippet (exact: deterministic, model, both)")
+    snippet_options(bench)
     quality = bench.add_argument_group("edit quality")
     quality.add_argument("--tests", action="store_true",
                          help="run each case's tests on the edited code (pass rate, unchanged, no code block); "

@@ -72,7 +72,7 @@ class FilePlan:
     notes: list[str] = field(default_factory=list)  # what planning changed about the scope, for stderr
     seconds: float = 0.0
     merge: str = ""  # --snippet: how it was merged: "deterministic", "model" or "refused"
-    merge_reason: str = ""  # why the model was asked, or why the snippet was refused
+    merge_reason: str = ""  # which merge merged, why the model was asked, or why the snippet was refused
     test_tries: int = 0  # --test: the answers whose edit the tests ran on
     test_outcome: str = ""  # --test: the last run's: passed, failed, timed out or interrupted
     test_tail: str = ""  # --test: the last lines of the last failing run's output

@@ -1,12 +1,13 @@
 """`rewriter apply FILE --snippet PATH`: merge a chat model's snippet (the changed code, with markers
 such as `# ... existing code ...` for what stays) into one file.
 
-The deterministic merge (edits/snippets.py) goes first and needs no model: Merged gives the
-file's new text at once (judged as any edit is: integrity, syntax, lint); Refused leaves the file
-alone with the reason (a merge only the lint check refused is applied with --force). Only an
-Ambiguous snippet loads the model, which merges it as any rewrite of the whole file goes
+The deterministic merges (edits/snippets.py) go first and need no model: Merged gives the
+file's new text at once (judged as any edit is: integrity, syntax, lint); Refused (a snippet
+that is not text, or only markers) leaves the file alone with the reason. Whatever they are not
+sure of (ToModel) loads the model, which merges it as any rewrite of the whole file goes
 (batch.py's run: the file is the target and the prediction, the snippet rides in the
-instruction, the answer is judged by the one edit pipeline). Either way the result is shown,
+instruction, the answer is judged by the one edit pipeline, and --force applies what only the
+lint check refused). Either way the result is shown,
 written or checked, and reported, as `rewriter apply -i` does it. With --test, the merge is
 written only if the user's tests pass with it (testgate.py); the model's merge that fails them
 is asked again with their output, a deterministic one is put back (it would come out the same).
@@ -20,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from ..edits.snippets import Ambiguous, Merged, Refused, merge_snippet
+from ..edits.snippets import Merged, Refused, ToModel, merge_snippet
 from ..engine import Engine
 from .batch import MAX_FILE_BYTES, check_options, conclude, deliver, plan_all, progress_report, run
 from .collect import collect
@@ -65,16 +66,12 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
     outcome = merge_snippet(job.source.text, snippet, job.language, options.instruction)
     job.seconds = outcome.seconds
     completed = True
-    if isinstance(outcome, Refused) and outcome.refused_text is not None and options.force:
-        _merged(job, outcome.refused_text, f"applied with --force although {outcome.reason}")
-        say(f"{job.display}: {outcome.reason}; applied anyway (--force)")
-        completed = _delivered(job, options, say, None if json_output else stdout)
-    elif isinstance(outcome, Merged):
-        _merged(job, outcome.text)
+    if isinstance(outcome, Merged):
+        _merged(job, outcome.text, outcome.path)
         if not quiet:
-            say(f"{job.display}: merged without a model in {1000 * outcome.seconds:.0f} ms")
+            say(f"{job.display}: merged without a model, by {outcome.path}, in {1000 * outcome.seconds:.0f} ms")
         completed = _delivered(job, options, say, None if json_output else stdout)
-    elif isinstance(outcome, Ambiguous):
+    elif isinstance(outcome, ToModel):
         job.merge, job.merge_reason = MODEL, outcome.reason
         say(f"{job.display}: {outcome.reason}; the model merges the snippet")
         if options.test:
@@ -92,13 +89,14 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
                     quiet=quiet, say=say, stdout=stdout, stderr=stderr)
 
 
-def _merged(job: FilePlan, text: str, reason: str = "") -> None:
-    """The file's plan done by the deterministic merge, as a rewrite of the whole file would leave it."""
+def _merged(job: FilePlan, text: str, path: str) -> None:
+    """The file's plan done by a deterministic merge (`path`: which), as a rewrite of the whole
+    file would leave it."""
     assert job.source is not None
     unit = job.units[0]
     unit.status = "changed" if text != job.source.text else "unchanged"
-    unit.text, unit.reason = text, reason
-    job.new_text, job.status, job.merge, job.merge_reason = text, unit.status, DETERMINISTIC, reason
+    unit.text = text
+    job.new_text, job.status, job.merge, job.merge_reason = text, unit.status, DETERMINISTIC, f"merged by {path}"
 
 
 def _delivered(job: FilePlan, options: Options, say: Callable[[str], None], diff_out: TextIO | None) -> bool:
@@ -121,12 +119,9 @@ def _delivered(job: FilePlan, options: Options, say: Callable[[str], None], diff
 
 
 def _refused(job: FilePlan, outcome: Refused, options: Options, diff_out: TextIO | None) -> None:
-    """The file left alone with the reason; a merge the lint check refused is shown as refused
-    (--show-refused, the JSON report's refused_diff), for --force to apply."""
+    """The file left alone with the reason."""
     job.merge, job.merge_reason = REFUSED, outcome.reason
     unit = job.units[0]
-    unit.status, unit.reason, unit.refused_text = "refused", outcome.reason, outcome.refused_text
-    if outcome.refused_text is not None:
-        unit.reason += "; not applied (--force applies it anyway)"
+    unit.status, unit.reason = "refused", outcome.reason
     job.status, job.reason = "failed", f"snippet not merged: {unit.reason}"
     deliver(job, options, Report(), diff_out)

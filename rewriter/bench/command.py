@@ -1,7 +1,7 @@
 """`rewriter bench`: the parsed options checked and the run they ask for started: servers
 (`--endpoint`), edit quality (`--tests`), the integrity check (`--integrity`), the snippet merge
-(`--snippets`, torch-free unless the model merges too), the sampling modes, or speed. Torch-free
-when imported: `bench --endpoint` loads no model."""
+(`--snippets`: every reference edit in every snippet style, torch-free unless the model merges
+too), the sampling modes, or speed. Torch-free when imported: `bench --endpoint` loads no model."""
 from __future__ import annotations
 
 import argparse
@@ -42,8 +42,8 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
                                     args.max_new_tokens or 512, args.reps, args.json, say)
     if args.snippets:
         return _snippet_bench(args, load, sampling, say)
-    if args.model_merge or args.model_only:
-        say("--model-merge and --model-only measure the snippet merge: add --snippets")
+    if args.model_merge or args.model_only or args.styles or args.random_style:
+        say("--model-merge, --model-only, --styles and --random-style measure the snippet merge: add --snippets")
         return 2
     if args.cases is None:
         say("name a JSONL file of cases (or measure the snippet merge with --snippets)")
@@ -87,18 +87,72 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
 
 
 def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool, say: Say) -> int:
-    """The deterministic merge on the snippet cases (torch-free), then, when asked, the model's merges;
-    with --endpoint, servers' merges instead."""
-    from .snippet_cases import REFERENCE_EDITS, format_report, make_cases, run_snippet_bench
+    """The deterministic merge on every reference edit cut in every snippet style (torch-free); with
+    --random-style, --model-merge, --model-only or --endpoint, on one snippet per edit in a style
+    picked at random, then, when asked, the model's merges, or servers' merges instead."""
+    from .snippet_cases import NoReferenceEdits, reference_edit_paths
 
+    one_style = args.random_style or args.model_only or bool(args.endpoint)
     others = [flag for flag, given in (("--tests", args.tests), ("--integrity", args.integrity),
                                        ("--compare", args.compare)) if given]
     if args.endpoint and args.model_merge:
         others.append("--model-merge (servers merge every case: the model alone)")
+    if args.styles and one_style:
+        others.append("--styles (for the report of every style; the one-style cases pick theirs at random)")
     if others:
         say(f"{', '.join(others)}: not for --snippets")
         return 2
-    cases = select(make_cases([args.cases] if args.cases else REFERENCE_EDITS), args.every, args.limit)
+    try:
+        paths = reference_edit_paths([args.cases] if args.cases else None)
+    except NoReferenceEdits as error:
+        say(str(error))
+        return 2
+    if one_style:
+        return _one_style_snippet_bench(args, paths, load, sampling, say)
+    return _snippet_styles_bench(args, paths, load, say)
+
+
+def _snippet_styles_bench(args: argparse.Namespace, paths: list[Path], load: LoadRewriter, say: Say) -> int:
+    """Each reference edit cut in each style (snippet_styles.py), each style reported apart; with
+    --model-merge, the model then merges what the deterministic merges left to it."""
+    from .snippet_cases import load_reference_edits
+    from .snippet_style_bench import format_style_report, parse_styles, style_bench
+    from .snippet_styles import style_cases
+
+    try:
+        styles = parse_styles(args.styles)
+    except ValueError as error:
+        say(str(error))
+        return 2
+    rows = select(load_reference_edits(paths), args.every, args.limit)
+    if not rows:
+        say("no cases selected")
+        return 2
+    say(f"{len(rows)} reference edits ({', '.join(str(path) for path in paths)}), each cut in {len(styles)} "
+        f"snippet styles and merged without a model; tests run on inexact merges ({args.test_timeout:g}s limit)")
+    report = style_bench(rows, styles, args.test_timeout, say)
+    print(format_style_report(report), flush=True)
+    if args.model_merge:
+        from .snippet_model import format_model_report, run_model_merges
+
+        cases = style_cases(rows, styles)
+        assert [(case.id, case.style) for case in cases] == [(row["id"], row["style"]) for row in report["cases"]]
+        say("the model merges the cases the deterministic merges leave to it, as `rewriter apply --snippet` does")
+        report["model"] = run_model_merges(load(args), cases, report["cases"], every_case=False,
+                                           max_new_tokens=args.max_new_tokens, say=say)
+        print(format_model_report(report["model"]), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def _one_style_snippet_bench(args: argparse.Namespace, paths: list[Path], load: LoadRewriter, sampling: bool,
+                             say: Say) -> int:
+    """One snippet per reference edit in a style picked at random (snippet_cases.py), merged without a
+    model, then by the model where asked; with --endpoint, servers' merges instead."""
+    from .snippet_cases import format_report, make_cases, run_snippet_bench
+
+    cases = select(make_cases(paths), args.every, args.limit)
     if not cases:
         say("no cases selected")
         return 2
@@ -109,7 +163,7 @@ def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool,
     if args.model_merge or args.model_only:
         from .snippet_model import format_model_report, run_model_merges
 
-        which = "every case" if args.model_only else "the ambiguous cases"
+        which = "every case" if args.model_only else "the cases the merge leaves to the model"
         say(f"the model merges {which}, as `rewriter apply --snippet` does")
         report["model"] = run_model_merges(load(args), cases, report["cases"], every_case=args.model_only,
                                            max_new_tokens=args.max_new_tokens, say=say)

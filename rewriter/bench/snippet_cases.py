@@ -12,15 +12,21 @@ one of the styles they write, picked per case by a seeded choice among those tha
 
 The cases are made from the diff alone, not tuned to the merge. Torch-free:
 `rewriter bench --snippets` (or `python -m rewriter.bench.snippet_cases`) prints the report;
-snippet_model.py measures the model's merges of the same cases.
+snippet_model.py measures the model's merges of the same cases. snippet_styles.py cuts every
+reference edit in every style of a fixed list instead (the default report of `bench --snippets`).
+
+The reference edits: the files named, else those in `$REWRITER_BENCH_DIR`, else in
+`../shared/bench` from the working directory (reference_edit_paths).
 """
 from __future__ import annotations
 
+import os
 import random
 import re
 import statistics
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -28,13 +34,13 @@ from pathlib import Path
 from ..edits.lint import FileLint
 from ..edits.scopes import SyntaxTree, expand_to_nodes
 from ..edits.snippet_lines import Node, definition_tree, indent_of, is_marker
-from ..edits.snippets import LINT, Merged, merge_snippet
+from ..edits.snippets import Merged, MergeOutcome, merge_snippet
 from ..edits.syntax import compile_regression
 from ..edits.target import Target
 from .cases import read_jsonl
 
-REFERENCE_EDITS = (Path("/work/shared/bench/editeval_tests.jsonl"),
-                   Path("/work/shared/bench/nofuneval_maintainability.jsonl"))
+REFERENCE_FILES = ("editeval_tests.jsonl", "nofuneval_maintainability.jsonl")
+BENCH_DIR_VARIABLE = "REWRITER_BENCH_DIR"
 WHOLE, INNER, IMPORTS, NEW = "whole_definitions", "inner_lines", "imports_at_top", "new_definition"
 MARKERS = ("# ... existing code ...", "# ...", "# ... rest of the code unchanged ...", "...",
            "# rest of the code unchanged")
@@ -54,7 +60,31 @@ class SnippetCase:
     unsolvable: str = ""  # why no merge could give `after` from this snippet; "" when one could
 
 
-def load_reference_edits(paths=REFERENCE_EDITS) -> list[dict]:
+class NoReferenceEdits(ValueError):
+    """No file of reference edits was named or found where they are looked for."""
+
+
+def reference_edit_paths(given: list[str] | None = None, environ=None, cwd: Path | None = None) -> list[Path]:
+    """The files named, else the reference files in `$REWRITER_BENCH_DIR`, else in `../shared/bench`
+    (from `cwd`, the working directory); NoReferenceEdits where none of them is there."""
+    if given:
+        missing = [path for path in given if not Path(path).is_file()]
+        if missing:
+            raise NoReferenceEdits(f"no such file of reference edits: {', '.join(missing)}")
+        return [Path(path) for path in given]
+    environ = os.environ if environ is None else environ
+    where = environ.get(BENCH_DIR_VARIABLE)
+    folder = Path(where) if where else ((cwd or Path.cwd()) / ".." / "shared" / "bench").resolve()
+    found = [folder / name for name in REFERENCE_FILES if (folder / name).is_file()]
+    if not found:
+        told = f"${BENCH_DIR_VARIABLE} ({where})" if where else f"{folder} (${BENCH_DIR_VARIABLE} is not set)"
+        raise NoReferenceEdits(f"no reference edits ({' or '.join(REFERENCE_FILES)}) in {told}: name a JSONL file "
+                               f"of reference edits (id, before, after), or set ${BENCH_DIR_VARIABLE} to their folder")
+    return found
+
+
+def load_reference_edits(paths=None) -> list[dict]:
+    paths = reference_edit_paths() if paths is None else paths
     return [row for path in paths for row in read_jsonl(path, "a reference edit (id, before, after)", _reference_edit)]
 
 
@@ -64,7 +94,7 @@ def _reference_edit(row: dict) -> dict:
     return row
 
 
-def make_cases(paths=REFERENCE_EDITS, seed: int = 0) -> list[SnippetCase]:
+def make_cases(paths=None, seed: int = 0) -> list[SnippetCase]:
     return [snippet_case(row, seed) for row in load_reference_edits(paths)]
 
 
@@ -101,6 +131,18 @@ def snippet_case(row: dict, seed: int = 0) -> SnippetCase:
     named = {node.key() for node in tree.walk() if node is not tree and node.head in shown}
     return SnippetCase(str(row["id"]), row.get("language", "python"), before, after, row.get("instruction", ""),
                        snippet, style, _unsolvable(before, snippet, lines, shown, named))
+
+
+def definitions_snippet(before: str, after: str, marker: str = MARKERS[0]) -> str:
+    """The whole_definitions style with one marker: each changed function whole, markers for the rest."""
+    lines = after.splitlines(keepends=True)
+    syntax = SyntaxTree(after, "python")
+    tree = definition_tree(syntax, lines)
+    shown: set[int] = set()
+    for line in _changed_lines(before, after):
+        shown |= _whole_function(syntax, tree, lines, line)
+    shown |= {line for node in _around(tree, shown) for line in _header(node, lines)}
+    return _with_markers(lines, shown, marker)
 
 
 def _changed_lines(before: str, after: str) -> list[int]:
@@ -175,15 +217,22 @@ def _with_markers(lines: list[str], shown: set[int], marker: str) -> str:
     return "".join(out)
 
 
-def _unsolvable(before: str, snippet: str, lines: list[str], shown: set[int], named: set[tuple[str, str]]) -> str:
-    """Why no merge can give `after` from the snippet; `named`: the definitions the snippet shows."""
-    after = "".join(lines)
+def reference_problem(before: str, after: str) -> str:
+    """Why the checks refuse the reference `after` itself, whatever the snippet; "" when they take it."""
     if SyntaxTree(after, "python").has_errors():
         return "the reference after does not parse: the syntax guard refuses any merge that gives it"
     if (problem := compile_regression(before, after)) is not None:
         return f"Python does not compile the reference after ({problem.describe()}): the syntax guard refuses it"
     if FileLint(before).new_errors(0, len(before), after):
         return "the reference after brings an undefined name: the lint check refuses any merge that gives it"
+    return ""
+
+
+def _unsolvable(before: str, snippet: str, lines: list[str], shown: set[int], named: set[tuple[str, str]]) -> str:
+    """Why no merge can give `after` from the snippet; `named`: the definitions the snippet shows."""
+    after = "".join(lines)
+    if problem := reference_problem(before, after):
+        return problem
     kept = {line.strip() for line in before.splitlines() if line.strip()}
     old_lines = before.splitlines(keepends=True)
     old_tree = definition_tree(SyntaxTree(before, "python"), old_lines)
@@ -214,26 +263,34 @@ def code_damage(before: str, after: str, merged: str) -> tuple[list[str], list[s
     return lost, duplicated
 
 
+OUTCOMES = {"Merged": "merged", "ToModel": "to_model", "Ambiguous": "to_model", "Refused": "refused"}
+
+
 def measure(case: SnippetCase) -> dict:
-    outcome = merge_snippet(case.before, case.snippet, case.language, case.instruction)
-    row = {"id": case.id, "style": case.style, "outcome": type(outcome).__name__.lower(),
+    return measure_outcome(case)[0]
+
+
+def measure_outcome(case: SnippetCase, merge: Callable[..., MergeOutcome] = merge_snippet) -> tuple[dict, MergeOutcome]:
+    """The case's measurement, and the merge's outcome itself; `merge` as merge_snippet is called."""
+    outcome = merge(case.before, case.snippet, case.language, case.instruction)
+    name = type(outcome).__name__
+    row = {"id": case.id, "style": case.style, "outcome": OUTCOMES.get(name, name.lower()),
            "ms": outcome.seconds * 1000, "unsolvable": case.unsolvable, "exact": False, "lost": [], "duplicated": []}
     if isinstance(outcome, Merged):
         row["exact"] = normalized(outcome.text) == normalized(case.after)
         row["lost"], row["duplicated"] = code_damage(case.before, case.after, outcome.text)
+        row["path"] = getattr(outcome, "path", "definitions")  # which deterministic merge made it
     else:
         row["reason"] = outcome.reason
-        row["lint"] = getattr(outcome, "check", "") == LINT
-    return row
+    return row, outcome
 
 
 def summarize(rows: list[dict]) -> dict:
     times = [row["ms"] for row in rows] or [0.0]
     return {"cases": len(rows), "exact": sum(row["exact"] for row in rows),
             "merged": sum(row["outcome"] == "merged" for row in rows),
-            "ambiguous": sum(row["outcome"] == "ambiguous" for row in rows),
+            "to_model": sum(row["outcome"] == "to_model" for row in rows),
             "refused": sum(row["outcome"] == "refused" for row in rows),
-            "refused_by_lint": sum(row.get("lint", False) for row in rows),
             "lost_code": sum(bool(row["lost"]) for row in rows),
             "duplicated_code": sum(bool(row["duplicated"]) for row in rows),
             "unsolvable": sum(bool(row["unsolvable"]) for row in rows),
@@ -267,15 +324,14 @@ def format_report(report: dict) -> str:
     def line(name: str, summary: dict) -> str:
         share = 100 * summary["exact"] / max(summary["cases"], 1)
         return (f"{name:<18} {summary['cases']:>5} {summary['exact']:>5} {share:>6.1f}% {summary['merged']:>6} "
-                f"{summary['ambiguous']:>9} {summary['refused']:>7} {summary['lost_code']:>5} "
+                f"{summary['to_model']:>9} {summary['refused']:>7} {summary['lost_code']:>5} "
                 f"{summary['duplicated_code']:>5} {summary['unsolvable']:>10} "
                 f"{summary['median_ms']:>7.2f} {summary['max_ms']:>7.2f}")
-    out = [f"{'style':<18} {'cases':>5} {'exact':>5} {'share':>7} {'merged':>6} {'ambiguous':>9} {'refused':>7} "
+    out = [f"{'style':<18} {'cases':>5} {'exact':>5} {'share':>7} {'merged':>6} {'to_model':>9} {'refused':>7} "
            f"{'lost':>5} {'dup':>5} {'unsolvable':>10} {'med ms':>7} {'max ms':>7}"]
     out += [line(style, summary) for style, summary in report["styles"].items()]
     out.append(line("all", report["summary"]))
     out.append(f"a one-function merge into a 1,000-line file: {report['large_file_ms']:.1f} ms (median of 5)")
-    out.append(f"refused by the lint check (a new undefined name): {report['summary']['refused_by_lint']}")
     reasons = Counter(row.get("reason", "") for row in report["cases"] if row["outcome"] != "merged")
     out += [f"  {count:>3} x {reason}" for reason, count in reasons.most_common(12)]
     return "\n".join(out)

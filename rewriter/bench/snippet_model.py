@@ -51,14 +51,14 @@ def run_model_merges(engine: Engine, cases: list[SnippetCase], rows: list[dict],
     both = 0
     for number, (case, row) in enumerate(zip(cases, rows, strict=True), 1):
         model_row = None
-        if every_case or row["outcome"] == "ambiguous":
+        if every_case or row["outcome"] == "to_model":
             model_row = model_merge(engine, case, max_new_tokens)
             merges.append(model_row)
             say(f"{number}/{len(cases)} {case.id}: model {model_row['outcome']}"
                 f"{', exact' if model_row['exact'] else ''} in {model_row['seconds']:.1f}s")
         if row["outcome"] == "merged":
             both += row["exact"]
-        elif row["outcome"] == "ambiguous" and model_row is not None:
+        elif row["outcome"] == "to_model" and model_row is not None:
             both += model_row["exact"]
     return {"cases": len(cases), "deterministic_exact": sum(row["exact"] for row in rows),
             "model_cases": len(merges), "model_exact": sum(m["exact"] for m in merges),

@@ -134,6 +134,7 @@ class Unclear(Exception):
 
 
 LINE, DEF, MARKER, BLANK = "line", "def", "marker", "blank"
+EDGE_LINES = 3  # file code lines a snippet may replace at the file's start or end without a marker there
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from ..edits.scopes import guess_language
-from ..edits.snippets import Ambiguous, Merged, Refused, merge_snippet
+from ..edits.snippets import Merged, Refused, ToModel, merge_snippet
 from .schema import ApiError, ChatRequest
 
 APPLY_MODEL = "rewriter-apply"
@@ -81,14 +81,14 @@ def merge_refused(reason: str) -> ApiError:
                     code="merge_refused")
 
 
-def merge_update(apply: ApplyRequest) -> Merged | Ambiguous:
-    """The deterministic merge: Merged, or Ambiguous (for the model); a refusal raises."""
+def merge_update(apply: ApplyRequest) -> Merged | ToModel:
+    """The deterministic merge: Merged, or ToModel (for the model); a refusal raises."""
     outcome = merge_snippet(apply.code, apply.update, apply.language, apply.instruction)
     if isinstance(outcome, Refused):
         raise merge_refused(outcome.reason)
     return outcome
 
 
-def parsed_and_merged(chat: ChatRequest) -> tuple[ApplyRequest, Merged | Ambiguous]:
+def parsed_and_merged(chat: ChatRequest) -> tuple[ApplyRequest, Merged | ToModel]:
     apply = parse_apply(chat)
     return apply, merge_update(apply)

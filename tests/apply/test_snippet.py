@@ -95,7 +95,7 @@ def test_a_clear_merge_never_builds_an_engine(tmp_path, source, monkeypatch, cap
     code = main(["apply", str(source), "--snippet", write_snippet(tmp_path, CLEAR), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert report["files"][0]["merge"] == "deterministic" and report["files"][0]["merge_reason"] == ""
+    assert report["files"][0]["merge"] == "deterministic" and report["files"][0]["merge_reason"] == "merged by lines"
     assert report["files"][0]["status"] == "changed" and "encoding" in report["files"][0]["diff"]
 
 
@@ -144,10 +144,19 @@ def test_the_model_s_merge_may_not_lose_code_the_snippet_does_not_delete(source)
 
 
 @pytest.mark.parametrize("snippet, words", [
+    ("function save(path, text) {\n  return write(path, text);\n}}\n", "does not parse as python"),
+    ("def unrelated():\n    return 42\n", "matches the file"),
+])
+def test_snippets_no_merge_places_go_to_the_model_saying_why(source, snippet, words):
+    code, report, engine = merge_with_engine(source, snippet, "")
+    [file] = report["files"]
+    assert file["merge"] == "model" and words in file["merge_reason"]
+    assert len(engine.requests) == 1 and snippet.strip() in engine.requests[0].instruction
+
+
+@pytest.mark.parametrize("snippet, words", [
     ("# ... existing code ...\n\n# ...\n", "only markers"),
     ("", "the snippet is empty"),
-    ("function save(path, text) {\n  return write(path, text);\n}}\n", "does not parse as python"),
-    ("def unrelated():\n    return 42\n", "matches nothing"),
     (b"def save(path, text):\n    pass\x00\n", "binary"),
     ("def save(path, text):\n    return 'caf\xe9'\n".encode("latin-1"), "not UTF-8"),
 ])

@@ -1,5 +1,5 @@
-"""`rewriter apply --snippet` checked as every rewrite is: a merge that brings an undefined name is
-refused by the lint check (--force applies it), and under --test a merge is written only if the
+"""`rewriter apply --snippet` checked as every rewrite is: a merge that brings an undefined name
+goes to the model, whose answer the lint check refuses in turn (--force applies it), and under --test a merge is written only if the
 user's tests pass with it: put back byte for byte otherwise, the model's merge asked again with
 the tests' output, the deterministic one not (it would come out the same)."""
 from __future__ import annotations
@@ -32,26 +32,31 @@ def merge(path, snippet: str, engine=no_engine, **settings) -> tuple[int, dict]:
     return code, json.loads(out.getvalue())
 
 
-def test_a_merge_bringing_an_undefined_name_is_refused_with_its_diff_and_nothing_written(tmp_path):
+def keeps_the_undefined_name(request):
+    """A model that merges as the deterministic merge did."""
+    return FORCED
+
+
+def test_a_merge_bringing_an_undefined_name_goes_to_the_model_whose_answer_is_refused_with_its_diff(tmp_path):
     source = tmp_path / "files.py"
     source.write_text(FILE)
-    code, report = merge(source, UNDEFINED, write=True)
+    engine = AnsweringEngine(keeps_the_undefined_name)
+    code, report = merge(source, UNDEFINED, engine, write=True)
     [file] = report["files"]
     assert code == 1 and source.read_text() == FILE
-    assert file["merge"] == "refused" and file["status"] == "failed"
+    assert len(engine.requests) == 2 and "undefined name 'Path'" in engine.requests[1].instruction  # asked again
+    assert file["merge"] == "model" and file["status"] == "failed"
     assert "the merge would fail when run: undefined name 'Path' at line 5" in file["merge_reason"]
-    assert "--force applies it anyway" in file["reason"]
     [span] = file["spans"]
-    assert span["status"] == "refused" and "+    Path(path).write_text(text)" in span["refused_diff"]
+    assert span["status"] == "refused" and "undefined name 'Path'" in span["reason"]
+    assert "+    Path(path).write_text(text)" in span["refused_diff"]
 
 
-def test_force_applies_the_merge_the_lint_check_refused(tmp_path, capsys):
+def test_force_applies_the_model_s_merge_the_lint_check_refused(tmp_path):
     source = tmp_path / "files.py"
     source.write_text(FILE)
-    (tmp_path / "s.py").write_text(UNDEFINED)
-    assert main(["apply", str(source), "--snippet", str(tmp_path / "s.py"), "--write", "--force", "-q"]) == 0
-    assert source.read_text() == FORCED
-    assert "applied anyway (--force)" in capsys.readouterr().err
+    code, report = merge(source, UNDEFINED, AnsweringEngine(keeps_the_undefined_name), write=True, force=True)
+    assert code == 0 and source.read_text() == FORCED and report["files"][0]["merge"] == "model"
 
 
 def test_a_clean_merge_passes_the_lint_check(tmp_path):
@@ -59,6 +64,7 @@ def test_a_clean_merge_passes_the_lint_check(tmp_path):
     source.write_text(FILE)
     code, report = merge(source, "from pathlib import Path\n" + UNDEFINED, write=True)
     assert code == 0 and report["files"][0]["merge"] == "deterministic"
+    assert report["files"][0]["merge_reason"] == "merged by definitions"
     assert source.read_text() == "from pathlib import Path\n" + FORCED
 
 

@@ -50,7 +50,9 @@ def test_the_deterministic_report_runs_through_the_cli_without_torch(edits):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split()[:3] == ["style", "cases", "exact"]
-    assert [line for line in lines if line.startswith("all ")][0].split()[1:3] == ["2", "2"]
+    rows = {line.split()[0]: line.split()[1:3] for line in lines[1:] if line and not line.startswith(" ")}
+    assert rows["all"][0] == "16"  # each of the 2 edits in each of the 8 snippet styles
+    assert rows["definitions"] == ["2", "2"]
 
 
 def bench(*args: str, engine=None) -> tuple[int, list[str]]:
@@ -87,9 +89,19 @@ def test_a_model_merge_that_drops_a_line_counts_as_lost_code(edits, tmp_path):
     assert [m["lost"] for m in model["merges"]] == [[], ["total += 2 * height"]]
 
 
-def test_model_merge_sends_only_the_ambiguous_cases(edits):
-    code, said = bench("--snippets", str(edits), "--model-merge", engine=ScriptedEngine([]))
+def test_model_merge_sends_only_the_cases_left_to_the_model(edits, tmp_path):
+    code, said = bench("--snippets", str(edits), "--styles", "definitions", "--model-merge", engine=ScriptedEngine([]))
     assert code == 0 and not any(": model " in line for line in said)  # both merged without a model
+    # with no context, the changed lines alone place nothing: the model merges them
+    engine = ScriptedEngine([{"instruction": edit["instruction"], "replace": [[edit["before"], edit["after"]]]}
+                             for edit in EDITS])
+    report_path = tmp_path / "report.json"
+    code, said = bench("--snippets", str(edits), "--styles", "hunks_0", "--model-merge", "--json", str(report_path),
+                       engine=engine)
+    report = json.loads(report_path.read_text())
+    left = [row["id"] for row in report["cases"] if row["outcome"] == "to_model"]
+    assert code == 0 and left and [merge["id"] for merge in report["model"]["merges"]] == left
+    assert report["model"]["model_exact"] == len(left)
 
 
 @pytest.mark.parametrize("args, words", [

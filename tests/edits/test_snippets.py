@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rewriter.bench.snippet_cases import load_reference_edits, measure, normalized, snippet_case, summarize
-from rewriter.edits.snippets import LINT, SNIPPET, Ambiguous, Merged, Refused, merge_snippet
+from rewriter.bench.snippet_cases import load_reference_edits, measure, normalized, snippet_case
+from rewriter.edits.snippets import LINES, Merged, Refused, ToModel, merge_snippet
 
 FILE = '''import os
 
@@ -53,13 +53,12 @@ def test_a_whole_function_replaces_the_old_one():
     assert merged(snippet).count("def ") == 4
 
 
-def test_a_merge_bringing_an_undefined_name_is_refused_by_the_lint_check_with_its_text():
+def test_a_merge_bringing_an_undefined_name_goes_to_the_model_saying_why():
     # `Path` is not imported: the merge compiles, but save would fail when run.
     snippet = "# ...\ndef save(path, lines):\n    Path(path).write_text('\\n'.join(lines))\n"
     outcome = merge_snippet(FILE, snippet, "python")
-    assert isinstance(outcome, Refused) and outcome.check == LINT
-    assert outcome.reason == "the merge would fail when run: undefined name 'Path' at line 21"
-    assert outcome.refused_text == FILE.replace('open(path, "w").write("\\n"', "Path(path).write_text('\\n'")
+    assert isinstance(outcome, ToModel)
+    assert "by definitions, the merge would fail when run: undefined name 'Path' at line 21" in outcome.reason
     with_import = "from pathlib import Path\n" + snippet  # the same merge, the import brought along
     assert "from pathlib import Path\n" in merged(with_import)
 
@@ -91,21 +90,28 @@ def test_new_imports_at_the_top():
 
 @pytest.mark.parametrize("snippet, words", [
     ("# ... existing code ...\n\n// ...\n", "only markers"),
-    ("function load(path) {\n  return fs.readFileSync(path);\n}\n", "does not parse"),
-    ("x = compute()\ny = x + 1\n", "matches nothing"),
     ("def load(path):\n    return b'\0'\n", "binary"),
     (b"def load(path):\n    return '\xff'\n", "not UTF-8"),
 ])
 def test_bad_snippets_are_refused_and_the_file_untouched(snippet, words):
     outcome = merge_snippet(FILE, snippet, "python")
-    assert isinstance(outcome, Refused) and outcome.check == SNIPPET
+    assert isinstance(outcome, Refused)
     assert words in outcome.reason
+
+
+@pytest.mark.parametrize("snippet, words", [
+    ("function load(path) {\n  return fs.readFileSync(path);\n}\n", "does not parse as python on its own"),
+    ("x = compute()\ny = x + 1\n", "matches the file"),
+])
+def test_snippets_neither_merge_can_place_go_to_the_model_saying_why(snippet, words):
+    outcome = merge_snippet(FILE, snippet, "python")
+    assert isinstance(outcome, ToModel) and words in outcome.reason and "by lines" in outcome.reason
 
 
 def test_two_definitions_of_one_name_are_ambiguous():
     text = FILE + "\n\ndef load(path, encoding):\n    return open(path, encoding=encoding).read()\n"
     outcome = merge_snippet(text, "# ...\ndef load(path):\n    return []\n# ...\n", "python")
-    assert isinstance(outcome, Ambiguous) and "2 times" in outcome.reason
+    assert isinstance(outcome, ToModel) and "2 times" in outcome.reason
 
 
 HANDLERS = '''def bind(handle):
@@ -126,7 +132,7 @@ def test_a_name_defined_twice_is_told_apart_by_its_decorators():
     assert merged(snippet, HANDLERS) == HANDLERS.replace("event.toggle()", "event.toggle(2)")
     # without its decorators, or with those of both, which one is meant stays unclear
     bare = "def bind(handle):\n    # ...\n    def _(event):\n        event.toggle(2)\n"
-    assert isinstance(merge_snippet(HANDLERS, bare, "python"), Ambiguous)
+    assert isinstance(merge_snippet(HANDLERS, bare, "python"), ToModel)
     same = HANDLERS.replace('"ctrl-l"', '"f2"')
     assert "2 times" in merge_snippet(same, snippet, "python").reason
 
@@ -187,9 +193,11 @@ def test_a_definition_between_the_same_matched_lines_on_both_sides_replaces_the_
     snippet = renamed.replace("    setup()\n", "    # ...\n")  # merged line by line, inside the function
     outcome = merge_snippet(LOCAL_CLASSES, snippet, "python", "Rename the local classes apart")
     assert isinstance(outcome, Merged) and outcome.text == renamed
-    # a marker beside it: renamed in place, or added next to the old one? Unclear
+    # a marker beside it: renamed in place, or added next to the old one? The definitions cannot
+    # say; the context lines on both sides of each class line place it, in place
     marked = snippet.replace('    message = "no moves"', '    # ...\n    message = "no moves"')
-    assert "renamed, or a copy" in merge_snippet(LOCAL_CLASSES, marked, "python", "Rename the local classes apart").reason
+    by_lines = merge_snippet(LOCAL_CLASSES, marked, "python", "Rename the local classes apart")
+    assert isinstance(by_lines, Merged) and by_lines.path == LINES and by_lines.text == renamed
 
 
 def test_a_name_the_snippet_defines_as_often_as_the_file_pairs_in_order():
@@ -198,12 +206,16 @@ def test_a_name_the_snippet_defines_as_often_as_the_file_pairs_in_order():
                "        return 1\n")
     assert merged(snippet, text) == text.replace("def a():", "def a(self):")
     one = "# ...\nclass X:\n    def a(self):\n        return 1\n# ...\n"  # once of twice: which one?
-    assert "2 times" in merge_snippet(text, one, "python").reason
+    outcome = merge_snippet(text, one, "python")  # the last line, held once, tells
+    assert isinstance(outcome, Merged) and outcome.path == LINES
+    assert outcome.text == text.replace("def a():\n        return 1", "def a(self):\n        return 1")
+    two = "# ...\nclass X:\n    def a(self):\n# ...\n"  # and where nothing tells, the model merges
+    assert isinstance(merge_snippet(text, two, "python"), ToModel)
 
 
 def test_a_definition_left_out_without_a_marker_is_ambiguous_not_lost():
     outcome = merge_snippet(FILE, "def load(path):\n    return []\n\n\ndef save(path, lines):\n    pass\n", "python")
-    assert isinstance(outcome, Ambiguous) and "class Shape" in outcome.reason
+    assert isinstance(outcome, ToModel) and "class Shape" in outcome.reason
 
 
 PROTOCOL = '''from typing import Protocol
@@ -281,9 +293,7 @@ def test_a_reference_edit_that_brings_an_undefined_name_is_unsolvable_and_its_re
     case = snippet_case({"id": "cd", "before": before, "after": after})
     assert "brings an undefined name" in case.unsolvable
     row = measure(case)
-    assert row["outcome"] == "refused" and row["lint"] and "undefined name 'cd'" in row["reason"]
-    assert summarize([row, measure(snippet_case({"id": "ok", "before": before, "after": before.replace(
-        "cd(path)", "cd(path)\n    return path")}))])["refused_by_lint"] == 1
+    assert row["outcome"] == "to_model" and "undefined name 'cd'" in row["reason"]
 
 
 SCRIPT = '''setup()
@@ -312,7 +322,7 @@ def test_a_repeated_line_after_new_lines_is_the_nearest_copy_and_behind_a_marker
                                                      'result = read()\ncheck(result != "first")')
     behind = '# ...\nwrite("first")\nresult = read()\n# ...\ncleanup()\n# ...\n'  # either copy could be meant
     outcome = merge_snippet(SCRIPT, behind, "python")
-    assert isinstance(outcome, Ambiguous) and "more than once" in outcome.reason
+    assert isinstance(outcome, ToModel) and "more than once" in outcome.reason
 
 
 def test_a_case_whose_after_does_not_parse_is_counted_unsolvable():
@@ -332,10 +342,14 @@ def test_a_definition_left_out_between_its_neighbours_goes_where_the_instruction
     removed = merge_snippet(FILE, snippet, "python", "Remove the Shape class")
     assert isinstance(removed, Merged) and "class Shape" not in removed.text
     assert normalized(removed.text) == normalized(FILE[:FILE.index("class Shape")] + FILE[FILE.index("def save"):])
-    assert isinstance(merge_snippet(FILE, snippet, "python", "Tidy up"), Ambiguous)  # a marker forgotten?
-    # code in its place is no removal: which definition it stands for is unclear still
+    assert isinstance(merge_snippet(FILE, snippet, "python", "Tidy up"), ToModel)  # a marker forgotten?
+    # code in its place: the definitions cannot tell which one it stands for, the lines between
+    # the same context on both sides put it where the removed class was
     replaced = snippet.replace("\n\n\ndef save", "\n\n\nSIZE = 3\n\n\ndef save")
-    assert isinstance(merge_snippet(FILE, replaced, "python", "Remove the Shape class"), Ambiguous)
+    outcome = merge_snippet(FILE, replaced, "python", "Remove the Shape class")
+    assert isinstance(outcome, Merged) and outcome.path == LINES
+    assert normalized(outcome.text) == normalized(FILE[:FILE.index("class Shape")] + "SIZE = 3\n\n\n"
+                                                  + FILE[FILE.index("def save"):])
 
 
 REPEATED = '''def run():
@@ -367,9 +381,9 @@ def test_new_lines_after_an_anchor_replace_the_file_lines_up_to_the_nearest_copy
 
 def test_a_file_line_the_snippet_holds_elsewhere_is_not_taken_as_replaced():
     moved = 'def run():\n    # ...\n    step("b")\n    value = 1\n    cleanup()\n    check()\n    # ...\n'
-    assert isinstance(merge_snippet(REPEATED, moved, "python"), Ambiguous)
+    assert isinstance(merge_snippet(REPEATED, moved, "python"), ToModel)
     marker = 'def run():\n    # ...\n    step("b")\n    value = 1\n    # ...\n    cleanup()\n    # ...\n'
-    assert isinstance(merge_snippet(REPEATED, marker, "python"), Ambiguous)
+    assert isinstance(merge_snippet(REPEATED, marker, "python"), ToModel)
 
 
 def test_a_comment_starting_with_an_ellipsis_that_the_file_holds_is_code_not_a_marker():
@@ -418,7 +432,7 @@ def test_a_snippet_starting_inside_the_file_under_an_instruction_to_remove_a_lin
         kept = merge_snippet(FILE, snippet, "python", instruction)
         assert isinstance(kept, Merged) and kept.text.startswith("import os\n") and "def save" in kept.text
     outcome = merge_snippet(FILE, snippet, "python", "Remove the unused import os")
-    assert isinstance(outcome, Ambiguous) and "asks to remove a line before it" in outcome.reason
+    assert isinstance(outcome, ToModel) and "asks to remove a line before it" in outcome.reason
 
 
 def test_a_deletion_between_blank_lines_is_shown_with_the_code_around_it():

@@ -211,8 +211,8 @@ async def test_apply_snippet_merges_without_a_model(tmp_path, review_on):
 async def test_apply_snippet_refusals_leave_the_document_and_ambiguity_goes_to_the_model(review):
     editor = review.editor
     editor.open(URI, SAMPLE)
-    result = await editor.execute("rewriter.applySnippet", {"uri": URI, "snippet": "x = compute()\ny = x + 1\n"})
-    assert result["status"] == "refused" and "matches nothing" in result["message"]
+    result = await editor.execute("rewriter.applySnippet", {"uri": URI, "snippet": "# ... existing code ...\n"})
+    assert result["status"] == "refused" and "only markers" in result["message"]
     assert editor.text(URI) == SAMPLE and editor.edits == []
     await review.settle()
     assert any("not merged" in m for m in review.messages)

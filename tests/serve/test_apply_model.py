@@ -127,12 +127,16 @@ def test_a_refused_merge_is_an_error_and_nothing_else(tiny_loaded, tiny_rewriter
     loses_main = ScriptedRewriter(tiny_rewriter, lambda code: code[:code.index("\n\ndef main")] + "\n")
     update = "# ...\ndef load(path):\n    return ''\n# ...\n"
     with client_for(tiny_loaded, loses_main) as client:
-        matches_nothing = client.post(CHAT, json=body(message(update="x = compute()\ny = x + 1\n")))
-        assert "matches nothing in the file" in error_of(matches_nothing, 422, "merge_refused")
+        only_markers = client.post(CHAT, json=body(message(update="# ... existing code ...\n")))
+        assert "only markers" in error_of(only_markers, 422, "merge_refused")
         assert loses_main.requests == []  # refused by the deterministic merge: no model asked
         by_the_check = client.post(CHAT, json=body(message(TWICE, update)))  # ambiguous: the model's answer
         assert "would lose function load, function main" in error_of(by_the_check, 422, "merge_refused")
         assert len(loses_main.requests) == 1
+        # a snippet that matches nothing goes to the model too, whose answer the checks judge
+        matches_nothing = client.post(CHAT, json=body(message(update="x = compute()\ny = x + 1\n")))
+        assert "would lose function main" in error_of(matches_nothing, 422, "merge_refused")
+        assert len(loses_main.requests) == 2
 
 
 def test_a_merge_bringing_an_undefined_name_is_refused_by_the_lint_check_either_way(tiny_loaded, tiny_rewriter):
@@ -141,13 +145,13 @@ def test_a_merge_bringing_an_undefined_name_is_refused_by_the_lint_check_either_
     unlinted = TWICE.replace("return open(path).read()", "return json.loads(open(path).read())")
     scripted = ScriptedRewriter(tiny_rewriter, lambda code: unlinted)
     with client_for(tiny_loaded, scripted) as client:
-        merged = client.post(CHAT, json=body(message(update=broken)))
+        merged = client.post(CHAT, json=body(message(update=broken)))  # the model's turn, refused again
         assert "undefined name 'json'" in error_of(merged, 422, "merge_refused")
-        assert scripted.requests == []  # the deterministic merge's, refused without the model
+        assert len(scripted.requests) == 2  # asked again with the reason, as any rewrite is
         ambiguous = "# ...\ndef load(path):\n    return json.loads(open(path).read())\n# ...\n"  # which `load`?
         by_the_model = client.post(CHAT, json=body(message(TWICE, ambiguous)))
         assert "undefined name 'json'" in error_of(by_the_model, 422, "merge_refused")
-        assert len(scripted.requests) == 2  # asked again with the reason, as any rewrite is
+        assert len(scripted.requests) == 4
         clean = client.post(CHAT, json=body(message(update="import json\n" + broken)))
         assert clean.status_code == 200, clean.text
         assert "import json\n" in clean.json()["choices"][0]["message"]["content"]

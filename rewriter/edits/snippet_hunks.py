@@ -1,0 +1,251 @@
+"""Merging a snippet by its lines alone, as a diff hunk is applied: each stretch between markers
+is placed where its first lines (the context before the change) and its last lines (the context
+after it) stand in the file, and the file's lines between those anchors give way to the
+snippet's. This reads what the definition merge cannot: fragments that start mid-expression or
+mid-block, hunks with or without markers, context with or without the file's indentation.
+
+It is sure or it says why not (Unclear): a stretch placed in more than one place, a change with
+no anchor on one side, an indentation that does not follow the file's, a stretch that would
+replace many more lines than it brings. The model merges what it cannot.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from .snippet_lines import EDGE_LINES, Unclear, indent_of
+
+SLACK_LINES = 8  # code lines a replaced stretch of the file may hold beyond the snippet's
+
+
+@dataclass(frozen=True)
+class _Stretch:
+    """Snippet lines [start, end) between markers, blank lines at both ends left out."""
+
+    start: int
+    end: int
+    marker_before: bool
+    marker_after: bool
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a stretch's n code lines go: its first p match the file's code lines [a, a + p), its
+    last s match [b, b + s); p == 0 means from the file's start, s == 0 to its end."""
+
+    a: int
+    p: int
+    b: int
+    s: int
+
+
+def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], heads: set[int],
+                   removals: str = "") -> list[str]:
+    """The file's lines with each of the snippet's stretches merged in (lines end in newlines);
+    raises Unclear where the place or the extent of a stretch is uncertain. `heads`: the file's
+    lines that start a definition; `removals`: the instruction, where it asks for removals."""
+    file_code = [i for i, line in enumerate(file_lines) if line.strip()]
+    file_keys = [file_lines[i].strip() for i in file_code]
+    out: list[str] = []
+    copied = 0  # file lines [0, copied) are in `out` or replaced
+    cursor = 0  # file code lines before it belong to stretches placed already
+    stretches = _stretches(lines, markers)
+    if not stretches:
+        raise Unclear("the snippet holds only markers")
+    for number, stretch in enumerate(stretches):
+        code = [i for i in range(stretch.start, stretch.end) if lines[i].strip()]
+        keys = [lines[i].strip() for i in code]
+        place = _place(file_keys, keys, cursor, from_start=number == 0 and not stretch.marker_before,
+                       to_end=number == len(stretches) - 1 and not stretch.marker_after)
+        if place is None:  # the stretch is all the file's lines already: nothing changes there
+            continue
+        if place.p == len(keys):
+            _shift(file_lines, file_code, lines, code, place)  # the same lines, indented otherwise: a change
+            cursor = place.a + place.p
+            continue
+        _check_moves(file_keys, keys, place)
+        if number == 0 and not stretch.marker_before and removals and any(
+                file_keys[i] in removals for i in range(place.a)):
+            raise Unclear("the snippet starts inside the file with no marker there, and the instruction asks to "
+                          "remove a line before it: whether the rest goes is unclear")
+        shift = _shift(file_lines, file_code, lines, code, place)
+        low = file_code[place.a + place.p - 1] + 1 if place.p else 0
+        high = file_code[place.b] if place.s else len(file_lines)
+        middle_low = code[place.p - 1] + 1 if place.p else stretch.start
+        middle_high = code[len(code) - place.s] if place.s else stretch.end
+        out += file_lines[copied:low]
+        new = [_shifted(line, shift) for line in lines[middle_low:middle_high]]
+        out += _aligned(file_lines[low:high], new, {head - low for head in heads if low <= head < high},
+                        marked=bool(markers))
+        copied = high
+        cursor = place.b + place.s if place.s else len(file_code)
+    return out + file_lines[copied:]
+
+
+def excerpts_file(file_lines: list[str], lines: list[str], markers: set[int]) -> bool:
+    """Whether every stretch between markers is the file's lines as they stand, blank lines
+    included (runs of them as one), in order: the first at the file's start unless a marker
+    comes before it, the last at its end unless one comes after. A stretch that skips a line of
+    the file says that line goes, though every line it holds is the file's."""
+    file_keys = _collapsed([line.strip() for line in file_lines])
+    while file_keys and not file_keys[-1]:
+        file_keys.pop()
+    at = 0
+    stretches = _stretches(lines, markers)
+    for number, stretch in enumerate(stretches):
+        end = min([m for m in markers if m >= stretch.end] + [len(lines)])  # trailing blank lines included
+        keys = _collapsed([line.strip() for line in lines[stretch.start:end]])
+        if number == len(stretches) - 1 and not stretch.marker_after:
+            while keys and not keys[-1]:
+                keys.pop()
+            found = [len(file_keys) - len(keys)] if file_keys[len(file_keys) - len(keys):] == keys else []
+        else:
+            found = [i for i in range(at, len(file_keys) - len(keys) + 1) if file_keys[i:i + len(keys)] == keys]
+        if not found or number == 0 and not stretch.marker_before and found[0] != 0:
+            return False
+        at = found[0] + len(keys)
+    return True
+
+
+def _collapsed(keys: list[str]) -> list[str]:
+    """Runs of blank lines as one; none at the start."""
+    out: list[str] = []
+    for key in keys:
+        if key or out and out[-1]:
+            out.append(key)
+    return out
+
+
+def _stretches(lines: list[str], markers: set[int]) -> list[_Stretch]:
+    stretches, start = [], 0
+    for at in [*sorted(markers), len(lines)]:
+        code = [i for i in range(start, at) if lines[i].strip()]
+        if code:
+            stretches.append(_Stretch(code[0], code[-1] + 1, start > 0 and start - 1 in markers, at < len(lines)))
+        start = at + 1
+    return stretches
+
+
+def _place(file_keys: list[str], keys: list[str], cursor: int, from_start: bool, to_end: bool) -> _Place | None:
+    """The one place for a stretch's code lines `keys` at or after the file's code line `cursor`;
+    None for lines the file holds in a row in more than one place (they change nothing)."""
+    p, starts = _longest_run(file_keys, keys, cursor)
+    if p == len(keys):
+        return _Place(starts[0], p, starts[0] + p, 0) if len(starts) == 1 else None
+    if not p:
+        if not from_start:
+            raise Unclear(f"the snippet's line {keys[0]!r} matches nothing in the file after what comes before it")
+        starts = [cursor]
+    places = []
+    for a in starts:
+        s, ends = _longest_run(file_keys[::-1], keys[p:][::-1], 0, stop=len(file_keys) - (a + p))
+        if s:
+            b = len(file_keys) - max(ends) - s  # the nearest after the prefix
+            places.append(_Place(a, p, b, s))
+        elif to_end and len(starts) == 1:
+            places.append(_Place(a, p, len(file_keys), 0))
+    # a prefix found again before the suffix that follows an earlier one is that suffix's own
+    places = [place for place in places if not any(place.a < other.a < place.b for other in places)]
+    if not places:
+        raise Unclear(f"the snippet's line {keys[-1]!r} matches nothing in the file after {keys[p - 1]!r}"
+                      if p else f"the snippet's line {keys[-1]!r} matches nothing in the file")
+    if len(places) > 1:
+        raise Unclear(f"the snippet's lines around {keys[max(p - 1, 0)]!r} fit {len(places)} places in the file")
+    place = places[0]
+    new_lines = len(keys) - place.p - place.s
+    if not place.p and place.b > max(EDGE_LINES, 2 * new_lines):
+        raise Unclear(f"the snippet would replace {place.b} lines at the file's start, with no marker there")
+    if not place.s and len(file_keys) - place.a - place.p > max(EDGE_LINES, 2 * new_lines):
+        raise Unclear(f"the snippet would replace {len(file_keys) - place.a - place.p} lines at the file's end, "
+                      "with no marker there")
+    return place
+
+
+def _check_moves(file_keys: list[str], keys: list[str], place: _Place) -> None:
+    """A new line that the file holds just outside where the stretch goes may be that line
+    moved, or a copy of it: which, the lines cannot say."""
+    near = len(keys)
+    low, high = place.a + place.p, place.b if place.s else len(file_keys)
+    around = set(file_keys[max(place.a - near, 0):low]) | set(file_keys[high:high + place.s + near])
+    inside = set(file_keys[low:high])
+    for key in keys[place.p:len(keys) - place.s]:
+        if key in around and key not in inside:
+            raise Unclear(f"the snippet's line {key!r} stands next to where it goes in the file: "
+                          "moved there, or a copy of it, is unclear")
+
+
+def _longest_run(file_keys: list[str], keys: list[str], cursor: int, stop: int | None = None) -> tuple[int, list[int]]:
+    """The most of `keys`' first lines that the file holds in a row, starting at or after
+    `cursor` (and ending by `stop`), and every start where it holds that many."""
+    stop = len(file_keys) if stop is None else stop
+    best, starts = 0, []
+    for at in range(cursor, stop):
+        length = 0
+        while length < len(keys) and at + length < stop and file_keys[at + length] == keys[length]:
+            length += 1
+        if length and length > best:
+            best, starts = length, [at]
+        elif length and length == best:
+            starts.append(at)
+    return best, starts
+
+
+def _shift(file_lines: list[str], file_code: list[int], lines: list[str], code: list[int],
+           place: _Place) -> tuple[str, int]:
+    """What to put before the snippet's lines, or how many columns to take from them, to stand
+    at the file's indentation: the same for every anchor line, or Unclear."""
+    pairs = [(code[k], file_code[place.a + k]) for k in range(place.p)]
+    pairs += [(code[len(code) - place.s + k], file_code[place.b + k]) for k in range(place.s)]
+    shifts = {len(indent_of(file_lines[f])) - len(indent_of(lines[m])) for m, f in pairs}
+    if len(shifts) != 1:
+        raise Unclear("the snippet's context lines are indented unlike the file's")
+    shift = shifts.pop()
+    widest = max((file_lines[f] for _, f in pairs), key=lambda line: len(indent_of(line)))
+    return (indent_of(widest)[:shift], 0) if shift > 0 else ("", -shift)
+
+
+def _shifted(line: str, shift: tuple[str, int]) -> str:
+    added, taken = shift
+    if not line.strip():
+        return line
+    if indent_of(line)[:taken].strip(" \t") or len(indent_of(line)) < taken:
+        raise Unclear("the snippet's lines are indented less than its context lines allow")
+    return added + line[taken:]
+
+
+def _aligned(file_lines: list[str], lines: list[str], heads: set[int], marked: bool) -> list[str]:
+    """The new lines for a stretch of the file: runs of two or more code lines that both hold in
+    the same order stay the file's; between them the snippet's lines replace the file's, except,
+    in a snippet without markers, where it has only blank lines against more than a few of the
+    file's code lines and no definition (the gap between two hunks). A snippet with markers
+    marks what it leaves out. `heads`: the lines that start a definition."""
+    file_code = [i for i, line in enumerate(file_lines) if line.strip()]
+    code = [i for i, line in enumerate(lines) if line.strip()]
+    # the snippet's lines stand at the file's indentation by now: an indentation changed is a change
+    matcher = SequenceMatcher(None, [file_lines[i].rstrip() for i in file_code], [lines[i].rstrip() for i in code],
+                              autojunk=False)
+    blocks = [block for block in matcher.get_matching_blocks() if block.size >= 2 or not block.size]
+    out: list[str] = []
+    file_at, at = 0, 0  # lines of each side taken so far
+    for block in blocks:
+        file_to = file_code[block.a] if block.size else len(file_lines)
+        to = code[block.b] if block.size else len(lines)
+        out += _replaced(file_lines[file_at:file_to], lines[at:to], any(file_at <= h < file_to for h in heads),
+                         marked)
+        if block.size:
+            file_end, end = file_code[block.a + block.size - 1] + 1, code[block.b + block.size - 1] + 1
+            out += file_lines[file_to:file_end]
+            file_at, at = file_end, end
+    return out
+
+
+def _replaced(file_lines: list[str], lines: list[str], defines: bool, marked: bool) -> list[str]:
+    old = sum(1 for line in file_lines if line.strip())
+    new = sum(1 for line in lines if line.strip())
+    if not new and lines and old > EDGE_LINES and not marked:
+        if defines:
+            raise Unclear("the snippet leaves out lines that hold a definition, with no marker in their place")
+        return file_lines  # a blank line between hunks, not a removal
+    if old > max(2 * new, new + SLACK_LINES):
+        raise Unclear(f"the snippet would replace {old} lines of the file with {new}, with no marker there")
+    return lines

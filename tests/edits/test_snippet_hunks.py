@@ -1,0 +1,115 @@
+"""The merge by lines: fragments that do not parse alone (a hunk from inside a dict, a method's
+body without its def), placed by their context lines as a diff hunk is; and where the place or
+the extent is not certain, the model merges."""
+from __future__ import annotations
+
+import pytest
+
+from rewriter.edits.snippets import LINES, Merged, ToModel, merge_snippet
+
+FILE = '''import json
+
+SETTINGS = {
+    "name": "demo",
+    "retries": 3,
+    "timeout": 10,
+    "verbose": False,
+}
+
+
+class Client:
+    def __init__(self, url):
+        self.url = url
+        self.session = None
+
+    def fetch(self, path):
+        response = self.session.get(self.url + path)
+        if response.status != 200:
+            raise ValueError(response.status)
+        data = json.loads(response.text)
+        return data
+
+    def close(self):
+        self.session = None
+
+
+def main():
+    client = Client("http://x")
+    print(client.fetch("/"))
+'''
+
+
+def merged_by_lines(snippet: str, text: str = FILE) -> str:
+    outcome = merge_snippet(text, snippet, "python")
+    assert isinstance(outcome, Merged) and outcome.path == LINES, outcome
+    return outcome.text
+
+
+def test_a_hunk_from_inside_a_dict_is_placed_by_its_context():
+    snippet = '    "retries": 3,\n    "timeout": 30,\n    "verbose": False,\n}\n'
+    assert merged_by_lines(snippet) == FILE.replace('"timeout": 10', '"timeout": 30')
+
+
+def test_a_method_s_lines_without_its_indentation_take_the_file_s():
+    # the common indentation taken off, the next method's header one level out: one shift for all
+    snippet = ('    if response.status != 200:\n        raise ValueError(response.status)\n'
+               '    data = json.loads(response.text)\n    return data.get("items", [])\n\n'
+               'def close(self):\n    self.session = None\n')
+    assert merged_by_lines(snippet) == FILE.replace("return data\n", 'return data.get("items", [])\n')
+
+
+def test_markers_at_any_indentation_split_the_snippet_into_stretches():
+    snippet = ('    def fetch(self, path):\n# ... existing code ...\n        data = json.loads(response.text)\n'
+               '        return data["items"]\n\n    def close(self):\n        // ...\n')
+    outcome = merge_snippet(FILE, snippet, "python")
+    assert isinstance(outcome, Merged) and outcome.text == FILE.replace("return data\n", 'return data["items"]\n')
+
+
+def test_context_lines_the_snippet_repeats_are_not_written_twice():
+    snippet = ("# ...\n    def close(self):\n        if self.session:\n            self.session.close()\n"
+               "        self.session = None\n\n\ndef main():\n# ...\n")
+    assert merged_by_lines(snippet) == FILE.replace(
+        "    def close(self):\n", "    def close(self):\n        if self.session:\n            self.session.close()\n")
+
+
+def test_a_crlf_file_keeps_its_newlines():
+    crlf = FILE.replace("\n", "\r\n")
+    snippet = '    "retries": 3,\n    "timeout": 30,\n    "verbose": False,\n}\n'
+    assert merged_by_lines(snippet, crlf) == crlf.replace('"timeout": 10', '"timeout": 30')
+
+
+@pytest.mark.parametrize("snippet, words", [
+    # a changed line alone (a hunk without context): where it goes, nothing says
+    ('        return data["items"]\n', "replace"),
+    # the anchors' indentation disagree: the new lines' cannot be trusted
+    ('"retries": 3,\n"timeout": 30,\n    "verbose": False,\n}\n', "indented unlike"),
+    # a new line the file holds right after the place: moved, or copied?
+    ("        raise ValueError(response.status)\n        return data\n        data = json.loads(response.text)\n",
+     "moved there"),
+])
+def test_what_the_lines_cannot_place_goes_to_the_model_saying_why(snippet, words):
+    outcome = merge_snippet(FILE, snippet, "python")
+    assert isinstance(outcome, ToModel) and words in outcome.reason.split("; by definitions")[0], outcome
+
+
+def test_context_that_fits_two_places_goes_to_the_model():
+    twice = "def a():\n    x = 1\n    return x\n\n\ndef b():\n    x = 1\n    return x\n"
+    outcome = merge_snippet(twice, "# ...\n    x = 1\n    y = 2\n    return x\n# ...\n", "python")
+    assert isinstance(outcome, ToModel) and "fit 2 places" in outcome.reason, outcome
+
+
+def test_a_snippet_whose_lines_the_file_holds_already_changes_nothing():
+    snippet = "# ...\n        data = json.loads(response.text)\n        return data\n# ...\n"
+    outcome = merge_snippet(FILE, snippet, "python")
+    assert isinstance(outcome, Merged) and outcome.text == FILE
+
+
+def test_a_snippet_of_the_file_s_lines_that_skips_one_goes_to_the_model():
+    # every line is the file's, but a blank line stands where the file has code: that code may go
+    skips = "# ...\n        raise ValueError(response.status)\n\n# ...\n"
+    outcome = merge_snippet(FILE, skips, "python")
+    assert isinstance(outcome, ToModel) and "not the file's lines as they stand" in outcome.reason
+    # at the file's start with no marker before it: the lines before it may go
+    assert isinstance(merge_snippet(FILE, 'SETTINGS = {\n    "name": "demo",\n# ...\n', "python"), ToModel)
+    from_start = merge_snippet(FILE, 'import json\n\nSETTINGS = {\n# ...\n', "python")
+    assert isinstance(from_start, Merged) and from_start.text == FILE
