@@ -39,7 +39,7 @@ from ..results import ContextTooLarge, RewriteError, ServiceError
 from .collect import collect
 from .plans import BatchError, FilePlan, Options, Unit
 from .report import Report, TerminalReport, exit_code, json_report, plural, summary_table
-from .testgate import EditGate, check_baseline
+from .testgate import CommandRun, EditGate, check_baseline
 
 MAX_FILE_BYTES = 1 << 20  # larger files are generated or data, not code to rewrite by model
 # How much of the file around a span goes along as context: all of it first, then less when
@@ -251,8 +251,9 @@ def _describe(error: Exception) -> str:
 # ---- the whole run -------------------------------------------------------------------------
 
 def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, workers: int = 1,
-        diff_out: TextIO | None = None) -> bool:
+        diff_out: TextIO | None = None, tests_before: CommandRun | None = None) -> bool:
     """Rewrite every planned file; writes (with --write) happen here, one file at a time.
+    `tests_before`: --test's run before any edit, which the edits' runs are judged against.
 
     Returns False when interrupted (Ctrl-C); every file is then untouched or fully written, and
     its status says which.
@@ -260,7 +261,7 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
 
     cancel = threading.Event()
     runner = Runner(engine, options, report, cancel)
-    gate = EditGate(options) if options.test else None
+    gate = EditGate(options, tests_before) if options.test else None
     if gate is not None:
         workers = 1  # the tests see one edit at a time
     pending = [job for job in jobs if job.status == "pending"]
@@ -371,14 +372,14 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
         raise BatchError("no source files found under " + ", ".join(paths))
     plan_all(jobs, options, say)
     started = time.perf_counter()
-    if options.test:
-        check_baseline(options, say)  # before the model loads: what fails already is said first
+    # before the model loads: what fails already is said first
+    tests_before = check_baseline(options, say) if options.test else None
     engine = make_engine()
     # Files decode in threads while one is reviewed: no progress bar drawn over the questions.
     report = progress_report(stderr, quiet or (options.review is not None and workers > 1), json_output)
     try:
         completed = run(jobs, engine, options, report, workers=workers,
-                        diff_out=None if json_output else stdout)
+                        diff_out=None if json_output else stdout, tests_before=tests_before)
     finally:
         engine.close()
     return conclude(jobs, options, completed, time.perf_counter() - started, json_output=json_output,

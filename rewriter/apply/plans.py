@@ -76,6 +76,7 @@ class FilePlan:
     test_tries: int = 0  # --test: the answers whose edit the tests ran on
     test_outcome: str = ""  # --test: the last run's: passed, failed, timed out or interrupted
     test_tail: str = ""  # --test: the last lines of the last failing run's output
+    test_rule: str = ""  # --test: the rule that kept the edit (the tests passed, or pytest's fixed failures)
 
     def skip(self, reason: str) -> FilePlan:
         self.status, self.reason = "skipped", reason

@@ -160,6 +160,8 @@ def outcome_of_tests(job: FilePlan) -> str:
         return "-"
     if job.test_outcome == "passed":
         return f"passed on try {job.test_tries}"
+    if job.test_rule:
+        return f"fewer failures on try {job.test_tries}"
     return f"{job.test_outcome or 'not run'} after {job.test_tries} {'try' if job.test_tries == 1 else 'tries'}"
 
 
@@ -246,7 +248,8 @@ def json_report(jobs: list[FilePlan], options: Options, seconds: float, code: in
             "notes": job.notes,
             **({"merge": job.merge, "merge_reason": job.merge_reason} if job.merge else {}),
             **({"test": {"tries": job.test_tries, "outcome": job.test_outcome or None,
-                         "output_tail": job.test_tail}} if options.test is not None else {}),
+                         "output_tail": job.test_tail, **({"kept_by": job.test_rule} if job.test_rule else {})}}
+               if options.test is not None else {}),
             "stats": _stats_dict(stats),
             "seconds": round(job.seconds, 3),
         })

@@ -74,13 +74,13 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
     elif isinstance(outcome, ToModel):
         job.merge, job.merge_reason = MODEL, outcome.reason
         say(f"{job.display}: {outcome.reason}; the model merges the snippet")
-        if options.test:
-            check_baseline(options, say)  # before the model loads: what fails already is said first
+        # before the model loads: what fails already is said first
+        tests_before = check_baseline(options, say) if options.test else None
         model_options = replace(options, snippet=snippet.decode("utf-8"))  # the merge decoded it already
         engine = make_engine()
         try:
             completed = run(jobs, engine, model_options, progress_report(stderr, quiet, json_output),
-                            diff_out=None if json_output else stdout)
+                            diff_out=None if json_output else stdout, tests_before=tests_before)
         finally:
             engine.close()
     else:
@@ -102,12 +102,11 @@ def _merged(job: FilePlan, text: str, path: str) -> None:
 def _delivered(job: FilePlan, options: Options, say: Callable[[str], None], diff_out: TextIO | None) -> bool:
     """The deterministic merge shown, written or checked; with --test, written only if the tests
     pass with it. False when interrupted (the file is then as it was, or the merge that passed)."""
-    if options.test and job.status == "changed":
-        check_baseline(options, say)
+    tests_before = check_baseline(options, say) if options.test and job.status == "changed" else None
     try:
-        if options.test and job.status == "changed":
+        if tests_before is not None:
             # One try: there is no model to ask again, and the merge would come out the same.
-            EditGate(replace(options, tries=1)).keep_or_put_back(job, lambda why: None)
+            EditGate(replace(options, tries=1), tests_before).keep_or_put_back(job, lambda why: None)
             if job.status == "failed" and job.test_tries:
                 job.reason += " (a merge without a model is not tried again: it would come out the same)"
         deliver(job, options, Report(), diff_out)

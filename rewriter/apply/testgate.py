@@ -3,11 +3,14 @@
 CMD runs once before any edit. If it fails then (the usual reason to give it: "fix the bug in
 add" with test_add failing), the run says which tests fail and goes on: an edit fixes them or is
 put back. Then each file's edit is written and CMD runs on it (a shell command in the current
-directory, in its own process group, killed when it outlasts --test-timeout). The edit stays only
-if CMD passes; otherwise the file's original bytes are put back and, while tries remain, the model
-is asked again with its answer and the last lines of CMD's output (session.Feedback). Writing,
-testing and putting back run with Ctrl-C and SIGTERM held (recorded, then raised once the file is
-safe), so that an interrupted run leaves every file as it was or as an edit that passed.
+directory, in its own process group, killed when it outlasts --test-timeout). The edit stays if
+CMD passes, or, where CMD is pytest and failed before, if no test fails with the edit that did
+not fail before and at least one that failed no longer does (pytest's summary names them all;
+the report says which rule kept the edit); otherwise the file's original bytes are put back and,
+while tries remain, the model is asked again with its answer and the last lines of CMD's output
+(session.Feedback). Writing, testing and putting back run with Ctrl-C and SIGTERM held (recorded,
+then raised once the file is safe), so that an interrupted run leaves every file as it was or as
+an edit that passed.
 """
 from __future__ import annotations
 
@@ -110,6 +113,22 @@ def _tail(output: IO[bytes]) -> str:
 
 # A failed test as pytest's short summary names it ("FAILED tests/test_m.py::test_add - ...").
 PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+# pytest's last line: "2 failed, 5 passed in 0.12s", "1 failed, 1 error in 0.30s".
+PYTEST_COUNTS = re.compile(r"^=*\s*(?:\d+ \w+, )*\d+ \w+ in [\d.]+s", re.MULTILINE)
+PYTEST_COUNT = re.compile(r"(\d+) (failed|errors?)\b")
+
+
+def pytest_failures(command: str, run: CommandRun) -> frozenset[str] | None:
+    """The tests a pytest run failed (errors included), where CMD is pytest and its summary names
+    every one of them; None otherwise."""
+    if "pytest" not in command.split() and "py.test" not in command.split() or run.outcome not in (PASSED, FAILED):
+        return None
+    totals = PYTEST_COUNTS.findall(run.tail)
+    if not totals:
+        return None
+    named = PYTEST_FAILED.findall(run.tail)
+    counted = sum(int(number) for number, _ in PYTEST_COUNT.findall(totals[-1]))
+    return frozenset(named) if counted == len(named) == len(set(named)) else None
 
 
 def check_baseline(options: Options, say: Callable[[str], None]) -> CommandRun:
@@ -122,8 +141,9 @@ def check_baseline(options: Options, say: Callable[[str], None]) -> CommandRun:
         failing = PYTEST_FAILED.findall(run.tail)
         which = (f"failing: {', '.join(failing)}" if failing
                  else f"the last lines of their output:\n{run.tail}")
-        say(f"the tests fail before any edit ({run.describe(options.test)}); an edit is kept only if they "
-            f"pass with it; {which}")
+        rule = ("only if they pass with it, or if it fixes some of these and no other test fails"
+                if pytest_failures(options.test, run) else "only if they pass with it")
+        say(f"the tests fail before any edit ({run.describe(options.test)}); an edit is kept {rule}; {which}")
     return run
 
 
@@ -149,13 +169,27 @@ class HeldSignals:
 
 
 class EditGate:
-    """Keeps a file's edit only if the test command passes with it written."""
+    """Keeps a file's edit only if the test command passes with it written, or, for pytest,
+    fixes failures of `before` (CMD's run before any edit) and brings none."""
 
-    def __init__(self, options: Options):
+    def __init__(self, options: Options, before: CommandRun | None = None):
         assert options.test is not None
         self.command = options.test
         self.tries = options.tries
         self.timeout_s = options.test_timeout
+        self.failing_before = pytest_failures(self.command, before) if before is not None and not before.passed \
+            else None
+
+    def kept_by(self, run: CommandRun) -> str:
+        """The rule that keeps an edit after `run`, in words; "" when none does."""
+        if run.passed:
+            return f"`{self.command}` passed"
+        failing = pytest_failures(self.command, run)
+        if self.failing_before is None or failing is None or not failing < self.failing_before:
+            return ""
+        fixed = sorted(self.failing_before - failing)
+        return (f"pytest: {', '.join(fixed)} failed before and pass now, and no test fails that passed before "
+                f"({len(failing)} still failing: {', '.join(sorted(failing))})")
 
     def keep_or_put_back(self, job: FilePlan, ask_again: Callable[[str], object]) -> None:
         """Write the job's edit and test it; on failure put the original back and `ask_again(why)`
@@ -167,7 +201,7 @@ class EditGate:
                 break
             job.test_tries = attempt
             run = self._try(job)
-            if run is None or run.passed:
+            if run is None or job.status == "written":
                 return
             if attempt < self.tries:
                 ask_again(self.feedback(run))
@@ -198,8 +232,9 @@ class EditGate:
                 job.status = "failed"
                 job.reason = str(error).removeprefix(f"{source.path}: ")
             finally:
-                if run is not None and run.passed:
-                    job.status = "written"
+                rule = self.kept_by(run) if run is not None and held.received is None else ""
+                if rule:  # the rule is said where it is not that CMD passed
+                    job.status, job.test_rule = "written", "" if run is not None and run.passed else rule
                 elif wrote or _bytes_of(job) == edited:
                     _put_back(job)
         if run is not None:

@@ -14,7 +14,7 @@ import pytest
 
 from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import BatchError, Options
-from rewriter.apply.testgate import PASSED, TIMED_OUT, run_tests
+from rewriter.apply.testgate import FAILED, PASSED, TIMED_OUT, CommandRun, pytest_failures, run_tests
 from rewriter.edits.session import EditSession, Feedback
 from rewriter.edits.target import Target, numbered_lines
 from tests.helpers.cli import assert_clean_failure
@@ -125,6 +125,45 @@ def test_pytest_failures_before_any_edit_are_named(project):
     assert apply_command(["m.py"], options, lambda: engine, say=said.append) == 0
     [before] = [line for line in said if "fail before any edit" in line]
     assert before.endswith("failing: test_m.py::test_add")
+
+
+PYTESTS = ("import m\n\n\ndef test_add():\n    assert m.add(2, 3) == 5\n\n\n"
+           "def test_double():\n    assert m.double(4) == 8\n\n\n"
+           "def test_unrelated():\n    assert 'network' == 'up'\n")
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider test_m.py"
+
+
+@pytest.mark.parametrize("answer, kept", [
+    (lambda code: code.replace("a - b", "a + b"), True),  # fixes test_add; test_unrelated fails as before
+    (lambda code: code.replace("a - b", "a + b").replace("x * 2", "x * 3"), False),  # and breaks test_double
+    (lambda code: code.replace("def add(a, b):", "def add(a: int, b: int):"), False),  # fixes nothing
+])
+def test_under_pytest_an_edit_that_fixes_failures_and_brings_none_is_kept(project, capsys, answer, kept):
+    (project / "test_m.py").write_text(PYTESTS)
+    (project / "m.py").write_bytes(BUGGY)
+    said: list[str] = []
+    engine = AnsweringEngine(lambda request: answer(request.code))
+    options = Options(instruction="Fix the bug in add.", write=True, test=PYTEST, tries=1)
+    code = apply_command(["m.py"], options, lambda: engine, json_output=True, say=said.append)
+    (file,) = json.loads(capsys.readouterr().out)["files"]
+    [before] = [line for line in said if "fail before any edit" in line]
+    assert "or if it fixes some of these and no other test fails" in before
+    if kept:
+        assert code == 0 and file["status"] == "written" and (project / "m.py").read_bytes() == ORIGINAL
+        assert file["test"]["kept_by"].startswith("pytest: test_m.py::test_add failed before and pass now")
+        assert "still failing: test_m.py::test_unrelated" in file["test"]["kept_by"]
+    else:
+        assert code == 1 and file["status"] == "failed" and (project / "m.py").read_bytes() == BUGGY
+        assert "kept_by" not in file["test"]
+
+
+def test_pytest_failures_are_read_only_where_its_summary_names_them_all():
+    summary = "FAILED t.py::test_a - assert 0\nERROR t.py::test_b - boom\n1 failed, 3 passed, 1 error in 0.21s\n"
+    assert pytest_failures("pytest -q", CommandRun(FAILED, summary, 1, 0.2)) == {"t.py::test_a", "t.py::test_b"}
+    cut = summary.split("\n", 1)[1]  # the tail lost a name
+    assert pytest_failures("pytest -q", CommandRun(FAILED, cut, 1, 0.2)) is None
+    assert pytest_failures("python check.py", CommandRun(FAILED, summary, 1, 0.2)) is None
+    assert pytest_failures("pytest -q", CommandRun(TIMED_OUT, summary, None, 30.0)) is None
 
 
 @pytest.mark.parametrize("settings, words", [
