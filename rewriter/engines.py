@@ -130,7 +130,10 @@ def load_rewriter(settings: EngineSettings, progress: Say) -> Rewriter:
 def load_models(settings: EngineSettings, progress: Say) -> tuple[LoadedModel, LoadedModel | None]:
     """The model `settings` name (none named: default_model's choice) and the draft model they
     name, if any (the service puts them behind its own decoder, local_engine)."""
-    from .weights.models import load_model
+    from .weights.threads import thread_waits
+
+    with thread_waits():  # torch's threads share the cores with other work (weights/threads.py)
+        from .weights.models import load_model
 
     model = settings.model or default_model(progress)
     loaded = load_model(model, device=settings.device, dtype=settings.dtype, progress=progress)

@@ -93,12 +93,19 @@ def _key_span(position: int) -> int:
 def _float32_keeps_rows(key_heads: int, group: int, width: int, threads: int) -> bool:
     """Whether this machine's kernels give `_span_attention`'s rows the same bits in a
     wide pass as alone, for `key_heads` key heads of `width`, each shared by `group` query heads,
-    on `threads` threads.
+    on `threads` threads: checked once per machine's kernels, the answer kept in the cache
+    (kept_checks.py)."""
+    from .kept_checks import kept_answer
 
-    Checked once, on random values: a block of every size within a bucket, near the start and
-    2,000 tokens in, then a widest pass across buckets. (Kernels switch with the shape: here a
-    product of 2 rows sums in another order than one of 32, while 7 and 112 agree; so do 2 key
-    heads, but not 1.)
+    return kept_answer(f"float32 attention keeps rows {key_heads}x{group}x{width}", threads,
+                       lambda: _check_float32_keeps_rows(key_heads, group, width))
+
+
+def _check_float32_keeps_rows(key_heads: int, group: int, width: int) -> bool:
+    """_float32_keeps_rows, checked on random values: a block of every size within a bucket, near
+    the start and 2,000 tokens in, then a widest pass across buckets. (Kernels switch with the
+    shape: here a product of 2 rows sums in another order than one of 32, while 7 and 112 agree;
+    so do 2 key heads, but not 1.)
     """
     generator = torch.Generator().manual_seed(0)
     for context in (DECODING_KEY_BUCKET, 31 * DECODING_KEY_BUCKET):
@@ -184,7 +191,7 @@ def register_float64_attention() -> str:
 
 def prepare_int8_attention(config) -> str:
     """Register the int8 paths' attentions and settle, for `config`'s heads on this machine,
-    whether they attend in float32 (the check takes about 0.1 s: done here, so that neither a
+    whether they attend in float32 (checked once per machine's kernels, here, so that neither a
     request nor a timed pass pays it); returns the name of the one to run: every row alone where
     float32 keeps the rows' bits (_int8_row_attention), else prompts in chunks (_int8_attention)."""
     heads = config.num_attention_heads

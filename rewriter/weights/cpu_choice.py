@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ import torch
 
 from ..lookahead import Lookahead, expected_tokens
 from ..passes import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, PASS_SIZES, PassCosts
+from .machine import cpu_name_and_flags, kernels_identity
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -45,18 +45,11 @@ STEADY_SPREAD = 1.3  # repeats further apart than this: the machine was busy, th
 SAMPLE_LAYERS = 4
 # Bump when the candidates, the measurement or the cost model change: older choices are re-measured.
 CHOICE_VERSION = 5
-# Environment variables that change which kernels torch runs (and so what is fastest).
-KERNEL_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
-                   "FBGEMM_ENABLE_INSTRUCTIONS",
-                   "OMP_NUM_THREADS")
 # The path fastest for a kind of CPU wherever it was timed on a quiet machine (docs/weights.md):
 # FBGEMM's int8 on every x86 CPU with AVX2, with or without AVX-512, VNNI or AMX. A timing taken
 # beside other work never replaces it, and a quiet one only when another path is clearly faster.
 KNOWN_FASTEST = (("avx2", "int8-fbgemm"),)
 CLEARLY_FASTER = 1.2  # another path's expected edit time must beat the known one's by this factor
-# CPU features that decide the int8 kernels.
-ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16",
-             "asimddp", "i8mm", "sve")
 
 
 @dataclass(frozen=True)
@@ -334,24 +327,6 @@ def _swap(model: torch.nn.Module, layers: dict[str, torch.nn.Module]) -> None:
 # The remembered choice -----------------------------------------------------------------------------
 
 
-def cpu_name_and_flags() -> tuple[str, set[str]]:
-    """The CPU's model name and its feature flags, as /proc/cpuinfo gives them (elsewhere: the
-    platform's processor name and no flags)."""
-    name, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key in ("model name", "Processor", "CPU part") and name in (platform.processor(), platform.machine()):
-                name = value.strip()
-            if key in ("flags", "Features"):
-                flags = set(value.split())
-                break
-    except OSError:
-        pass
-    return name, flags
-
-
 def known_fastest() -> str | None:
     """The path KNOWN_FASTEST names for this CPU's features, if any."""
     flags = cpu_name_and_flags()[1]
@@ -360,11 +335,7 @@ def known_fastest() -> str | None:
 
 def cpu_identity() -> str:
     """The CPU model, its int8-relevant features, core count and the kernel settings in force."""
-    name, flags = cpu_name_and_flags()
-    features = ",".join(flag for flag in ISA_FLAGS if flag in flags)
-    settings = ",".join(f"{key}={os.environ[key]}" for key in KERNEL_SETTINGS if key in os.environ)
-    mkldnn = "" if torch.backends.mkldnn.enabled else ",mkldnn off"
-    return f"{name} [{features}] x{torch.get_num_threads()}{mkldnn}" + (f" {settings}" if settings else "")
+    return kernels_identity(*cpu_name_and_flags())
 
 
 def choice_key(model_id: str) -> str:

@@ -1,13 +1,15 @@
 """int8-fbgemm's weights packed from the cache while the model is still being built.
 
-A later start of the 1.5B spends about 14 s of one core packing its int8 weights for FBGEMM, and
-about 5 s of one core importing transformers and building the model: one after the other, one
-core idles for most of the second. When the cache already says what a start will load (the kept
-int8-fbgemm weights and, for `auto`, the remembered choice), packing needs nothing of the model.
-Prepacking reads the kept file and packs its weights in threads, the projections that share an
-input joined as share_input_products joins them, while the caller imports and builds; `install`
-then puts the packed layers in. The same weights, joins and packing as loading the file and
-packing after (load_model's other path), so the same bits (tests/weights/test_packing.py).
+A later start of the 1.5B spends about 7 s of CPU time packing its int8 weights for FBGEMM
+(int8_kernels.PACK_PIECE_ROWS), and about 4 s of one core importing transformers, reading the
+tokenizer and building the model: one after the other, one core idles for most of the second.
+When the cache already says what a start will load (the kept int8-fbgemm weights and, for
+`auto`, the remembered choice), packing needs nothing of the model. Prepacking maps the kept
+file (its pages let go as each weight is packed) and packs its weights in threads, in pieces of
+rows (int8_kernels.pack_pieces), the projections that share an input joined as
+share_input_products joins them, while the caller imports and builds; `install` then puts the
+packed layers in. The same weights, joins and packing as loading the file and packing after
+(load_model's other path), so the same bits (tests/weights/test_packing.py).
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .quantize import FbgemmInt8Linear, _fbgemm_engine, _fbgemm_pack, check_kind, quantized_shapes, release_freed_memory
+from .int8_kernels import check_kind, fbgemm_engine, fbgemm_pack, pack_pieces
+from .quantize import FbgemmInt8Linear, quantized_shapes, release_freed_memory
 from .shared_products import SHARED_INPUT_PROJECTIONS, SharedInputProjection, _SharedProduct, joinable
 from .stored import StoredTensors
 
@@ -36,7 +39,7 @@ class _Packed:
     in_features: int
     scale: torch.Tensor
     bias: torch.Tensor | None
-    packed: Future
+    packed: list[Future]  # one per piece of rows (pack_pieces), packed side by side
 
 
 class Prepacking:
@@ -52,6 +55,7 @@ class Prepacking:
         self.shapes: dict[str, tuple[tuple[int, ...], torch.dtype | None]] = {}
         self.failure = ""  # why the packed layers cannot be used; "" when they can
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="rewriter-prepacking", daemon=True)
         self._thread.start()
 
@@ -67,27 +71,47 @@ class Prepacking:
             self.failure = f"{type(error).__name__}: {error}"
 
     def _pack_all(self, stored: StoredTensors) -> None:
-        in_flight = threading.Semaphore(2 * self.workers)  # int8 weights read but not yet packed
-        with _fbgemm_engine(), ThreadPoolExecutor(self.workers) as pool:
+        in_flight = threading.Semaphore(2 * self.workers)  # pieces of weights taken but not yet packed
+        with fbgemm_engine(), ThreadPoolExecutor(self.workers) as pool:
             for count, names in enumerate(_products(self.shapes)):
                 if self._stop.is_set():
                     self.failure = "cancelled"
                     return
-                weights = [stored[name + WEIGHT] for name in names]
-                in_flight.acquire()
-                packed = pool.submit(_fbgemm_pack, torch.cat(weights) if len(weights) > 1 else weights[0])
-                packed.add_done_callback(lambda _: in_flight.release())
-                biases = [stored[name + ".bias"] for name in names if name + ".bias" in self.shapes]
-                self.products.append(_Packed(
-                    names, [len(weight) for weight in weights], weights[0].shape[1],
-                    torch.cat([stored[name + ".weight_scale"] for name in names]),
-                    torch.cat(biases) if biases else None, packed))
-                del weights
-                if count % 16 == 15:  # read weights are freed once packed: give the memory back as it goes
+                self.products.append(self._submit(stored, names, pool, in_flight))
+                if count % 16 == 15:  # joined weights are freed once packed: give the memory back as it goes
                     release_freed_memory()
             for product in self.products:
-                product.packed.result()  # a packing error fails here, inside the engine's `with`
+                for piece in product.packed:
+                    piece.result()  # a packing error fails here, inside the engine's `with`
         release_freed_memory()
+
+    def _submit(self, stored: StoredTensors, names: list[str], pool: ThreadPoolExecutor,
+                in_flight: threading.Semaphore) -> _Packed:
+        """One product's pieces handed to the packing threads; its weights are the file's mapped
+        pages (joined ones copied first), let go once packed."""
+        weights = [stored.mapped(name + WEIGHT) for name in names]
+        joined = torch.cat(weights) if len(weights) > 1 else weights[0]
+        pieces = pack_pieces(joined)
+        left = [len(pieces)]
+
+        def packed(_: Future) -> None:
+            in_flight.release()
+            with self._lock:
+                left[0] -= 1
+                if not left[0]:
+                    for name in names:
+                        stored.release(name + WEIGHT)
+
+        futures = []
+        for piece in pieces:
+            in_flight.acquire()
+            future = pool.submit(fbgemm_pack, piece)
+            future.add_done_callback(packed)
+            futures.append(future)
+        biases = [stored[name + ".bias"] for name in names if name + ".bias" in self.shapes]
+        return _Packed(names, [len(weight) for weight in weights], weights[0].shape[1],
+                       torch.cat([stored[name + ".weight_scale"] for name in names]),
+                       torch.cat(biases) if biases else None, futures)
 
     def finish(self) -> None:
         """Wait for the packing: after this no thread of it runs (FBGEMM's engine is one setting for
@@ -156,7 +180,8 @@ def _products(shapes: dict) -> list[list[str]]:
 def _packed_layer(product: _Packed) -> FbgemmInt8Linear:
     layer = FbgemmInt8Linear(in_features=product.in_features, out_features=len(product.scale),
                              bias=product.bias is not None)  # a shell on the meta device
-    layer.packed, layer.weight_int8 = product.packed.result(), None
+    layer.packed = tuple(packed for piece in product.packed for packed in piece.result())
+    layer.weight_int8 = None
     layer.weight_scale, layer.bias = product.scale, product.bias
     return layer
 

@@ -31,11 +31,9 @@ tie that closely; every check here agrees, but it is not a bit-level guarantee t
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import os
-import warnings
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -44,18 +42,22 @@ import torch
 from torch import nn
 
 from ..passes import WIDEST_DECODING_PASS
+from .int8_kernels import (
+    INT8_KINDS,
+    QuantizationUnavailable,
+    check_kind,
+    fbgemm_engine,
+    fbgemm_levels,
+    fbgemm_pack,
+    fbgemm_sums,
+    range_row,
+)
 
 if TYPE_CHECKING:  # transformers is imported where a model is built: prepacked.py packs before that
     from transformers import PreTrainedModel
 
-# The CPU paths with row-independent arithmetic, by --dtype name.
-INT8_KINDS = ("int8", "int8-bf16", "int8-fbgemm")
 # _weight_int8pack_mm reads its inputs in groups of 16; at other input sizes its sums are wrong.
 PACK_GROUP = 16
-
-
-class QuantizationUnavailable(RuntimeError):
-    """This machine's torch cannot run the int8 path; the caller falls back to float32."""
 
 
 def int8_weights(linear: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
@@ -159,13 +161,6 @@ class WeightInt8Linear(Int8Layer):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, bfloat16 activations"
 
 
-# int8-fbgemm's activation levels a side, most precise first: 127 where FBGEMM's kernels sum 8-bit
-# activations exactly (VNNI); its AVX2 kernel adds pairs of u8 x s8 products in 16 bits, which
-# saturate unless activations keep to 7 bits.
-FBGEMM_LEVELS = (127, 63)
-_FBGEMM_LEVELS_HERE: list[int] = []
-
-
 class FbgemmInt8Linear(Int8Layer):
     """int8 weights times per-row int8 activations on FBGEMM (torch's quantized linear op), whose
     integer kernels are fast on AVX2 as well as on AVX-512: 127 levels a side where its kernels sum
@@ -179,6 +174,7 @@ class FbgemmInt8Linear(Int8Layer):
 
     weight_int8: torch.Tensor | None
     range_row: torch.Tensor
+    packed: tuple | None  # FBGEMM's packed pieces of the weight (int8_kernels.fbgemm_pack)
 
     def __init__(self, linear: nn.Linear | None = None, **kwargs):
         super().__init__(linear, **kwargs)
@@ -189,7 +185,7 @@ class FbgemmInt8Linear(Int8Layer):
     def _keep_weight(self, quantized: torch.Tensor) -> None:
         self.register_buffer("weight_int8", quantized.contiguous())  # (out, in): what the cache keeps
         self.levels = fbgemm_levels()
-        self.register_buffer("range_row", _range_row(self.in_features, self.levels), persistent=False)
+        self.register_buffer("range_row", range_row(self.in_features, self.levels), persistent=False)
 
     def pack(self) -> None:
         """Pack the int8 weight for FBGEMM, if not done yet. Only the packed copy is kept: the int8
@@ -201,7 +197,7 @@ class FbgemmInt8Linear(Int8Layer):
         joined layers were packed, unpacked and packed again)."""
         if self.packed is None:
             assert self.weight_int8 is not None
-            self.packed, self.weight_int8 = _fbgemm_pack(self.weight_int8), None
+            self.packed, self.weight_int8 = fbgemm_pack(self.weight_int8), None
 
     def _load_from_state_dict(self, *args, **kwargs):
         if self.weight_int8 is None:  # packed already: let the state dict's weight in again
@@ -218,8 +214,8 @@ class FbgemmInt8Linear(Int8Layer):
         if self.packed is None:
             assert self.weight_int8 is not None
             return self.weight_int8, self.weight_scale
-        unpacked, _ = torch.ops.quantized.linear_unpack(self.packed)
-        return unpacked.int_repr(), self.weight_scale
+        pieces = [torch.ops.quantized.linear_unpack(piece)[0].int_repr() for piece in self.packed]
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces), self.weight_scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # In place where it can be: in a prompt's pass the scaling around the product costs as
@@ -246,7 +242,8 @@ class FbgemmInt8Linear(Int8Layer):
 
     def _sums_with_range_row(self, integers: torch.Tensor) -> torch.Tensor:
         self.pack()
-        return _fbgemm_sums(integers, self.packed, self.levels)
+        assert self.packed is not None
+        return fbgemm_sums(integers, self.packed, self.levels)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, "
@@ -259,127 +256,16 @@ def pack_fbgemm_weights(model: nn.Module) -> None:
     use (the 1.5B on a 2-core Xeon: 8 to 10 s of packing, 14.7 s on one thread)."""
     layers = [module for module in model.modules() if isinstance(module, FbgemmInt8Linear)]
     workers = max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
-    with _fbgemm_engine(), ThreadPoolExecutor(workers) as pool:
+    with fbgemm_engine(), ThreadPoolExecutor(workers) as pool:
         for start in range(0, len(layers), 16):  # each int8 weight is freed once packed: give it back as it goes
             list(pool.map(FbgemmInt8Linear.pack, layers[start:start + 16]))
             release_freed_memory()
-
-
-def _range_row(inputs: int, levels: int) -> torch.Tensor:
-    row = torch.zeros(1, inputs)
-    row[0, :2] = torch.tensor([-levels, levels + 1])
-    return row
-
-
-def _fbgemm_sums(with_range_row: torch.Tensor, packed, levels: int) -> torch.Tensor:
-    """FBGEMM's linear of rows of integers whose last row is the range row, less that row."""
-    reduce_range = levels < 127  # 7-bit activations: FBGEMM's quantized inputs span 0..127
-    return torch.ops.quantized.linear_dynamic(with_range_row, packed, reduce_range)[:-1]
-
-
-def fbgemm_levels() -> int:
-    """int8-fbgemm's activation levels a side on this machine: the most that FBGEMM's kernels sum
-    exactly (checked once per process on the largest sums a row can have)."""
-    if not _FBGEMM_LEVELS_HERE:
-        with torch.device("cpu"):  # the first call may come from a shell built on the meta device
-            _FBGEMM_LEVELS_HERE.append(next((levels for levels in FBGEMM_LEVELS if _fbgemm_exact(levels)), 0))
-    return _FBGEMM_LEVELS_HERE[0]
-
-
-def _fbgemm_exact(levels: int) -> bool:
-    if "fbgemm" not in torch.backends.quantized.supported_engines:
-        return False
-    inputs, generator = 4864, torch.Generator().manual_seed(0)  # 4864: the 0.5B model's down projection
-    weight = torch.randint(-127, 128, (16, inputs), dtype=torch.int8, generator=generator)
-    weight[0], weight[1] = 127, -127
-    rows = torch.randint(-levels, levels + 1, (4, inputs), generator=generator).float()
-    rows[0], rows[1] = levels, -levels  # with the weights' extremes: every pair of products at its largest
-    try:
-        sums = _fbgemm_sums(torch.cat([rows, _range_row(inputs, levels)]), _fbgemm_pack(weight), levels)
-    except RuntimeError:
-        return False
-    return torch.equal(sums, (rows.double() @ weight.double().t()).float())
-
-
-def _fbgemm_pack(weight: torch.Tensor):
-    """FBGEMM's packed form of an int8 weight, (out, in), with unit scales."""
-    with _fbgemm_engine(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # quantized tensors are deprecated; the op is what we use
-        quantized = torch._make_per_channel_quantized_tensor(
-            weight, torch.ones(weight.shape[0], dtype=torch.double),
-            torch.zeros(weight.shape[0], dtype=torch.long), 0)
-        return torch.ops.quantized.linear_prepack(quantized, None)
-
-
-@contextlib.contextmanager
-def _fbgemm_engine() -> Iterator[None]:
-    """FBGEMM as torch's quantized engine within, the one before restored after. It is one setting
-    for the process: layers packed side by side are all inside their caller's `with`."""
-    previous = torch.backends.quantized.engine
-    torch.backends.quantized.engine = "fbgemm"
-    try:
-        yield
-    finally:
-        torch.backends.quantized.engine = previous
 
 
 def _pad_inputs(matrix: torch.Tensor) -> torch.Tensor:
     """`matrix` with zero columns added up to a whole number of the kernel's input groups."""
     short = -matrix.shape[-1] % PACK_GROUP
     return torch.nn.functional.pad(matrix, (0, short)) if short else matrix
-
-
-def _self_check() -> None:
-    """Raise QuantizationUnavailable unless int8 products run here and are exact."""
-    if not hasattr(torch, "_int_mm"):
-        raise QuantizationUnavailable(f"torch {torch.__version__} has no int8 matrix product (torch._int_mm)")
-    generator = torch.Generator().manual_seed(0)
-    a = torch.randint(-127, 128, (3, 64), dtype=torch.int8, generator=generator)
-    b = torch.randint(-127, 128, (64, 16), dtype=torch.int8, generator=generator)
-    try:
-        product = torch._int_mm(a, b)
-    except RuntimeError as error:
-        raise QuantizationUnavailable(f"int8 matrix products fail here: {error}") from error
-    if not torch.equal(product, a.int() @ b.int()):
-        raise QuantizationUnavailable("int8 matrix products are not exact here")
-
-
-def _self_check_weight_only() -> None:
-    """Raise QuantizationUnavailable unless the weight-only int8 product runs here, row by row."""
-    if not hasattr(torch, "_weight_int8pack_mm"):
-        raise QuantizationUnavailable(f"torch {torch.__version__} has no weight-only int8 product "
-                                      "(torch._weight_int8pack_mm)")
-    generator = torch.Generator().manual_seed(0)
-    rows = torch.randn(5, 64, generator=generator).bfloat16()
-    weight = torch.randint(-127, 128, (16, 64), dtype=torch.int8, generator=generator)
-    ones = torch.ones(16, dtype=torch.bfloat16)
-    try:
-        together = torch._weight_int8pack_mm(rows, weight, ones)
-        alone = torch.cat([torch._weight_int8pack_mm(rows[i:i + 1], weight, ones) for i in range(len(rows))])
-    except RuntimeError as error:
-        raise QuantizationUnavailable(f"weight-only int8 products fail here: {error}") from error
-    if not torch.equal(together, alone):
-        raise QuantizationUnavailable("weight-only int8 products depend on the other rows of a pass here")
-
-
-def _self_check_fbgemm() -> None:
-    """Raise QuantizationUnavailable unless FBGEMM's linear gives each row its exact integer sum here."""
-    if "fbgemm" not in torch.backends.quantized.supported_engines:
-        raise QuantizationUnavailable("this torch has no FBGEMM (an x86 build is needed)")
-    if not fbgemm_levels():
-        raise QuantizationUnavailable("FBGEMM's int8 linear is not exact here")
-
-
-def check_kind(kind: str) -> None:
-    """Raise QuantizationUnavailable unless the int8 path `kind` runs here, row-independent."""
-    if kind not in INT8_KINDS:
-        raise ValueError(f"unknown int8 kind {kind!r}")
-    if kind == "int8":
-        _self_check()
-    elif kind == "int8-bf16":
-        _self_check_weight_only()
-    elif kind == "int8-fbgemm":
-        _self_check_fbgemm()
 
 
 def int8_kind(model: nn.Module) -> str | None:

@@ -1,9 +1,10 @@
-"""The tensors of a safetensors file, read one at a time with plain reads (no mapping), and
+"""The tensors of a safetensors file, read one at a time with plain reads or mapped, and
 written one at a time."""
 from __future__ import annotations
 
 import json
 import math
+import mmap
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import torch
 
 
 class StoredTensors(Mapping):
-    """The tensors of a safetensors file, each read when asked for, with plain reads.
+    """The tensors of a safetensors file, each read when asked for, with plain reads, or mapped
+    (`mapped`) where each is used once and let go (`release`).
 
     A model's layers are filled one at a time, so the file is never in memory beside them; and
     reads, unlike the mapping safetensors' own loader makes, leave no file pages in the process's
@@ -20,6 +22,7 @@ class StoredTensors(Mapping):
 
     def __init__(self, path: Path):
         self.file = open(path, "rb")  # noqa: SIM115  (closed on leaving a `with`)
+        self._map: mmap.mmap | None = None
         try:
             self._read_header(path)
         except BaseException:
@@ -53,6 +56,32 @@ class StoredTensors(Mapping):
             raise OSError(f"the file ends inside {name}")
         return tensor
 
+    def mapped(self, name: str) -> torch.Tensor:
+        """The tensor `name` on the file's own pages (copy-on-write): no copy, and no freshly
+        zeroed memory, which reading 1.5 GB cost about 0.8 s of system time; `release` lets the
+        pages go once they are used."""
+        if self._map is None:
+            self._map = mmap.mmap(self.file.fileno(), 0, access=mmap.ACCESS_COPY)
+        entry = self.entries[name]
+        begin, end = entry["data_offsets"]
+        dtype = SAFETENSORS_DTYPES[entry["dtype"]]
+        if begin == end:
+            return torch.empty(entry["shape"], dtype=dtype)
+        flat = torch.frombuffer(self._map, dtype=dtype, count=(end - begin) // dtype.itemsize,
+                                offset=self.data_start + begin)
+        return flat.view(entry["shape"])
+
+    def release(self, name: str) -> None:
+        """Drop the mapped pages that only `name` covers from this process's memory (the file's
+        pages stay in the system's cache): mapped tensors used once do not add up in its RSS."""
+        if self._map is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        begin, end = (self.data_start + offset for offset in self.entries[name]["data_offsets"])
+        first = -(-begin // mmap.PAGESIZE) * mmap.PAGESIZE
+        last = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if last > first:
+            self._map.madvise(mmap.MADV_DONTNEED, first, last - first)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.entries)
 
@@ -63,6 +92,11 @@ class StoredTensors(Mapping):
         return self
 
     def __exit__(self, *exc_info) -> None:
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # mapped tensors still held: the mapping goes with the last of them
+                pass
         self.file.close()
 
 

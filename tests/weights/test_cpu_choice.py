@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rewriter.decoding.decode import Decoder
-from rewriter.weights import attention, cpu_choice, models, quantize
+from rewriter.weights import attention, cpu_choice, int8_kernels, models, quantize
 from rewriter.weights.cpu_choice import (
     CANDIDATES,
     Choice,
@@ -261,7 +261,7 @@ def test_fbgemm_that_is_not_exact_here_is_left_out(monkeypatch):
         return exact_op(levels, packed, reduce_range).clamp(-20000, 20000)
 
     monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", saturating)
-    monkeypatch.setattr(quantize, "_FBGEMM_LEVELS_HERE", [])  # checked again, with the saturating op
+    monkeypatch.setattr(int8_kernels, "_FBGEMM_LEVELS_HERE", [])  # checked again, with the saturating op
     said = []
     costs = measure_candidates(tiny_model(seed=5), widths=(1,), context_tokens=4, prompt_tokens=0, repeats=1,
                                say=said.append)
@@ -392,7 +392,7 @@ def test_a_stale_or_foreign_weights_file_is_never_used(tiny_checkpoint, private_
 
 @pytest.mark.parametrize("kind", ["int8-fbgemm", "int8"])
 def test_a_weights_file_cut_short_is_quantized_again_not_half_loaded(tiny_checkpoint, private_cache, kind):
-    if kind == "int8-fbgemm" and not quantize.fbgemm_levels():
+    if kind == "int8-fbgemm" and not int8_kernels.fbgemm_levels():
         pytest.skip("no exact FBGEMM here")
     reference = load_model(str(tiny_checkpoint), dtype=kind)
     [kept] = (private_cache / "quantized").glob(f"*-{kind}.safetensors")

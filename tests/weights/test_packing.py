@@ -7,14 +7,14 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from rewriter.weights import cpu_choice, models, prepacked, quantize
+from rewriter.weights import cpu_choice, int8_kernels, models, prepacked, quantize
 from rewriter.weights.models import load_model
 from rewriter.weights.prepacked import Prepacking
 from rewriter.weights.quantize import FbgemmInt8Linear, quantize_int8, quantized_tensors
 from rewriter.weights.shared_products import share_input_products
 from tests.helpers.models import tiny_model
 
-pytestmark = pytest.mark.skipif(not quantize.fbgemm_levels(), reason="no exact FBGEMM here")
+pytestmark = pytest.mark.skipif(not int8_kernels.fbgemm_levels(), reason="no exact FBGEMM here")
 
 
 class _Counted:
@@ -76,7 +76,9 @@ def test_a_later_start_packs_each_weight_once_at_load(tiny_checkpoint, tmp_path,
     layers = [module for module in later.model.modules() if isinstance(module, FbgemmInt8Linear)]
     assert len(layers) == 5  # q/k/v joined, o, gate/up joined, down, the output layer
     assert all(layer.packed is not None for layer in layers)  # packed at load, not in the first request
-    assert counted_ops["linear_prepack"].calls == len(layers)  # so none twice, and nothing unpacked
+    pieces = sum(len(layer.packed) for layer in layers)  # the output layer's 151936 rows: in pieces
+    assert pieces > len(layers)
+    assert counted_ops["linear_prepack"].calls == pieces  # so none twice, and nothing unpacked
     assert counted_ops["linear_unpack"].calls == 0
     ids = torch.tensor([[5, 6, 7, 8, 9]])
     with torch.inference_mode():
@@ -136,7 +138,7 @@ def test_a_failure_while_packing_ahead_falls_back_to_packing_after(tiny_checkpoi
     def broken(weight):
         raise RuntimeError("no FBGEMM today")
 
-    monkeypatch.setattr(prepacked, "_fbgemm_pack", broken)
+    monkeypatch.setattr(prepacked, "fbgemm_pack", broken)
     said: list[str] = []
     assert torch.equal(_later_start_logits(tiny_checkpoint, said), reference)
     assert len(kept) == 1 and "no FBGEMM today" in kept[0].failure
@@ -167,3 +169,21 @@ def test_prepacking_groups_the_kept_layers_as_the_model_joins_them():
         ["model.layers.0.self_attn.o_proj"], ["lm_head"]])
     del shapes["model.layers.0.self_attn.v_proj.bias"]  # biased and unbiased: not joined, as share_input_products
     assert ["model.layers.0.self_attn.k_proj"] in prepacked._products(shapes)
+
+
+def test_a_weight_packed_in_pieces_gives_the_bits_of_one_piece(monkeypatch):
+    # Each output channel is its own exact integer sum: pieces of rows change no bit of any pass.
+    generator = torch.Generator().manual_seed(7)
+    weight = torch.randint(-127, 128, (100, 64), dtype=torch.int8, generator=generator)
+    scale, bias = torch.rand(100, generator=generator) / 50, torch.randn(100, generator=generator)
+    linear = torch.nn.Linear(64, 100)
+    linear.bias.data.copy_(bias)
+    whole = FbgemmInt8Linear(linear, weights=(weight, scale))
+    monkeypatch.setattr(int8_kernels, "PACK_PIECE_ROWS", 16)
+    pieces = FbgemmInt8Linear(linear, weights=(weight, scale))
+    assert len(whole.packed) == 1 and len(pieces.packed) == 7  # 100 rows: 6 of 15, then 10
+    assert torch.equal(pieces.int8_weight()[0], weight)
+    for rows in (1, 5, 200):  # a decoding pass and a prompt's
+        x = torch.randn(rows, 64, generator=generator) * 4
+        with torch.inference_mode():
+            assert torch.equal(pieces(x), whole(x)), rows

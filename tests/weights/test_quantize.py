@@ -21,7 +21,7 @@ from rewriter.passes import (
     WIDEST_DECODING_PASS,
 )
 from rewriter.results import Stats
-from rewriter.weights import attention, quantize, shared_products
+from rewriter.weights import attention, int8_kernels, quantize, shared_products
 from rewriter.weights.cpu_choice import pass_costs
 from rewriter.weights.models import ModelError, load_model, resolve_dtype
 from rewriter.weights.quantize import (
@@ -59,13 +59,13 @@ def test_int8_linear_is_close_to_float(kind, inputs):
     assert error < (0.03 if kind == "int8-fbgemm" else 0.02)  # fbgemm: 7-bit activations
 
 
-@pytest.fixture(params=quantize.FBGEMM_LEVELS)
+@pytest.fixture(params=int8_kernels.FBGEMM_LEVELS)
 def fbgemm_levels(request, monkeypatch):
     """Each of int8-fbgemm's activation precisions this machine's FBGEMM sums exactly (63 levels
     always: the AVX2 kernels' precision, whatever the CPU)."""
-    if request.param > quantize.fbgemm_levels():
-        pytest.skip(f"FBGEMM here sums only {quantize.fbgemm_levels()} levels a side exactly")
-    monkeypatch.setattr(quantize, "_FBGEMM_LEVELS_HERE", [request.param])
+    if request.param > int8_kernels.fbgemm_levels():
+        pytest.skip(f"FBGEMM here sums only {int8_kernels.fbgemm_levels()} levels a side exactly")
+    monkeypatch.setattr(int8_kernels, "_FBGEMM_LEVELS_HERE", [request.param])
     return request.param
 
 
@@ -88,10 +88,10 @@ def test_fbgemm_gives_each_row_its_exact_integer_sum(fbgemm_levels):
 def test_fbgemm_precision_is_checked_on_the_cpu_whatever_the_default_device(monkeypatch):
     # The first layer built may be a shell on the meta device (the cached-weights check); the
     # precision check must still run real products, not decide from meta tensors.
-    monkeypatch.setattr(quantize, "_FBGEMM_LEVELS_HERE", [])
+    monkeypatch.setattr(int8_kernels, "_FBGEMM_LEVELS_HERE", [])
     with torch.device("meta"):
         shell = FbgemmInt8Linear(in_features=4864, out_features=16)
-    assert shell.levels in quantize.FBGEMM_LEVELS and quantize.fbgemm_levels() == shell.levels
+    assert shell.levels in int8_kernels.FBGEMM_LEVELS and int8_kernels.fbgemm_levels() == shell.levels
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -30,3 +30,19 @@ def test_a_tensor_that_is_not_what_the_header_says_stops_the_writing(tmp_path):
         write_tensors(tmp_path / "x.safetensors", shapes, wrong, {})
     with pytest.raises(ValueError):  # fewer tensors than the header names
         write_tensors(tmp_path / "y.safetensors", shapes, wrong[:1], {})
+
+
+def test_mapped_tensors_are_the_read_ones_and_released_pages_read_back_the_same(tmp_path):
+    shapes = {"w": ((300, 4096), torch.int8), "s": ((300,), torch.float32), "e": ((0, 4), torch.int8)}
+    generator = torch.Generator().manual_seed(1)
+    tensors = {"w": torch.randint(-127, 128, (300, 4096), dtype=torch.int8, generator=generator),
+               "s": torch.rand(300, generator=generator), "e": torch.zeros(0, 4, dtype=torch.int8)}
+    path = tmp_path / "kept.safetensors"
+    write_tensors(path, shapes, tensors.items(), {})
+    with StoredTensors(path) as stored:
+        for name, tensor in tensors.items():
+            assert torch.equal(stored.mapped(name), tensor) and torch.equal(stored[name], tensor)
+        mapped = stored.mapped("w")
+        stored.release("w")  # its pages leave the process; what the file holds stays
+        assert torch.equal(mapped, tensors["w"])
+        del mapped
