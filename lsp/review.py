@@ -1,4 +1,4 @@
-"""A rewrite under review (issue 39): the proposal, its hunks in the document as it is now, and
+"""A rewrite under review: the proposal, its hunks in the document as it is now, and
 how they move while the user types and accepted hunks land. No LSP, no server: testable alone.
 
 A proposal's hunks are whole-line replacements in the document's own numbering and line endings.

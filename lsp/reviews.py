@@ -1,4 +1,4 @@
-"""The review on the server (issue 39; the protocol is in docs/editors.md): the proposals under
+"""The review on the server (the protocol is in docs/editors.md): the proposals under
 review, one per document, their notifications, and the commands that accept or reject hunks.
 
 A rewrite with review on never edits the document: its ProposalCollector takes the hunks the

