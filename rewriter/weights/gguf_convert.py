@@ -10,6 +10,7 @@ across several GGUF tensors (mixtures of experts) are converted by transformers,
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
@@ -37,7 +38,7 @@ def convert_gguf(gguf_path: Path, work: Path, say: Callable[[str], None]) -> Non
             del config.quantization_config
         config.dtype = torch.float32
         config.save_pretrained(work)
-        write_safetensors(work / "model.safetensors", streamed)
+        write_safetensors(work / "model.safetensors", streamed, Countdown(f"converting {gguf_path.name}", say))
     AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(work)
 
 
@@ -83,8 +84,28 @@ def _streamed_tensors(gguf_path: Path, config) -> list[TensorSource] | None:
     return sources
 
 
-def write_safetensors(path: Path, tensors: Iterable[TensorSource]) -> None:
-    """A float32 safetensors file whose tensors are made one at a time, each written then freed."""
+class Countdown:
+    """Says, at each quarter of a long job done, how far it is and about how long is left (the
+    rest taken at the pace so far): a first start converts for a minute or more, in silence else."""
+
+    def __init__(self, job: str, say: Callable[[str], None], quarters: int = 4):
+        self.job, self.say, self.quarters = job, say, quarters
+        self.started = time.perf_counter()
+        self.said = 0
+
+    def done(self, share: float) -> None:
+        """`share` of the job (0 to 1) is done."""
+        quarter = int(share * self.quarters + 1e-9)
+        if quarter <= self.said or quarter >= self.quarters:
+            return
+        self.said = quarter
+        spent = time.perf_counter() - self.started
+        self.say(f"{self.job}: {share:.0%} done, about {spent * (1 - share) / share:.0f} s left")
+
+
+def write_safetensors(path: Path, tensors: Iterable[TensorSource], countdown: Countdown | None = None) -> None:
+    """A float32 safetensors file whose tensors are made one at a time, each written then freed;
+    `countdown` hears how many of the bytes are written."""
     tensors = list(tensors)
     header: dict[str, dict] = {"__metadata__": {"format": "pt"}}
     offset = 0
@@ -97,12 +118,16 @@ def write_safetensors(path: Path, tensors: Iterable[TensorSource]) -> None:
     with open(path, "wb") as out:
         out.write(len(encoded).to_bytes(8, "little"))
         out.write(encoded)
+        written = 0
         for name, shape, make in tensors:
             values = np.ascontiguousarray(make(), dtype="<f4")
             if values.shape != shape:
                 raise ModelError(f"{name} de-quantized to shape {values.shape}, not {shape}")
             out.write(values.data.cast("B"))
+            written += values.nbytes
             del values
+            if countdown is not None and offset:
+                countdown.done(written / offset)
 
 
 def _convert_whole(gguf_path: Path, work: Path) -> None:

@@ -22,10 +22,9 @@ class QuantizationUnavailable(RuntimeError):
 # saturate unless activations keep to 7 bits.
 FBGEMM_LEVELS = (127, 63)
 # FBGEMM packs a weight one input at a time across all its output rows: past a few thousand rows
-# they fall out of the CPU's caches and packing slows, up to 3x (the 1.5B's output layer, 152k
-# rows: 2.7 to 4.1 s on one core, 1.0 s in pieces of 8192; its whole start: 9.7 s of CPU time,
-# 7.0 s). Weights with more rows are packed in pieces, each one more product a pass: its passes
-# timed the same with pieces of 4608 rows, but each product is one more wait for threads.
+# they fall out of the CPU's caches and packing slows, up to 3x (the 1.5B's output layer has
+# 152k rows). Weights with more rows are packed in pieces, each one more product a pass: passes
+# time the same with smaller pieces, but each product is one more wait for threads.
 PACK_PIECE_ROWS = 8192
 _FBGEMM_LEVELS_HERE: list[int] = []
 

@@ -346,6 +346,8 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
                     quantize_int8(model, kind, state=stored)
                     return
             say(f"the cached {kind} weights at {path} do not fit this model; quantizing again")
+    if identity is not None:
+        say(f"quantizing the weights for {kind} (once; later starts read them from {path.parent})")
     single_file = Path(checkpoint) / "model.safetensors" if checkpoint is not None else None
     if single_file is not None and single_file.is_file():
         with StoredTensors(single_file) as float_state:

@@ -1,6 +1,6 @@
 """int8 weights for the CPU, exact against the quantized model's own greedy decoding.
 
-Why int8: on a 2-core x86 CPU every pass of the 0.5B model in float32 is bound by its linear
+Why int8: on a small x86 CPU every pass of the 0.5B model in float32 is bound by its linear
 layers; int8 matrix products (`torch._int_mm`, integer accumulation) make them several times
 cheaper, and the embedded weights were 4-bit to begin with, so int8 per-channel weights lose
 little.
@@ -253,7 +253,7 @@ class FbgemmInt8Linear(Int8Layer):
 def pack_fbgemm_weights(model: nn.Module) -> None:
     """Pack every int8-fbgemm layer of the model not packed yet: at load, not in the first request.
     FBGEMM packs a weight on one thread, so layers are packed side by side, one per core torch may
-    use (the 1.5B on a 2-core Xeon: 8 to 10 s of packing, 14.7 s on one thread)."""
+    use (seconds of packing for the 1.5B, docs/weights.md)."""
     layers = [module for module in model.modules() if isinstance(module, FbgemmInt8Linear)]
     workers = max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
     with fbgemm_engine(), ThreadPoolExecutor(workers) as pool:

@@ -15,9 +15,9 @@ SHARED_INPUT_PROJECTIONS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_pr
 
 class _SharedProduct(nn.Module):
     """One int8 product for several projections of the same input: the input is scaled once and
-    the weights read in one call, where each projection did both (the 0.5B's passes: 4-6% faster,
-    one token to a 500-token prompt, Zen 5). The product is kept until every projection has taken
-    its slice of it, so those that follow on the same tensor do not compute it again."""
+    the weights read in one call, where each projection did both (a few percent off every pass).
+    The product is kept until every projection has taken its slice of it, so those that follow on
+    the same tensor do not compute it again."""
 
     def __init__(self, layer: Int8Layer, takers: int):
         super().__init__()

@@ -3,9 +3,9 @@
 Torch runs its CPU ops on OpenMP threads (libgomp, in torch's Linux wheels), one per core. The
 thread that finishes its share of an op first waits for the others, spinning for about 3 ms by
 default before it sleeps. Where another process keeps a core busy, the thread it waits for is
-often not running, and the spinning keeps it off the core: beside a busy core and other torch
-processes, the README's quick start took 60 to 120 s so, against 24 to 28 s with waiting threads
-asleep at once (OMP_WAIT_POLICY=PASSIVE). On a quiet machine that made every pass 40% slower
+often not running, and the spinning keeps it off the core: beside a busy core a start and its
+rewrite take far longer so than with waiting threads asleep at once (OMP_WAIT_POLICY=PASSIVE;
+figures in docs/weights.md). On a quiet machine that made every pass much slower
 (each of its hundreds of ops woke a sleeping thread), so there they spin about 50 us
 (GOMP_SPINCOUNT), which covers the gaps between a pass's ops. The same threads split the same
 work either way, so no bit changes.

@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file
 
 from rewriter.results import ModelError
-from rewriter.weights.gguf_convert import write_safetensors
+from rewriter.weights.gguf_convert import Countdown, write_safetensors
 
 
 def test_tensors_are_written_one_at_a_time_and_read_back_unchanged(tmp_path):
@@ -28,6 +28,17 @@ def test_tensors_are_written_one_at_a_time_and_read_back_unchanged(tmp_path):
     for name, array in values.items():
         assert loaded[name].dtype == torch.float32
         assert torch.equal(loaded[name], torch.from_numpy(array.astype(np.float32)))
+
+
+def test_a_long_conversion_says_each_quarter_done_and_the_time_left(tmp_path):
+    said = []
+    sizes = [40, 10, 30, 20]  # shares of the bytes: 40%, 50%, 80%, 100%
+    write_safetensors(tmp_path / "model.safetensors",
+                      [(f"t{i}", (size,), lambda size=size: np.zeros(size, dtype=np.float32)) for i, size in enumerate(sizes)],
+                      Countdown("converting m.gguf", said.append))
+    assert [line.split(",")[0] for line in said] == ["converting m.gguf: 40% done", "converting m.gguf: 50% done",
+                                                     "converting m.gguf: 80% done"]
+    assert all(line.endswith(" s left") for line in said)
 
 
 def test_a_tensor_of_another_shape_than_its_header_is_refused(tmp_path):
