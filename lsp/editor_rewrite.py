@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 
 from lsprotocol import types
 
+from rewriter.answer import NoCodeBlock
 from rewriter.edits.hunks import Hunk
 from rewriter.edits.integrity import STRIPPED
 from rewriter.edits.pipeline import grammar_of
 from rewriter.edits.session import Delta, EditSession, Finished
 from rewriter.edits.target import Target
 from rewriter.engine import Engine, Turn
-from rewriter.prompt import NoCodeBlock, SourceText
+from rewriter.prompt import SourceText
 from rewriter.results import RewriteError, ServiceError
 
 from .document_sync import DocumentSync

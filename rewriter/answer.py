@@ -1,21 +1,91 @@
-"""The model's answer to one rewrite as it streams: one loop for every engine.
+"""The model's answer to one rewrite: reading it (the code it holds, where its closing fence ends,
+where it starts to echo the file), and the answer as it streams, one loop for every engine.
 
 An engine feeds the stream the text its model writes and hands on what comes back: the part of
 the answer that is settled (can no longer change). Lines that may begin a copy of the file
-after the span (an echo, see prompt.echo_scan) wait until the next line tells; an echo ends the
+after the span (an echo, see echo_scan) wait until the next line tells; an echo ends the
 answer and is dropped. Finishing gives the rest and the result: the code the answer holds, in
 the original's line endings, with how decoding stopped and how much echo was cut. The local
-engine (decoding/rewrite.py) and the remote one (serve/client.py) both run their answers
+engine (decoding/rewrite.py) and the remote one (remote.py) both run their answers
 through it, so the same answer gives the same increments and result from either.
 Torch-free on purpose.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from .engine import EditRequest
-from .prompt import SourceText, build_prompt, echo_scan, extract_code
+from .prompt import SourceText, build_prompt
 from .results import Progress, RewriteResult, Stats
+
+
+@dataclass(frozen=True)
+class EchoScan:
+    cut: int | None  # where the answer's copy of the following lines begins, if it does
+    settled: int  # the answer up to here cannot turn into such a copy any more
+
+
+def echo_scan(answer: str, targets: tuple[tuple[str, ...], ...]) -> EchoScan:
+    """Whether the answer's code, past its first line, goes on with one of `targets`.
+
+    Only complete lines inside the code block count. `settled` holds back the lines that
+    begin a target (and the incomplete last line) so that a stream never shows a copy that
+    is then dropped.
+    """
+    opening = re.search(r"^(`{3,})[^\n`]*\n", answer, flags=re.MULTILINE)
+    if not targets or not opening:
+        return EchoScan(None, len(answer))
+    fence = opening.group(1)
+    closing = re.search(rf"^{fence}[ \t]*$", answer[opening.end():], flags=re.MULTILINE)
+    end = opening.end() + closing.start() if closing else len(answer)
+    lines = []  # (start, stripped) of the complete, non-blank code lines
+    position = opening.end()
+    while True:
+        newline = answer.find("\n", position, end)
+        if newline == -1:
+            break
+        if answer[position:newline].strip():
+            lines.append((position, answer[position:newline].strip()))
+        position = newline + 1
+    settled = len(answer)
+    partial = answer[position:end].strip()
+    if not closing and (not partial or any(line.startswith(partial) for target in targets for line in target)):
+        settled = position  # the line being written may begin a copy
+    for i in range(1, len(lines)):  # the first line is the span's own
+        stripped = [text for _, text in lines[i:]]
+        for target in targets:
+            if stripped[: len(target)] == list(target):
+                return EchoScan(lines[i][0], lines[i][0])
+            if not closing and len(stripped) < len(target) and list(target[: len(stripped)]) == stripped:
+                settled = min(settled, lines[i][0])
+    return EchoScan(None, settled)
+
+
+class NoCodeBlock(ValueError):
+    """The model's answer holds no fenced code block."""
+
+
+def extract_code(answer: str) -> str:
+    """The code inside the first fenced block of the answer (unterminated blocks run to the end)."""
+    opening = re.search(r"^(`{3,})[^\n`]*\n", answer, flags=re.MULTILINE)
+    if not opening:
+        raise NoCodeBlock("the model's answer has no fenced code block")
+    fence = opening.group(1)
+    rest = answer[opening.end():]
+    closing = re.search(rf"^{fence}[ \t]*$", rest, flags=re.MULTILINE)
+    return rest[: closing.start()] if closing else rest
+
+
+def closing_fence_end(answer: str) -> int | None:
+    """Index just past the closing fence line once it is complete (its newline written), else None."""
+    opening = re.search(r"^(`{3,})[^\n`]*\n", answer, flags=re.MULTILINE)
+    if not opening:
+        return None
+    fence = opening.group(1)
+    closing = re.search(rf"^{fence}[ \t]*\n", answer[opening.end():], flags=re.MULTILINE)
+    return opening.end() + closing.end() if closing else None
 
 
 class AnswerStream:

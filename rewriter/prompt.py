@@ -1,4 +1,4 @@
-"""Prompt, prediction and answer extraction for one rewrite.
+"""Prompt and prediction for one rewrite (reading the model's answer is answer.py's).
 
 The code comes before the instruction so that later requests on the same file share the
 longest prompt prefix (and its KV cache). The prediction is the answer we expect if the model
@@ -11,8 +11,9 @@ decoding of the prompt gives:
 - the assistant's turn is prefilled with the fence and the span's opening up to the name it
   defines (`answer_opening`); the prefill is part of the prompt, so the model's answer is
   plain greedy decoding of that longer prompt;
-- `echo_start` finds where an answer, having written the span, goes on copying the lines
-  that follow the span in the file; decoding stops there and the copy is dropped.
+- `echo_targets` are the lines that follow the span in the file; answer.echo_scan finds where
+  an answer, having written the span, goes on copying them; decoding stops there and the copy
+  is dropped.
 """
 from __future__ import annotations
 
@@ -237,7 +238,7 @@ def _content_lines(text: str) -> list[str]:
 def echo_targets(code: str, context: str) -> tuple[tuple[str, ...], ...]:
     """For each place the code occurs in the context: the first lines after it (stripped).
 
-    Places are found by content lines (stripped, blanks skipped), as echo_scan compares: a
+    Places are found by content lines (stripped, blanks skipped), as answer.echo_scan compares: a
     method is sent dedented, and its copy in the file is indented. Enough lines to hold
     ECHO_LINES and one with a letter or digit (`}` then `}` says nothing); none where the
     span itself holds that run (an echo could not be told apart).
@@ -267,63 +268,6 @@ def _holds_run(lines: list[str], run: list[str]) -> bool:
     return any(lines[i:i + len(run)] == run for i in range(len(lines) - len(run) + 1))
 
 
-@dataclass(frozen=True)
-class EchoScan:
-    cut: int | None  # where the answer's copy of the following lines begins, if it does
-    settled: int  # the answer up to here cannot turn into such a copy any more
-
-
-def echo_scan(answer: str, targets: tuple[tuple[str, ...], ...]) -> EchoScan:
-    """Whether the answer's code, past its first line, goes on with one of `targets`.
-
-    Only complete lines inside the code block count. `settled` holds back the lines that
-    begin a target (and the incomplete last line) so that a stream never shows a copy that
-    is then dropped.
-    """
-    opening = re.search(r"^(`{3,})[^\n`]*\n", answer, flags=re.MULTILINE)
-    if not targets or not opening:
-        return EchoScan(None, len(answer))
-    fence = opening.group(1)
-    closing = re.search(rf"^{fence}[ \t]*$", answer[opening.end():], flags=re.MULTILINE)
-    end = opening.end() + closing.start() if closing else len(answer)
-    lines = []  # (start, stripped) of the complete, non-blank code lines
-    position = opening.end()
-    while True:
-        newline = answer.find("\n", position, end)
-        if newline == -1:
-            break
-        if answer[position:newline].strip():
-            lines.append((position, answer[position:newline].strip()))
-        position = newline + 1
-    settled = len(answer)
-    partial = answer[position:end].strip()
-    if not closing and (not partial or any(line.startswith(partial) for target in targets for line in target)):
-        settled = position  # the line being written may begin a copy
-    for i in range(1, len(lines)):  # the first line is the span's own
-        stripped = [text for _, text in lines[i:]]
-        for target in targets:
-            if stripped[: len(target)] == list(target):
-                return EchoScan(lines[i][0], lines[i][0])
-            if not closing and len(stripped) < len(target) and list(target[: len(stripped)]) == stripped:
-                settled = min(settled, lines[i][0])
-    return EchoScan(None, settled)
-
-
-class NoCodeBlock(ValueError):
-    """The model's answer holds no fenced code block."""
-
-
-def extract_code(answer: str) -> str:
-    """The code inside the first fenced block of the answer (unterminated blocks run to the end)."""
-    opening = re.search(r"^(`{3,})[^\n`]*\n", answer, flags=re.MULTILINE)
-    if not opening:
-        raise NoCodeBlock("the model's answer has no fenced code block")
-    fence = opening.group(1)
-    rest = answer[opening.end():]
-    closing = re.search(rf"^{fence}[ \t]*$", rest, flags=re.MULTILINE)
-    return rest[: closing.start()] if closing else rest
-
-
 _OPENING_FENCE = re.compile(r"^(`{3,})[^\n`]*\n", re.MULTILINE)
 
 
@@ -346,13 +290,3 @@ def prediction_ids(tokenizer, text: str) -> list[int]:
     ids = tokenizer.encode(text, add_special_tokens=False)
     eos = tokenizer.eos_token_id
     return ids + ([eos] if eos is not None else [])
-
-
-def closing_fence_end(answer: str) -> int | None:
-    """Index just past the closing fence line once it is complete (its newline written), else None."""
-    opening = re.search(r"^(`{3,})[^\n`]*\n", answer, flags=re.MULTILINE)
-    if not opening:
-        return None
-    fence = opening.group(1)
-    closing = re.search(rf"^{fence}[ \t]*\n", answer[opening.end():], flags=re.MULTILINE)
-    return opening.end() + closing.end() if closing else None

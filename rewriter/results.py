@@ -1,6 +1,6 @@
 """What a rewrite produces, shared by every engine: stats, streamed progress, the result.
 
-Torch-free on purpose: the remote engine (rewriter.serve.client), the language server and
+Torch-free on purpose: the remote engine (rewriter.remote), the language server and
 `rewriter apply --endpoint` use these without loading a model stack.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Stats:
     ttft_s: float = 0.0
     total_s: float = 0.0
     finish_reason: str = ""
-    # Characters of answer dropped because they copied the file after the span (prompt.echo_scan).
+    # Characters of answer dropped because they copied the file after the span (answer.echo_scan).
     echo_dropped_chars: int = 0
 
     @property

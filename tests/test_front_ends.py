@@ -16,8 +16,8 @@ from starlette.testclient import TestClient
 from rewriter import cli
 from rewriter.decoding.rewrite import Rewriter
 from rewriter.engine import EditRequest, Turn
+from rewriter.remote import RemoteRewriter
 from rewriter.serve.app import create_app
-from rewriter.serve.client import RemoteRewriter
 from rewriter.serve.schema import Limits
 from tests.helpers.lsp import VSCODE, Editor, lines_range
 from tests.helpers.scripted_model import ScriptedRewriter

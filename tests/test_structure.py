@@ -1,5 +1,6 @@
-"""Module structure: no import circles, layers that hold (front ends and edits never load the
-decoding core when imported), and the remote engine and CLI work without torch."""
+"""Module structure: no import circles, layers that hold (front ends, edits and engines never load
+the decoding core when imported; the engines never reach up into the service), one home for
+reading the model's answer, and the remote engine and CLI work without torch."""
 from __future__ import annotations
 
 import ast
@@ -123,7 +124,7 @@ def run_without_torch(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 def test_the_remote_engine_rewrites_without_torch(tmp_path):
     done = run_without_torch("""
-        from rewriter.serve.client import RemoteRewriter
+        from rewriter.remote import RemoteRewriter
         from tests.helpers.engines import rewrite_with
         result = rewrite_with(RemoteRewriter(URL), "total = 0\\n", "Add type hints", "python")
         print(json.dumps({"text": result.text, "accepted": result.stats.accepted_prediction_tokens,
@@ -147,12 +148,11 @@ def test_apply_with_an_endpoint_and_the_language_server_need_no_torch(tmp_path):
 
 
 def test_result_types_keep_their_old_homes():
-    from rewriter import results
+    from rewriter import remote, results
     from rewriter.decoding import decode, rewrite
-    from rewriter.serve import client
     from rewriter.weights import models
 
-    assert decode.Stats is results.Stats and client.Stats is results.Stats
+    assert decode.Stats is results.Stats and remote.Stats is results.Stats
     assert (rewrite.RewriteResult, rewrite.Progress, rewrite.RewriteError) == (
         results.RewriteResult, results.Progress, results.RewriteError)
     assert models.ModelError is results.ModelError
@@ -161,8 +161,11 @@ def test_result_types_keep_their_old_homes():
 # ---- layers ---------------------------------------------------------------------------------
 
 CORE = ("rewriter.decoding", "torch", "transformers")  # the decoding core and what it loads
+# The engines' layer, below the front ends: the vocabulary every engine shares, the engine factory
+# (local engines load the core when built) and the engine that asks a running service.
+ENGINES = ("rewriter.engine", "rewriter.prompt", "rewriter.answer", "rewriter.results", "rewriter.engines",
+           "rewriter.remote")
 FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.apply", "rewriter.edits",
-                        "rewriter.engines",  # the engine factory: local engines load the core when built
                         "rewriter.bench.command", "rewriter.bench.cases",
                         "rewriter.bench.endpoint_bench")  # `bench --endpoint`
 # The HTTP service serves a model it loads itself: its backend (and the app that makes one) are the
@@ -273,10 +276,11 @@ def test_the_layer_check_sees_a_chain_through_other_modules():
     assert core_reached(fake, "lsp.fake") == ["lsp.fake", "rewriter.edits.integrity", "rewriter.decoding.x"]
 
 
-def test_front_ends_and_edits_never_import_the_decoding_core_at_module_level():
+def test_front_ends_edits_and_engines_never_import_the_decoding_core_at_module_level():
     imports = module_level_imports()
-    checked = [name for name in imports if _in(name, FRONT_ENDS_AND_EDITS) and name not in MODEL_OWNERS]
-    assert "lsp.server" in checked and "rewriter.apply.batch" in checked and "rewriter.serve.client" in checked
+    checked = [name for name in imports if _in(name, FRONT_ENDS_AND_EDITS + ENGINES) and name not in MODEL_OWNERS]
+    assert "lsp.server" in checked and "rewriter.apply.batch" in checked and "rewriter.remote" in checked
+    assert "rewriter.answer" in checked and "rewriter.engines" in checked
     assert "rewriter.bench.endpoint_bench" in checked
     chains = {name: " -> ".join(chain) for name in checked if (chain := core_reached(imports, name))}
     assert chains == {}
@@ -295,9 +299,13 @@ def test_the_decoding_loop_never_imports_the_weights():
 
 
 # Lower layers that never reach into higher ones, by any import (inside functions and for types
-# too): the weights and the decoding loop are peers, the drafters sit below both.
+# too): the weights and the decoding loop are peers, the drafters sit below both; the engines
+# (a local one, or the remote one asking a running service) sit below the service that serves
+# them; the prompt is built before any answer is read.
 LOWER_NEVER_IMPORTS_HIGHER = {"rewriter.weights": ("rewriter.decoding",),
-                              "drafters": ("rewriter.decoding", "rewriter.weights")}
+                              "drafters": ("rewriter.decoding", "rewriter.weights"),
+                              **{module: ("rewriter.serve",) for module in ENGINES},
+                              "rewriter.prompt": ("rewriter.serve", "rewriter.answer")}  # ENGINES' entry, and more
 
 
 def layer_breaches(graph: dict[str, set[str]]) -> dict[str, str]:
@@ -320,12 +328,42 @@ def test_the_layer_breach_check_sees_imports_up_through_other_modules():
     breaches = layer_breaches(fake)
     assert breaches["rewriter.weights.quantize"] == "rewriter.weights.quantize -> rewriter.fake -> rewriter.decoding.passes"
     assert breaches["drafters.base"] == "drafters.base -> rewriter.weights.models"
+    up = {**graph, "rewriter.engines": graph["rewriter.engines"] | {"rewriter.fake"},
+          "rewriter.fake": {"rewriter.serve.app"}, "rewriter.prompt": graph["rewriter.prompt"] | {"rewriter.answer"}}
+    breaches = layer_breaches(up)
+    assert breaches["rewriter.engines"] == "rewriter.engines -> rewriter.fake -> rewriter.serve.app"
+    assert breaches["rewriter.prompt"] == "rewriter.prompt -> rewriter.answer"
 
 
 def test_lower_layers_never_import_higher_ones():
     # What both need (pass widths, priors, the window policy) lives below them: rewriter/passes.py
     # and rewriter/lookahead.py.
     assert layer_breaches(import_graph()) == {}
+
+
+# Reading the model's answer (its code, its closing fence, its echo of the file) has one home,
+# rewriter/answer.py; rewriter/prompt.py builds what is asked, and the layer rule above keeps it
+# from importing answer.py (so from handing these on, too).
+ANSWER_READING = ("extract_code", "NoCodeBlock", "closing_fence_end", "echo_scan", "EchoScan")
+
+
+def defined_at_top(text: str) -> set[str]:
+    """The names a module's own top-level statements define (functions, classes, assignments)."""
+    names = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(target.id for target in targets if isinstance(target, ast.Name))
+    return names
+
+
+def test_the_answer_is_read_in_answer_py_alone():
+    assert defined_at_top("class A:\n    x = 1\ndef f():\n    y = 2\nZ: int = 3\n") == {"A", "f", "Z"}
+    modules = {name: defined_at_top(path.read_text()) for name, path in project_modules().items()}
+    homes = {reader: sorted(name for name, defined in modules.items() if reader in defined) for reader in ANSWER_READING}
+    assert homes == {reader: ["rewriter.answer"] for reader in ANSWER_READING}
 
 
 def test_test_modules_share_code_through_helpers_not_through_each_other():

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 from typing import TextIO
 
+from ..answer import NoCodeBlock
 from ..edits.diffs import colorize, unified_diff
 from ..edits.files import FileError, SourceFile, atomic_write, read_source
 from ..edits.integrity import FileIntegrity
@@ -34,7 +35,7 @@ from ..edits.scopes import (
 from ..edits.session import EditSession, Feedback, Finished
 from ..edits.target import Target, numbered_lines
 from ..engine import Engine, instruction_is_empty
-from ..prompt import NoCodeBlock, language_for, merge_instruction
+from ..prompt import language_for, merge_instruction
 from ..results import ContextTooLarge, RewriteError, ServiceError
 from .collect import collect
 from .plans import BatchError, FilePlan, Options, Unit

@@ -16,11 +16,12 @@ from pathlib import Path
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
+from ..answer import NoCodeBlock, extract_code
 from ..decoding.prefix_cache import PrefixCache
 from ..decoding.rewrite import Rewriter
 from ..engine import EditRequest
 from ..passes import has_row_independent_prompts
-from ..prompt import NoCodeBlock, SourceText, extract_code
+from ..prompt import SourceText
 from .cases import Case, run_cases
 from .feedback import feedback_prompt, output_tail
 from .summary import (

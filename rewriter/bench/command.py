@@ -191,7 +191,7 @@ def _endpoint_bench(args: argparse.Namespace, cases: list[Case], sampling: bool,
                     json_path: str | None) -> tuple[int, dict | None]:
     """The exit code and the servers' report (None where options do not go with servers, 2, or a
     server failed, 1). The cases are measured as given: the caller selected them."""
-    from ..serve.client import ServiceError
+    from ..remote import ServiceError
     from .endpoint_bench import DEFAULT_MAX_NEW_TOKENS, parse_endpoints, run_endpoint_bench
 
     local = [flag for flag, given in (

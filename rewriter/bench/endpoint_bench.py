@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import httpx
 
+from ..answer import NoCodeBlock
 from ..engine import EditRequest
-from ..prompt import NoCodeBlock
+from ..remote import RemoteRewriter, ServiceError
 from ..results import Progress, RewriteError
-from ..serve.client import RemoteRewriter, ServiceError
 from .cases import Case, run_cases
 
 DEFAULT_MAX_NEW_TOKENS = 1024  # the local bench's 2 x prediction + 256 needs the tokenizer

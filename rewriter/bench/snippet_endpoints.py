@@ -9,7 +9,8 @@ client's, and the same for every server. Torch-free.
 """
 from __future__ import annotations
 
-from ..prompt import NoCodeBlock, extract_code, merge_instruction
+from ..answer import NoCodeBlock, extract_code
+from ..prompt import merge_instruction
 from .cases import Case
 from .snippet_cases import SnippetCase, normalized
 

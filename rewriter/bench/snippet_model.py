@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..answer import NoCodeBlock
 from ..edits.node_kinds import grammar_for
 from ..edits.session import EditSession, Finished
 from ..edits.target import Target
 from ..engine import Engine
-from ..prompt import NoCodeBlock, merge_instruction
+from ..prompt import merge_instruction
 from ..results import RewriteError
 from .snippet_cases import SnippetCase, code_damage, normalized
 

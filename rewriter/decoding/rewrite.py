@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from drafters import Drafter, rewrite_drafter
 from drafters.draft_model import PredictionThenModelDrafter
 
-from ..answer import AnswerStream
+from ..answer import AnswerStream, closing_fence_end, echo_scan
 from ..engine import EditRequest, SamplingParams, Turn, require_instruction
-from ..prompt import RewritePrompt, build_prompt, closing_fence_end, echo_scan, first_turn, prediction_ids
+from ..prompt import RewritePrompt, build_prompt, first_turn, prediction_ids
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .decode import Decoder, Stats, StopCheck
 from .prefix_cache import PREFIX_CACHE_BYTES
@@ -42,7 +42,7 @@ def fence_stop(tokenizer, prefill: str = "") -> StopCheck:
 class AnswerEnd:
     """The stop check of one request: the closing fence, or the start of an echo of the file.
 
-    An echo (the answer going on with the lines that follow the span, see prompt.echo_scan)
+    An echo (the answer going on with the lines that follow the span, see answer.echo_scan)
     stops decoding at the first token that reaches it; `cut` then says where the answer's
     text ends. Every token kept is the one plain greedy decoding gives: this only decides
     when to stop.

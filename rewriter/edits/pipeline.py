@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..prompt import NoCodeBlock, SourceText, common_indent, extract_code
+from ..answer import NoCodeBlock, extract_code
+from ..prompt import SourceText, common_indent
 from .integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
 from .node_kinds import grammar_for
 from .scopes import guess_language

@@ -1,1 +1,2 @@
-"""The HTTP service (rewriter serve), its worker engine and protocol, and the client that talks to it."""
+"""The HTTP service (rewriter serve), its worker engine and protocol. The engine that talks to it
+(or to any OpenAI-compatible endpoint) is rewriter/remote.py."""

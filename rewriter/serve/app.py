@@ -457,7 +457,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
 
 
 def stats_of(data: dict) -> Stats:
-    from .client import stats_from
+    from ..remote import stats_from
 
     return stats_from(data)
 

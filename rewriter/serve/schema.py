@@ -13,9 +13,9 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
+from ..answer import NoCodeBlock
 from ..edits.target import line_count
 from ..engine import PREFIX_CACHE_MB, SamplingParams, Turn, instruction_is_empty
-from ..prompt import NoCodeBlock
 from ..results import RewriteError
 
 log = logging.getLogger(__name__)

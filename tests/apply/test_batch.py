@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from rewriter.answer import NoCodeBlock
 from rewriter.apply import batch
 from rewriter.apply.batch import apply_command, plan
 from rewriter.apply.collect import collect
@@ -24,7 +25,6 @@ from rewriter.apply.plans import BatchError, Options
 from rewriter.apply.report import TerminalReport
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import ContextTooLarge, Progress, RewriteResult
-from rewriter.prompt import NoCodeBlock
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -350,7 +350,7 @@ def test_remote_engine_rewrites_several_files_concurrently(tree, capsys):
 
     import httpx
 
-    from rewriter.serve.client import RemoteRewriter
+    from rewriter.remote import RemoteRewriter
 
     active, peak, lock = [0], [0], threading.Lock()
     barrier = threading.Barrier(2, timeout=5)

@@ -23,7 +23,7 @@ from rewriter.bench.endpoint_bench import (
     summarize,
 )
 from rewriter.cli import main
-from rewriter.serve.client import ServiceError
+from rewriter.remote import ServiceError
 from tests.helpers.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,10 +4,11 @@ import random
 import pytest
 
 from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
+from rewriter.answer import echo_scan, extract_code
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.rewrite import AnswerEnd, Rewriter
 from rewriter.engine import EditRequest
-from rewriter.prompt import answer_opening, build_prompt, echo_scan, echo_targets, extract_code
+from rewriter.prompt import answer_opening, build_prompt, echo_targets
 from rewriter.results import Progress, RewriteResult
 from rewriter.weights.models import load_model
 from tests.helpers.models import greedy_reference, tiny_model

@@ -3,8 +3,9 @@ decoding of the prompt that holds the prefill, and the echo stop only ends it ea
 import pytest
 import torch
 
+from rewriter.answer import echo_scan
 from rewriter.edits.pipeline import reindent
-from rewriter.prompt import build_prompt, common_indent, echo_scan
+from rewriter.prompt import build_prompt, common_indent
 
 pytestmark = pytest.mark.real_model
 

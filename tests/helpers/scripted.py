@@ -23,8 +23,9 @@ import os
 import time
 from pathlib import Path
 
+from rewriter.answer import extract_code
 from rewriter.engine import require_instruction
-from rewriter.prompt import SourceText, build_prompt, extract_code
+from rewriter.prompt import SourceText, build_prompt
 from rewriter.results import Progress, RewriteError, RewriteResult, Stats
 
 

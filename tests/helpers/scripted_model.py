@@ -10,7 +10,8 @@ Rewriter's own stream (stop checks, echo cut, result) runs on an answer the test
 """
 from __future__ import annotations
 
-from rewriter.prompt import SourceText, build_prompt, extract_code
+from rewriter.answer import extract_code
+from rewriter.prompt import SourceText, build_prompt
 from rewriter.results import Progress, RewriteResult, Stats
 
 

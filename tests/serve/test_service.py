@@ -371,10 +371,10 @@ def test_off_loopback_needs_an_api_key(tiny_dir):
 
 
 def test_remote_engine_maps_errors(server):
+    from rewriter.answer import NoCodeBlock
     from rewriter.decoding.rewrite import Progress, RewriteError
     from rewriter.engine import EditRequest
-    from rewriter.prompt import NoCodeBlock
-    from rewriter.serve.client import RemoteRewriter
+    from rewriter.remote import RemoteRewriter
 
     for protocol in ("auto", "openai"):
         with RemoteRewriter(server.url, model=model_name(server), protocol=protocol) as engine:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from rewriter.bench.endpoint_bench import ACCEPTED, DRAFTED, counters
-from rewriter.serve.client import RemoteRewriter
+from rewriter.remote import RemoteRewriter
 from tests.helpers.engines import rewrite_with
 from tests.helpers.service import ROOT
 from tests.helpers.vllm import VllmServer, vllm_venv

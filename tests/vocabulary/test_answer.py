@@ -1,6 +1,6 @@
-"""The answer stream (rewriter/answer.py), and the same answer through both engines: the local
-one (its decoder scripted) and the remote one (an OpenAI-compatible endpoint scripted) hand on
-the same settled text and give the same result."""
+"""Reading an answer and the answer stream (rewriter/answer.py), and the same answer through both
+engines: the local one (its decoder scripted) and the remote one (an OpenAI-compatible endpoint
+scripted) hand on the same settled text and give the same result."""
 from __future__ import annotations
 
 import json
@@ -10,18 +10,30 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from rewriter.answer import AnswerStream
+from rewriter.answer import AnswerStream, NoCodeBlock, closing_fence_end, extract_code
 from rewriter.decoding.rewrite import Rewriter
 from rewriter.engine import EditRequest, Turn
-from rewriter.prompt import NoCodeBlock
+from rewriter.remote import RemoteRewriter
 from rewriter.results import Progress, RewriteResult, Stats
-from rewriter.serve.client import RemoteRewriter
 from tests.helpers.scripted_model import ScriptedDecoder
 
 FILE = "import os\n\n\ndef first(value):\n    return value + 1\n\n\ndef second(value):\n    return value * 2\n"
 FIRST = "def first(value):\n    return value + 1\n"
 EDITED = 'def first(value):\n    """Add one."""\n    return value + 1\n'
 ECHO = "def second(value):\n    return value * 2\n"
+
+
+def test_extract_code_takes_the_first_block_and_tolerates_prose_and_no_closing_fence():
+    assert extract_code("Here it is:\n```python\nx = 2\n```\nDone.") == "x = 2\n"
+    assert extract_code("```\nx = 2\n") == "x = 2\n"
+    with pytest.raises(NoCodeBlock):
+        extract_code("I cannot do that.")
+
+
+def test_closing_fence_end_waits_for_the_end_of_the_fence_line():
+    assert closing_fence_end("```python\nx\n```") is None  # could still be ```python...
+    assert closing_fence_end("```python\nx\n```\n") == len("```python\nx\n```\n")
+    assert closing_fence_end("```python\nx\n```js\n") is None
 
 
 def test_lines_that_may_begin_an_echo_wait_and_an_echo_ends_the_answer():

@@ -1,15 +1,8 @@
 import pytest
 
+from rewriter.answer import extract_code
 from rewriter.engine import Turn
-from rewriter.prompt import (
-    NoCodeBlock,
-    SourceText,
-    build_prompt,
-    closing_fence_end,
-    extract_code,
-    fence_for,
-    language_for,
-)
+from rewriter.prompt import SourceText, build_prompt, fence_for, language_for
 
 
 def test_code_comes_before_the_instruction_so_requests_on_one_file_share_a_prefix():
@@ -45,19 +38,6 @@ def test_restore_gives_edited_code_the_original_conventions():
     source = SourceText.from_text("a\r\nb\r\n")
     assert source.restore("a\nB\nc") == "a\r\nB\r\nc\r\n"
     assert SourceText.from_text("a\nb").restore("a\nb\n") == "a\nb"
-
-
-def test_extract_code_takes_the_first_block_and_tolerates_prose_and_no_closing_fence():
-    assert extract_code("Here it is:\n```python\nx = 2\n```\nDone.") == "x = 2\n"
-    assert extract_code("```\nx = 2\n") == "x = 2\n"
-    with pytest.raises(NoCodeBlock):
-        extract_code("I cannot do that.")
-
-
-def test_closing_fence_end_waits_for_the_end_of_the_fence_line():
-    assert closing_fence_end("```python\nx\n```") is None  # could still be ```python...
-    assert closing_fence_end("```python\nx\n```\n") == len("```python\nx\n```\n")
-    assert closing_fence_end("```python\nx\n```js\n") is None
 
 
 def test_language_for_common_extensions():

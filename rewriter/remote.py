@@ -15,10 +15,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..answer import AnswerStream
-from ..engine import EditRequest, SamplingParams, require_instruction
-from ..prompt import NoCodeBlock
-from ..results import (
+from .answer import AnswerStream, NoCodeBlock
+from .engine import EditRequest, SamplingParams, require_instruction
+from .results import (
     ContextTooLarge,
     Progress,
     RewriteError,

@@ -6,14 +6,15 @@ import json
 import httpx
 import pytest
 
+from rewriter.answer import NoCodeBlock
 from rewriter.decoding.rewrite import Progress, RewriteError, RewriteResult
 from rewriter.edits.hunks import Hunk, apply_hunks
 from rewriter.edits.session import Delta, EditSession, Finished
 from rewriter.edits.target import Target
 from rewriter.engine import EditRequest, SamplingParams
-from rewriter.prompt import NoCodeBlock, build_prompt
+from rewriter.prompt import build_prompt
+from rewriter.remote import RemoteRewriter, ServiceError, _parse_sse
 from rewriter.results import Stats, UnsupportedSampling
-from rewriter.serve.client import RemoteRewriter, ServiceError, _parse_sse
 from tests.helpers.engines import rewrite_with
 
 ORIGINAL = "def f(a):\r\n    x = a + 1\r\n    y = x * 2\r\n    z = y - 3\r\n    w = z / 4\r\n    return w\r\n"
@@ -143,7 +144,7 @@ def test_openai_endpoint_text_stream_becomes_progress_hunks_and_result():
 
 def test_an_answer_that_goes_on_copying_the_file_is_cut_and_its_stream_closed():
     # A small model asked for one function of a file copies the function after it: the local
-    # engine stops there (prompt.echo_scan), and so does the client of any OpenAI endpoint.
+    # engine stops there (answer.echo_scan), and so does the client of any OpenAI endpoint.
     span = "def f(a):\n    return a + 1\n"
     after = "\n\ndef g(b):\n    total = b * 2\n    return total\n"
     context = "import os\n\n" + span + after
