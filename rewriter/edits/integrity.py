@@ -93,7 +93,7 @@ class FileIntegrity:
         self.grammar = grammar
         self.tree = SyntaxTree(text, grammar) if grammar else None
         self.syntax = FileSyntax(text, self.tree)
-        self.lint = FileLint(text) if self.tree is not None and self.tree.language == "python" else None
+        self.lint = FileLint(text, self.tree) if self.tree is not None and self.tree.language == "python" else None
         self.definitions = definitions(self.tree) if self.tree else []
         self.lines = text.splitlines(keepends=True)
         self.norm = [line.strip() for line in self.lines]

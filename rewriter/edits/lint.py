@@ -7,6 +7,11 @@ by kind and name, not by line (lines move): an error the file already had is not
 new one refuses the edit. Where pyflakes cannot judge, nothing is refused: a file that does not
 compile (the syntax guard's to judge), and names in a file with `from x import *` (pyflakes
 reports those as perhaps star-imported, which this check does not count).
+
+Where the edit's caller has the edited file parsed by tree-sitter and compiled (a snippet's merge,
+snippets.py), pyflakes reads outlines of both texts (lint_outline.py): the functions the edit left
+as they were, their bodies cut, which find no error the file did not have. The outline finds every
+new error the whole file would, at the same line; where that may not hold, the whole file is read.
 """
 from __future__ import annotations
 
@@ -14,9 +19,15 @@ import ast
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from pyflakes import messages
 from pyflakes.checker import Checker
+
+from .lint_outline import ModuleNames, cut_as_expected, outline
+
+if TYPE_CHECKING:
+    from .scopes import SyntaxTree
 
 # pyflakes' messages for code that compiles but fails when it runs, and how a refusal names each.
 ERROR_KINDS: dict[type, str] = {
@@ -38,14 +49,24 @@ class LintError:
 
 def lint_errors(text: str) -> list[LintError] | None:
     """pyflakes' error-class findings in the Python file `text`; None where it does not compile."""
+    checker = _checked(text)
+    return None if checker is None else _errors(checker)
+
+
+def _checked(text: str) -> Checker | None:
+    """pyflakes' reading of `text`; None where it does not compile."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarning (an invalid escape) is no error
         try:
             tree = ast.parse(text, "<rewrite>")
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
+    return Checker(tree, "<rewrite>")
+
+
+def _errors(checker: Checker) -> list[LintError]:
     found = []
-    for message in Checker(tree, "<rewrite>").messages:
+    for message in checker.messages:
         kind = ERROR_KINDS.get(type(message))
         if kind is not None:
             found.append(LintError(kind, str(message.message_args[0]), message.lineno))
@@ -55,8 +76,9 @@ def lint_errors(text: str) -> list[LintError] | None:
 class FileLint:
     """The lint check for edits of one Python file (the file's own errors are found once, on first use)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, tree: SyntaxTree | None = None):
         self.text = text
+        self.tree = tree  # the file parsed by tree-sitter, for the outlines
 
     @cached_property
     def known(self) -> set[tuple[str, str]] | None:
@@ -64,10 +86,13 @@ class FileLint:
         before = lint_errors(self.text)
         return None if before is None else {(error.kind, error.name) for error in before}
 
-    def new_errors(self, start: int, end: int, new: str) -> list[LintError]:
+    def new_errors(self, start: int, end: int, new: str, parsed: SyntaxTree | None = None) -> list[LintError]:
         """Errors of the file with text[start:end] replaced by `new` that the file did not have,
-        the first occurrence of each; empty where pyflakes cannot judge."""
-        after = lint_errors(self.text[:start] + new + self.text[end:])
+        the first occurrence of each; empty where pyflakes cannot judge. `parsed`: that file
+        parsed by tree-sitter, given only where Python compiles it (then outlines may be read)."""
+        after = self._outlined(start, end, new, parsed) if parsed is not None else None
+        if after is None:
+            after = lint_errors(self.text[:start] + new + self.text[end:])
         if not after:  # no error at all (most edits): the file's own need not be found
             return []
         known = self.known
@@ -80,13 +105,37 @@ class FileLint:
                 new_errors.setdefault(key, error)
         return list(new_errors.values())
 
-    def problem(self, start: int, end: int, new: str, edit: str = "the rewrite") -> str:
+    def _outlined(self, start: int, end: int, new: str, parsed: SyntaxTree) -> list[LintError] | None:
+        """The edited file's errors in its outline that the file's outline did not have (so not
+        the file's own errors); None where outlines cannot stand for the files."""
+        cut = outline(self.tree, parsed, start, end, new) if self.tree is not None else None
+        after = _checked(cut.after) if cut is not None else None
+        if cut is None or after is None or not cut_as_expected(after.root, cut.after_lines):
+            return None
+        names_after = ModuleNames.of(after)
+        if names_after is None:
+            return None
+        errors = _errors(after)
+        if cut.same_names and not errors:
+            return []  # the module's names stay: the cut bodies find what they found before
+        before = cut.before()
+        checked = _checked(before[0]) if before is not None else None
+        if before is None or checked is None or not cut_as_expected(checked.root, before[1]):
+            return None
+        names_before = ModuleNames.of(checked)
+        if names_before is None or not names_before.read_alike(names_after, cut.cut):
+            return None
+        had = {(error.kind, error.name) for error in _errors(checked)}
+        return [error for error in errors if (error.kind, error.name) not in had]
+
+    def problem(self, start: int, end: int, new: str, edit: str = "the rewrite",
+                parsed: SyntaxTree | None = None) -> str:
         """Why the check refuses `new` as text[start:end] (`edit` names it in the reason); "" when
         it does not. Every edit is judged here: a model's answer (pipeline.py) and a snippet's
-        deterministic merge (snippets.py)."""
+        deterministic merge (snippets.py, which gives `parsed`, as new_errors takes it)."""
         if new == self.text[start:end]:
             return ""
-        errors = self.new_errors(start, end, new)
+        errors = self.new_errors(start, end, new, parsed)
         return describe(errors, edit) if errors else ""
 
 

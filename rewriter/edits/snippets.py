@@ -203,11 +203,14 @@ def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> Merged |
         return ToModel(f"the merge repeats the file around it ({verdict.reason})")
     # A merge that parses (and compiles, in Python) passes the syntax guard whatever the file
     # did: only otherwise is the file's own compile, which the guard asks for, needed.
-    if parsed.has_errors() or parsed.language == "python" and compiles(merged) is not True:
+    clean = not parsed.has_errors() and (parsed.language != "python" or compiles(merged) is True)
+    if not clean:
         problem = integrity.syntax.problem(start, end, new)
         if problem is not None:
             return ToModel(f"the merge does not parse ({problem.describe()})")
-    lint = integrity.lint.problem(start, end, new, "the merge") if integrity.lint is not None else ""
+    # the lint check may read outlines of the file where the merge compiles (lint_outline.py)
+    lint = integrity.lint.problem(start, end, new, "the merge", parsed if clean else None) \
+        if integrity.lint is not None else ""
     if lint:
         return ToModel(lint)
     return Merged(merged)
