@@ -31,6 +31,7 @@ import torch
 from ..lookahead import Lookahead, expected_tokens
 from ..passes import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, PASS_SIZES, PassCosts
 from .machine import cpu_name_and_flags, kernels_identity
+from .threads import others_running
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -311,10 +312,12 @@ def _time_widths(timed: Callable[[str, int], float], kinds: list[str], widths, r
             if spread is not None:
                 spread.setdefault(kind, {})[width] = max(seconds) / min(seconds)
         # A path far slower than float32 here is not timed wider (an int8 fallback can take
-        # seconds a pass); with widths left unmeasured it is never chosen.
+        # seconds a pass); with widths left unmeasured it is never chosen. The path known fastest
+        # for this kind of CPU is timed whole: a pass slowed by other work must not rule it out.
         reference = costs.get("float32", {}).get(width)
         if reference is not None:
-            active = [kind for kind in active if costs[kind][width] <= GIVE_UP_FACTOR * reference]
+            active = [kind for kind in active
+                      if costs[kind][width] <= GIVE_UP_FACTOR * reference or kind == known_fastest()]
     return costs, active
 
 
@@ -417,24 +420,33 @@ def choose_for(model: PreTrainedModel, model_id: str | None, root: Path,
     """The remembered choice for this CPU, torch and model, or a new one measured on `model`
     (and remembered, unless `model_id` is None).
 
-    Timings that varied between repeats (other work on the CPU) may be wrong, so their choice is
-    kept only once a second start, measuring again, makes the same one: a busy machine costs one
-    extra measurement, not one at every start."""
+    Timings that varied between repeats, or were taken while other work ran, may be wrong: on a
+    CPU of a known kind they never replace its known path; elsewhere their choice is kept only
+    once a second start, measuring again, makes the same one (a busy machine costs one extra
+    measurement, not one at every start)."""
     key = choice_key(model_id) if model_id else None
     choice = remembered(root, key) if key else None
     if choice is not None:
         return choice
-    say(f"dtype auto: timing {', '.join(CANDIDATES)} passes once on this machine")
+    known = known_fastest()
+    # A CPU of a known kind times its known path against float32 alone: the other int8 paths
+    # were slower on every such CPU, and each candidate costs the first start seconds and memory.
+    candidates = ("float32", known) if known in CANDIDATES else CANDIDATES
+    say(f"dtype auto: timing {', '.join(candidates)} passes once on this machine"
+        + (f" ({known} is the fastest on every CPU of this kind timed so far)" if known in candidates else ""))
     spread: dict[str, dict[int, float]] = {}
     made: dict[str, dict[str, torch.nn.Module]] = {}
-    costs = (measure or measure_candidates)(model, say=say, spread=spread, made=made)
+    busy = others_running()
+    costs = (measure or measure_candidates)(model, candidates=candidates, say=say, spread=spread, made=made)
+    busy = max(busy, others_running())
     worst = max((ratio for ratios in spread.values() for ratio in ratios.values()), default=1.0)
-    steady = worst <= STEADY_SPREAD
+    steady = worst <= STEADY_SPREAD and not busy
     chosen = choose(costs)
-    known = known_fastest()
     if known is not None and known != chosen and _measured_whole(costs, known):
         if not steady:
-            say(f"dtype auto: timings varied up to {worst:.1f}x (other work on this CPU) and named {chosen}; "
+            why = f"other work ran beside the timing ({busy} threads)" if busy else \
+                f"timings varied up to {worst:.1f}x (other work on this CPU)"
+            say(f"dtype auto: {why} and named {chosen}; "
                 f"{known}, the fastest path on every CPU of this kind timed so far, is kept")
             chosen, steady = known, True
         elif expected_edit_seconds(costs[known]) < CLEARLY_FASTER * expected_edit_seconds(costs[chosen]):

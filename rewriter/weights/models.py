@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 from .. import CODER_1_5B_NAME, EMBEDDED_NAME, cache_root
 from ..results import DTYPES, ModelError
+from .pages import release_mapped
 from .prepacked import Prepacking
 from .quantize import INT8_KINDS, QuantizationUnavailable, pack_fbgemm_weights
 from .shared_products import share_input_products
@@ -257,6 +258,8 @@ def _load(checkpoint: Path | str, target: torch.device, wanted: str, prepacking:
         _warn(progress)(choice.line())
         wanted, made_layers = choice.dtype, choice.layers
         measured = choice.costs.get(wanted)
+        if wanted in INT8_KINDS:  # the float32 weights timing read are not read again
+            release_mapped(model.parameters())
     if wanted in INT8_KINDS:
         try:
             installed = (prepacking is not None and identity is not None and not made_layers
@@ -267,6 +270,7 @@ def _load(checkpoint: Path | str, target: torch.device, wanted: str, prepacking:
                 _quantize_cached(model, wanted, identity, say, made_layers, checkpoint)
             share_input_products(model)  # after the cache keeps the layers as they were made
             pack_fbgemm_weights(model)  # once joined: each weight is packed once
+            release_mapped(model.parameters())  # float32 weights left: the embedding, read a row at a time
         except QuantizationUnavailable as error:
             _warn(progress)(f"{wanted} is unavailable here ({error}); using float32")
             wanted = "float32"

@@ -58,13 +58,23 @@ if TYPE_CHECKING:  # transformers is imported where a model is built: prepacked.
 
 # _weight_int8pack_mm reads its inputs in groups of 16; at other input sizes its sums are wrong.
 PACK_GROUP = 16
+# Rows rounded to int8 at a time (int8_weights).
+QUANTIZE_ROWS = 4096
 
 
 def int8_weights(linear: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
-    """The weight in int8, (out, in), and one float32 scale per output channel."""
+    """The weight in int8, (out, in), and one float32 scale per output channel. Rounded a block of
+    rows at a time: each row is its own, and a whole output layer's float32 temporaries would
+    add a few times its size to a first start's peak memory."""
     weight = linear.weight.detach().float()
-    scale = weight.abs().amax(dim=1).clamp(min=1e-12) / 127.0
-    return torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
+    quantized = torch.empty(weight.shape, dtype=torch.int8, device=weight.device)
+    scale = torch.empty(weight.shape[0], device=weight.device)
+    for start in range(0, weight.shape[0], QUANTIZE_ROWS):
+        rows = weight[start:start + QUANTIZE_ROWS]
+        row_scale = rows.abs().amax(dim=1).clamp(min=1e-12) / 127.0
+        quantized[start:start + QUANTIZE_ROWS] = torch.round(rows / row_scale[:, None]).clamp(-127, 127)
+        scale[start:start + QUANTIZE_ROWS] = row_scale
+    return quantized, scale
 
 
 def _int8_parts(linear: nn.Linear | None, in_features: int, out_features: int, bias: bool,

@@ -463,3 +463,15 @@ def test_float_weights_read_one_at_a_time_round_as_the_live_ones(kind):
     ids = torch.tensor([[5, 6, 7, 8, 9]])
     with torch.inference_mode():
         assert torch.equal(live(input_ids=ids).logits, from_file(input_ids=ids).logits)
+
+
+def test_int8_weights_rounded_a_block_of_rows_at_a_time_equal_the_whole_weight_rounded_at_once(monkeypatch):
+    linear = torch.nn.Linear(48, 37)  # 37 rows: blocks of 8 leave a short last one
+    with torch.no_grad():
+        linear.weight[3] = 0.0  # a row of zeros keeps its least scale
+    weight = linear.weight.detach()
+    scale = weight.abs().amax(dim=1).clamp(min=1e-12) / 127.0
+    whole = torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    monkeypatch.setattr(quantize, "QUANTIZE_ROWS", 8)
+    blocks, block_scale = quantize.int8_weights(linear)
+    assert blocks.dtype == torch.int8 and torch.equal(blocks, whole) and torch.equal(block_scale, scale)
