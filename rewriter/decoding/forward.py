@@ -6,21 +6,24 @@ mask, looking up the attention function, each module's call hooks) costs a measu
 `LeanPass` runs the same arithmetic through the model's own submodules, calling their `forward`
 directly, in transformers' order (Qwen2 and Llama layers: RMSNorm, rotary embedding, grouped-query
 attention, gated MLP), so its logits and cache are bit for bit the model's own. The first
-one-token pass and the first wider pass of each `LeanPass` are checked against the model's forward;
-if they ever differ (another transformers version), it says so and the model's forward is used
-from then on.
+one-token pass and the first wider pass are checked against the model's forward once per
+machine's kernels, transformers version and model shape (the answer is kept: kept_checks.py); if
+they ever differ (another transformers version), it says so and the model's forward is used.
 
 Only passes up to WIDEST_DECODING_PASS tokens, and only the int8 paths' attention, whose decoding
 passes need no mask from transformers: a prompt's pass goes through the model's forward.
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
+from ..kept_checks import kept_answer
 from ..passes import WIDEST_DECODING_PASS, attention_of, has_int8_attention
 
 # The attention classes whose layers LeanPass and the static pass know (their modules share Llama's structure).
@@ -83,9 +86,29 @@ class LeanPass:
     def __call__(self, ids: torch.Tensor, cache) -> torch.Tensor | None:
         if not self.usable or ids.shape[1] > WIDEST_DECODING_PASS or cache.get_seq_length() == 0:
             return None
-        if (ids.shape[1] > 1) not in self.checked:
-            return self._checked(ids, cache)
+        wide = ids.shape[1] > 1
+        if wide not in self.checked:
+            self.checked.add(wide)
+            checked: list[torch.Tensor] = []  # the model's own logits, where the check runs now
+            self.usable = kept_answer(self._check_name(wide), torch.get_num_threads(),
+                                      lambda: self._check(ids, cache, checked))
+            if checked:
+                return checked[0]
+            if not self.usable:
+                return None
         return self._pass(ids, cache)
+
+    def _check_name(self, wide: bool) -> str:
+        """What the check of a pass compares, with all that may change its answer but the machine."""
+        import transformers
+
+        config = self.model.config
+        parts = (type(self.model).__name__, type(self.layers[0].self_attn.q_proj).__name__, attention_of(self.model),
+                 config.hidden_size, config.num_attention_heads, getattr(config, "num_key_value_heads", None),
+                 len(self.layers))
+        code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]  # this pass's own code
+        return (f"lean {'wide' if wide else 'one-token'} pass {code} of {parts} "
+                f"under transformers {transformers.__version__}")
 
     def _pass(self, ids: torch.Tensor, cache) -> torch.Tensor:
         rows = ids.shape[1]
@@ -108,8 +131,9 @@ class LeanPass:
             hidden = hidden + mlp.down_proj.forward(gated)
         return self.head.forward(self.norm.forward(hidden))
 
-    def _checked(self, ids: torch.Tensor, cache) -> torch.Tensor:
-        """The model's forward's logits for this pass, after comparing a lean pass with it."""
+    def _check(self, ids: torch.Tensor, cache, checked: list[torch.Tensor]) -> bool:
+        """Whether a lean pass gives the model's forward's logits and cache for this pass; the
+        forward's logits go into `checked`."""
         rows = ids.shape[1]
         lean = self._pass(ids, cache)
         lean_rows = [(layer.keys[..., -rows:, :], layer.values[..., -rows:, :]) for layer in cache.layers]
@@ -118,9 +142,8 @@ class LeanPass:
         same = torch.equal(lean, expected) and all(
             torch.equal(keys, layer.keys[..., -rows:, :]) and torch.equal(values, layer.values[..., -rows:, :])
             for (keys, values), layer in zip(lean_rows, cache.layers))
-        self.checked.add(rows > 1)
-        self.usable = same
         if not same:
             warnings.warn("the lean decoding pass differs from the model's forward with this transformers "
                           "version; decoding uses the model's forward", RuntimeWarning, stacklevel=2)
-        return expected
+        checked.append(expected)
+        return same

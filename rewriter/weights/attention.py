@@ -95,7 +95,7 @@ def _float32_keeps_rows(key_heads: int, group: int, width: int, threads: int) ->
     wide pass as alone, for `key_heads` key heads of `width`, each shared by `group` query heads,
     on `threads` threads: checked once per machine's kernels, the answer kept in the cache
     (kept_checks.py)."""
-    from .kept_checks import kept_answer
+    from ..kept_checks import kept_answer
 
     return kept_answer(f"float32 attention keeps rows {key_heads}x{group}x{width}", threads,
                        lambda: _check_float32_keeps_rows(key_heads, group, width))

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..lookahead import Lookahead, expected_tokens
+from ..machine import cpu_name_and_flags, kernels_identity
 from ..passes import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, PASS_SIZES, PassCosts
-from .machine import cpu_name_and_flags, kernels_identity
 from .threads import others_running
 
 if TYPE_CHECKING:

@@ -31,6 +31,12 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
 ARCHITECTURES = {"qwen2": lambda: tiny_model(seed=3, eos_token_id=255), "llama": tiny_llama}
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Each test checks the lean pass itself: no answer kept by another test or run."""
+    monkeypatch.setenv("REWRITER_CACHE", str(tmp_path))
+
+
 @pytest.fixture(params=[(arch, kind) for arch in ARCHITECTURES for kind in INT8_KINDS], ids=str)
 def int8_model(request):
     arch, kind = request.param
@@ -85,6 +91,18 @@ def test_a_lean_pass_that_would_differ_is_given_up_with_a_warning(int8_model):
         tokens = [token for step in decoder.generate(prompt, PromptLookupDrafter(), 60) for token in step.tokens]
     assert tokens == reference
     assert not decoder.lean.usable
+
+
+def test_the_check_s_answer_is_kept_and_a_later_decoder_takes_the_lean_pass_unchecked(monkeypatch):
+    model = quantize_int8(tiny_model(seed=3, eos_token_id=255), "int8-fbgemm")
+    share_input_products(model)
+    _, prompt, reference, first = _decoding(model, 4, 40, 30)
+    assert [token for step in first.generate(prompt, PromptLookupDrafter(), 30) for token in step.tokens] == reference
+    checks = []
+    monkeypatch.setattr(LeanPass, "_check", lambda self, *args: checks.append(args) or True)
+    _, _, _, later = _decoding(model, 4, 40, 30)
+    assert [token for step in later.generate(prompt, PromptLookupDrafter(), 30) for token in step.tokens] == reference
+    assert not checks and later.lean is not None and later.lean.usable  # the kept answer, not a new check
 
 
 def test_the_lean_pass_is_only_for_the_int8_paths_attention():

@@ -2,7 +2,8 @@
 the CPU, the thread count and torch, and a cache that cannot be read is checked again."""
 import torch
 
-from rewriter.weights import attention, kept_checks
+from rewriter import kept_checks
+from rewriter.weights import attention
 
 
 class _Check:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .. import cache_root
+from . import cache_root
 from .machine import cpu_name_and_flags, kernels_identity
 
 # Bump when a check changes what it tests: older answers are then never read.

@@ -1,5 +1,5 @@
 """This machine's CPU as torch's kernels see it: the name in the keys of what is kept per machine
-(the dtype choice, cpu_choice.py; kernel checks, kept_checks.py)."""
+(the dtype choice, weights/cpu_choice.py; kernel checks, kept_checks.py)."""
 from __future__ import annotations
 
 import os
