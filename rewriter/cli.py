@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from . import package_version
-from .edits.files import FileError
+from .apply.files import FileError
 from .engine import PREFIX_CACHE_MB
 from .results import DTYPES, ModelError
 

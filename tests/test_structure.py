@@ -1,6 +1,7 @@
 """Module structure: no import circles, layers that hold (front ends, edits and engines never load
 the decoding core when imported; the engines never reach up into the service), one home for
-reading the model's answer, and the remote engine and CLI work without torch."""
+reading the model's answer, the edit core's rooms (checks below the snippet merge, nothing of the
+edit core importing a front end), and the remote engine and CLI work without torch."""
 from __future__ import annotations
 
 import ast
@@ -269,11 +270,11 @@ def import_chain(imports: dict[str, set[str]], start: str, into: tuple[str, ...]
 def test_the_layer_check_sees_a_chain_through_other_modules():
     imports = module_level_imports()
     assert core_reached(imports, "rewriter.serve.backend")[-1].startswith(("rewriter.decoding", "torch"))
-    assert "rewriter.edits.scopes" in imports["rewriter.edits.integrity"]
+    assert "rewriter.edits.scopes" in imports["rewriter.edits.checks.integrity"]
     assert "rewriter.weights.models" not in imports["rewriter.cli"]  # imported inside a function
     assert "rewriter.decoding.rewrite" not in imports["rewriter.engines"]  # only under TYPE_CHECKING
-    fake = {**imports, "lsp.fake": {"rewriter.edits.integrity"}, "rewriter.edits.integrity": {"rewriter.decoding.x"}}
-    assert core_reached(fake, "lsp.fake") == ["lsp.fake", "rewriter.edits.integrity", "rewriter.decoding.x"]
+    fake = {**imports, "lsp.fake": {"rewriter.edits.checks.integrity"}, "rewriter.edits.checks.integrity": {"rewriter.decoding.x"}}
+    assert core_reached(fake, "lsp.fake") == ["lsp.fake", "rewriter.edits.checks.integrity", "rewriter.decoding.x"]
 
 
 def test_front_ends_edits_and_engines_never_import_the_decoding_core_at_module_level():
@@ -301,11 +302,18 @@ def test_the_decoding_loop_never_imports_the_weights():
 # Lower layers that never reach into higher ones, by any import (inside functions and for types
 # too): the weights and the decoding loop are peers, the drafters sit below both; the engines
 # (a local one, or the remote one asking a running service) sit below the service that serves
-# them; the prompt is built before any answer is read.
+# them; the prompt is built before any answer is read. The edit core sits below every front end
+# (`rewriter apply`'s files and diffs are its own, in rewriter/apply/); inside it, the checks an
+# edit must pass sit below the pipeline and session that run them and below the snippet merge,
+# which may import them.
+FRONT_ENDS = ("rewriter.apply", "rewriter.serve", "rewriter.cli", "rewriter.bench", "lsp")
 LOWER_NEVER_IMPORTS_HIGHER = {"rewriter.weights": ("rewriter.decoding",),
                               "drafters": ("rewriter.decoding", "rewriter.weights"),
                               **{module: ("rewriter.serve",) for module in ENGINES},
-                              "rewriter.prompt": ("rewriter.serve", "rewriter.answer")}  # ENGINES' entry, and more
+                              "rewriter.prompt": ("rewriter.serve", "rewriter.answer"),  # ENGINES' entry, and more
+                              "rewriter.edits": FRONT_ENDS,
+                              "rewriter.edits.checks": ("rewriter.edits.snippets", "rewriter.edits.pipeline",
+                                                        "rewriter.edits.session", *FRONT_ENDS)}
 
 
 def layer_breaches(graph: dict[str, set[str]]) -> dict[str, str]:
@@ -333,11 +341,24 @@ def test_the_layer_breach_check_sees_imports_up_through_other_modules():
     breaches = layer_breaches(up)
     assert breaches["rewriter.engines"] == "rewriter.engines -> rewriter.fake -> rewriter.serve.app"
     assert breaches["rewriter.prompt"] == "rewriter.prompt -> rewriter.answer"
+    # the edit core's rooms: the snippet merge may import the checks, never the reverse
+    assert "rewriter.edits.checks.integrity" in graph["rewriter.edits.snippets.merge"]
+    assert "rewriter.edits.snippets.merge" not in layer_breaches(graph)
+    rooms = {**graph, "rewriter.edits.checks.lint": graph["rewriter.edits.checks.lint"] | {"rewriter.fake"},
+             "rewriter.fake": {"rewriter.edits.snippets.lines"},
+             "rewriter.edits.checks.syntax": graph["rewriter.edits.checks.syntax"] | {"rewriter.edits.pipeline"},
+             "rewriter.edits.hunks": graph["rewriter.edits.hunks"] | {"rewriter.apply.diffs"}}
+    breaches = layer_breaches(rooms)
+    assert breaches["rewriter.edits.checks.lint"] == (
+        "rewriter.edits.checks.lint -> rewriter.fake -> rewriter.edits.snippets.lines")
+    assert breaches["rewriter.edits.checks.syntax"] == "rewriter.edits.checks.syntax -> rewriter.edits.pipeline"
+    assert breaches["rewriter.edits.hunks"] == "rewriter.edits.hunks -> rewriter.apply.diffs"
 
 
 def test_lower_layers_never_import_higher_ones():
     # What both need (pass widths, priors, the window policy) lives below them: rewriter/passes.py
-    # and rewriter/lookahead.py.
+    # and rewriter/lookahead.py. What the edit checks need (tree-sitter's scopes) lives below them
+    # in rewriter/edits/.
     assert layer_breaches(import_graph()) == {}
 
 

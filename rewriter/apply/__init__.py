@@ -1,2 +1,2 @@
 """`rewriter apply`: the files named, their spans planned and rewritten through the edit core
-(rewriter/edits/), the diffs, writes and report. Torch-free."""
+(rewriter/edits/), the diffs, writes (strict reads, atomic writes) and report. Torch-free."""

@@ -20,9 +20,7 @@ from functools import partial
 from typing import TextIO
 
 from ..answer import NoCodeBlock
-from ..edits.diffs import colorize, unified_diff
-from ..edits.files import FileError, SourceFile, atomic_write, read_source
-from ..edits.integrity import FileIntegrity
+from ..edits.checks.integrity import FileIntegrity
 from ..edits.node_kinds import tree_language
 from ..edits.pipeline import CUT, SYNTAX
 from ..edits.scopes import (
@@ -38,6 +36,8 @@ from ..engine import Engine, instruction_is_empty
 from ..prompt import language_for, merge_instruction
 from ..results import ContextTooLarge, RewriteError, ServiceError
 from .collect import collect
+from .diffs import colorize, unified_diff
+from .files import FileError, SourceFile, atomic_write, read_source
 from .plans import BatchError, FilePlan, Options, Unit
 from .report import Report, TerminalReport, exit_code, json_report, plural, summary_table
 from .testgate import CommandRun, EditGate, check_baseline

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..edits.files import SourceFile
 from ..edits.target import Target
 from ..results import Stats
+from .files import SourceFile
 from .review import Review
 
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from ..edits.diffs import colorize, unified_diff
 from ..edits.hunks import Hunk, apply_hunks
+from .diffs import colorize, unified_diff
 
 CONTEXT_LINES = 3  # as unified_diff shows them, so each hunk asked about is one hunk of the diff
 HELP = """y - apply this hunk

@@ -1,7 +1,7 @@
 """`rewriter apply FILE --snippet PATH`: merge a chat model's snippet (the changed code, with markers
 such as `# ... existing code ...` for what stays) into one file.
 
-The deterministic merges (edits/snippets.py) go first and need no model: Merged gives the
+The deterministic merges (edits/snippets/merge.py) go first and need no model: Merged gives the
 file's new text at once (judged as any edit is: integrity, syntax, lint); Refused (a snippet
 that is not text, or only markers) leaves the file alone with the reason. Whatever they are not
 sure of (ToModel) loads the model, which merges it as any rewrite of the whole file goes
@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from ..edits.snippets import Merged, Refused, ToModel, merge_snippet
+from ..edits.snippets.merge import Merged, Refused, ToModel, merge_snippet
 from ..engine import Engine
 from .batch import MAX_FILE_BYTES, check_options, conclude, deliver, plan_all, progress_report, run
 from .collect import collect

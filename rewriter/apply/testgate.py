@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
-from ..edits.files import UTF8_BOM, FileError, atomic_write, replace_bytes
+from .files import UTF8_BOM, FileError, atomic_write, replace_bytes
 from .plans import FilePlan, Options
 
 PASSED, FAILED, TIMED_OUT, INTERRUPTED = "passed", "failed", "timed out", "interrupted"  # CommandRun.outcome

@@ -216,7 +216,7 @@ Refusal = Callable[[Case, str], str | None]
 
 def integrity_refusal(case: Case, edited: str) -> str | None:
     """The integrity check and the syntax guard as `rewriter apply` runs them on a whole-file rewrite."""
-    from ..edits.integrity import FileIntegrity
+    from ..edits.checks.integrity import FileIntegrity
     from ..edits.node_kinds import grammar_for
 
     integrity = FileIntegrity(case.before, grammar_for(case.language))

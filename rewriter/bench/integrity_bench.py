@@ -19,11 +19,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from statistics import median
 
-from ..edits.integrity import FileIntegrity, lost_bodies, lost_definitions, significant
+from ..edits.checks.integrity import FileIntegrity, lost_bodies, lost_definitions, significant
+from ..edits.checks.syntax import compile_regression
 from ..edits.node_kinds import grammar_for
 from ..edits.pipeline import CUT, TargetEdit
 from ..edits.scopes import SyntaxTree, definitions, select_nodes
-from ..edits.syntax import compile_regression
 from .cases import Case
 
 INSTRUCTIONS = (

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
 
-from ..edits.lint import FileLint
+from ..edits.checks.lint import FileLint
+from ..edits.checks.syntax import compile_regression
 from ..edits.scopes import SyntaxTree, expand_to_nodes
-from ..edits.snippet_lines import Node, definition_tree, indent_of, is_marker
-from ..edits.snippets import Merged, MergeOutcome, merge_snippet
-from ..edits.syntax import compile_regression
+from ..edits.snippets.lines import Node, definition_tree, indent_of, is_marker
+from ..edits.snippets.merge import Merged, MergeOutcome, merge_snippet
 from ..edits.target import Target
 from .cases import read_jsonl
 

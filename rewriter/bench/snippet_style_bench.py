@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..edits.snippets import Merged, MergeOutcome, merge_snippet
+from ..edits.snippets.merge import Merged, MergeOutcome, merge_snippet
 from .snippet_cases import (
     NoReferenceEdits,
     SnippetCase,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from ..edits.snippet_lines import indent_of
+from ..edits.snippets.lines import indent_of
 from .snippet_cases import SnippetCase, definitions_snippet, reference_problem
 
 MARKER = "# ... existing code ..."

@@ -1,2 +1,2 @@
-"""The edit core every front end shares: scopes, the edit session and pipeline, the integrity
-check, hunks, diffs, file I/O. Torch-free."""
+"""The edit core every front end shares: targets and scopes, the edit session and pipeline, hunks;
+the checks an edit must pass (checks/) and the snippet merge (snippets/). Torch-free."""

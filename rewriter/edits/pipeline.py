@@ -6,11 +6,11 @@ the file around it may go along as context. On the way out, the answer is indent
 the span's trailing blank lines, and is judged in this order:
 
 - cut: an answer that stopped at the token limit is refused (unless it changed nothing);
-- integrity (integrity.py): an echo of the surroundings is stripped; lost definitions,
+- integrity (checks/integrity.py): an echo of the surroundings is stripped; lost definitions,
   duplicated code and an answer that is only a copy are refused;
-- syntax (syntax.py): an answer that does not parse where the file did is refused; a Python file
+- syntax (checks/syntax.py): an answer that does not parse where the file did is refused; a Python file
   that compiled must still compile (Python's compiler, not tree-sitter, has the last word);
-- lint (lint.py): in a Python file, an answer that brings a new undefined name (or a local used
+- lint (checks/lint.py): in a Python file, an answer that brings a new undefined name (or a local used
   before assignment) is refused: it compiles but cannot run.
 
 Every front end gets one `Decision` (applied, stripped or refused, the reason, the refused text)
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..answer import NoCodeBlock, extract_code
 from ..prompt import SourceText, common_indent
-from .integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
+from .checks.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
 from .node_kinds import grammar_for
 from .scopes import guess_language
 from .target import Target

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 from ..engine import EditRequest, Engine, SamplingParams, Turn
 from ..prompt import fence_for
 from ..results import RewriteResult, Stats
+from .checks.integrity import APPLIED, FileIntegrity
 from .hunks import Hunk, HunkStream
-from .integrity import APPLIED, FileIntegrity
 from .pipeline import LINT, SYNTAX, Decision, TargetEdit, dedent
 from .target import Target
 

@@ -30,7 +30,7 @@ from starlette.routing import Route
 from ..decoding.decode import Stats
 from ..decoding.rewrite import Rewriter
 from ..decoding.sampling import make_verifier
-from ..edits.snippets import Merged
+from ..edits.snippets.merge import Merged
 from ..weights.models import LoadedModel
 from .apply_model import APPLY_MODEL, parsed_and_merged
 from .backend import Backend

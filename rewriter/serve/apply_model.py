@@ -3,7 +3,7 @@ that a tool which lets users set an OpenAI-compatible "apply model" can merge wi
 
 A request is one user message, `<instruction>...</instruction><code>...</code><update>...</update>`
 (the instruction may be left out, as in Morph's older format); the answer is the merged code,
-whole, as the assistant's message. The deterministic snippet merge (edits/snippets.py) answers at
+whole, as the assistant's message. The deterministic snippet merge (edits/snippets/merge.py) answers at
 once, without the worker; where it finds the update ambiguous, the model merges it (backend.py's
 `apply`: the code is the target and the prediction, the update rides in the instruction, and the
 answer is judged like any rewrite). A merge either refuses is an error (422, `merge_refused`).
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from ..edits.scopes import guess_language
-from ..edits.snippets import Merged, Refused, ToModel, merge_snippet
+from ..edits.snippets.merge import Merged, Refused, ToModel, merge_snippet
 from .schema import ApiError, ChatRequest
 
 APPLY_MODEL = "rewriter-apply"

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from ..decoding.decode import Decoder, StopCheck
 from ..decoding.rewrite import RewriteError, Rewriter
+from ..edits.checks.integrity import STRIPPED
 from ..edits.hunks import Hunk
-from ..edits.integrity import STRIPPED
 from ..edits.pipeline import grammar_of
 from ..edits.session import Delta, EditSession
-from ..edits.snippets import Merged
+from ..edits.snippets.merge import Merged
 from ..edits.target import Target
 from ..engines import local_engine
 from ..prompt import language_for, merge_instruction, prediction_ids

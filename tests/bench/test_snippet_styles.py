@@ -17,7 +17,7 @@ from rewriter.bench.snippet_style_bench import (
 )
 from rewriter.bench.snippet_styles import MARKER, STYLES, hunk_spans, style_cases, style_snippet
 from rewriter.cli import build_parser
-from rewriter.edits.snippets import Merged, Refused, ToModel
+from rewriter.edits.snippets.merge import Merged, Refused, ToModel
 from rewriter.engine import SamplingParams
 
 BEFORE = '''import os

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from rewriter.edits.files import FileError, atomic_write, read_source
+from rewriter.apply.files import FileError, atomic_write, read_source
 
 
 def test_reads_utf8_and_rejects_what_it_cannot_rewrite(tmp_path):

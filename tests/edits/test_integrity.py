@@ -16,7 +16,7 @@ from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import Options
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
-from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
+from rewriter.edits.checks.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
 from tests.helpers.oracles import check_edit
 
 SHAPES = '''"""Shapes and helpers."""
@@ -399,7 +399,7 @@ def test_a_rename_in_words_of_its_own_is_applied_but_not_a_rename_that_drops_a_n
 def test_renaming_one_of_several_definitions_of_a_name_loses_nothing_else():
     # A style checker's test file defines `a` four times (NoFunEval 047): renaming one, the whole-file
     # count said all four were lost.
-    from rewriter.edits.integrity import lost_definitions
+    from rewriter.edits.checks.integrity import lost_definitions
     from rewriter.edits.scopes import SyntaxTree, definitions
 
     before = "def a():\n    print\n\n\ndef a():\n    pass\n\n\ndef a():\n    return 1\n"

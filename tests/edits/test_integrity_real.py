@@ -11,8 +11,8 @@ import pytest
 
 from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import Options
+from rewriter.edits.checks.syntax import compiles
 from rewriter.edits.scopes import SyntaxTree, definitions
-from rewriter.edits.syntax import compiles
 from tests.helpers.samples import INTRANGES
 
 pytestmark = pytest.mark.real_model

@@ -1,4 +1,4 @@
-"""The lint check (rewriter/edits/lint.py) in the edit pipeline, and the session's second try for an
+"""The lint check (rewriter/edits/checks/lint.py) in the edit pipeline, and the session's second try for an
 answer the lint check or the syntax guard refused."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import Options
-from rewriter.edits.integrity import APPLIED, REFUSED
-from rewriter.edits.lint import FileLint, lint_errors
+from rewriter.edits.checks.integrity import APPLIED, REFUSED
+from rewriter.edits.checks.lint import FileLint, lint_errors
 from rewriter.edits.pipeline import LINT, TargetEdit
 from rewriter.edits.session import EditSession, Finished
 from rewriter.edits.target import Target

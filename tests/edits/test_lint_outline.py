@@ -1,4 +1,4 @@
-"""The lint check's short way (rewriter/edits/lint_outline.py): pyflakes on outlines of the file,
+"""The lint check's short way (rewriter/edits/checks/lint_outline.py): pyflakes on outlines of the file,
 the bodies the edit left as they were cut, must find every new error the whole file gives, at the
 same line; where it cannot be sure, the whole file is read."""
 from __future__ import annotations
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rewriter.edits import lint
-from rewriter.edits.lint import FileLint
+from rewriter.edits.checks import lint
+from rewriter.edits.checks.lint import FileLint
 from rewriter.edits.scopes import SyntaxTree
-from rewriter.edits.snippets import Merged, ToModel, merge_snippet
+from rewriter.edits.snippets.merge import Merged, ToModel, merge_snippet
 
 FILE = '''import os
 from typing import Callable
@@ -125,9 +125,9 @@ def _with_doctest(init):
     return with_doctest
 
 
-@pytest.mark.parametrize("name", ["snippets.py", "snippet_lines.py", "lint.py"])
+@pytest.mark.parametrize("name", ["snippets/merge.py", "snippets/lines.py", "checks/lint.py"])
 def test_every_function_of_a_real_file_changed_renamed_or_removed_gives_what_the_whole_file_gives(name):
-    text = Path(lint.__file__).with_name(name).read_text()
+    text = (Path(lint.__file__).parent.parent / name).read_text()
     tree = SyntaxTree(text, "python")
     functions = _functions(tree.root)
     assert len(functions) >= 8

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rewriter.edits.integrity import APPLIED, REFUSED, STRIPPED
+from rewriter.edits.checks.integrity import APPLIED, REFUSED, STRIPPED
 from rewriter.edits.pipeline import (
     CUT,
     INTEGRITY,

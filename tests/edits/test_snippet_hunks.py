@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rewriter.edits.snippets import LINES, Merged, ToModel, merge_snippet
+from rewriter.edits.snippets.merge import LINES, Merged, ToModel, merge_snippet
 
 FILE = '''import json
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rewriter.bench.snippet_cases import load_reference_edits, measure, normalized, snippet_case
-from rewriter.edits.snippets import LINES, Merged, Refused, ToModel, merge_snippet
+from rewriter.edits.snippets.merge import LINES, Merged, Refused, ToModel, merge_snippet
 
 FILE = '''import os
 

@@ -17,9 +17,9 @@ from rewriter.apply.plans import Options
 from rewriter.bench.integrity_bench import audit
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
+from rewriter.edits.checks.syntax import compiles
 from rewriter.edits.pipeline import INTEGRITY, SYNTAX, TargetEdit
 from rewriter.edits.scopes import SyntaxTree, definitions
-from rewriter.edits.syntax import compiles
 from rewriter.edits.target import Target
 from tests.helpers.oracles import check_edit, syntax_error_line
 from tests.helpers.samples import INTRANGES
@@ -201,7 +201,7 @@ MISSING = '''    def test_missing_data_structure(test):
     ("Simplify this function", False),
 ])
 def test_documentation_only_instructions(instruction, documentation_only):
-    from rewriter.edits.integrity import instruction_asks_documentation_only
+    from rewriter.edits.checks.integrity import instruction_asks_documentation_only
 
     assert instruction_asks_documentation_only(instruction) is documentation_only
 

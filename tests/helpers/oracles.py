@@ -2,7 +2,7 @@
 and asks it several things."""
 from __future__ import annotations
 
-from rewriter.edits.integrity import FileIntegrity, Verdict
+from rewriter.edits.checks.integrity import FileIntegrity, Verdict
 from rewriter.edits.scopes import SyntaxTree
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 
-from .snippet_lines import DEF, MARKER, Item, Unclear
+from .lines import DEF, MARKER, Item, Unclear
 
 
 def line_pairs(items: list[Item], mine: list[int], file_items: list[Item], theirs: list[int],

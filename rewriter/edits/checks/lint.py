@@ -9,7 +9,7 @@ compile (the syntax guard's to judge), and names in a file with `from x import *
 reports those as perhaps star-imported, which this check does not count).
 
 Where the edit's caller has the edited file parsed by tree-sitter and compiled (a snippet's merge,
-snippets.py), pyflakes reads outlines of both texts (lint_outline.py): the functions the edit left
+snippets/merge.py), pyflakes reads outlines of both texts (lint_outline.py): the functions the edit left
 as they were, their bodies cut, which find no error the file did not have. The outline finds every
 new error the whole file would, at the same line; where that may not hold, the whole file is read.
 """
@@ -27,7 +27,7 @@ from pyflakes.checker import Checker
 from .lint_outline import ModuleNames, cut_as_expected, outline
 
 if TYPE_CHECKING:
-    from .scopes import SyntaxTree
+    from ..scopes import SyntaxTree
 
 # pyflakes' messages for code that compiles but fails when it runs, and how a refusal names each.
 ERROR_KINDS: dict[type, str] = {
@@ -132,7 +132,7 @@ class FileLint:
                 parsed: SyntaxTree | None = None) -> str:
         """Why the check refuses `new` as text[start:end] (`edit` names it in the reason); "" when
         it does not. Every edit is judged here: a model's answer (pipeline.py) and a snippet's
-        deterministic merge (snippets.py, which gives `parsed`, as new_errors takes it)."""
+        deterministic merge (snippets/merge.py, which gives `parsed`, as new_errors takes it)."""
         if new == self.text[start:end]:
             return ""
         errors = self.new_errors(start, end, new, parsed)

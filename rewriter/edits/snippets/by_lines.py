@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from .snippet_lines import EDGE_LINES, Unclear, indent_of
+from .lines import EDGE_LINES, Unclear, indent_of
 
 SLACK_LINES = 8  # code lines a replaced stretch of the file may hold beyond the snippet's
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .snippet_anchors import line_pairs
-from .snippet_lines import (
+from .anchors import line_pairs
+from .lines import (
     BLANK,
     DEF,
     EDGE_LINES,

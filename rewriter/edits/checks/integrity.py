@@ -35,10 +35,10 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from ..prompt import common_indent
+from ...prompt import common_indent
+from ..scopes import COMMENTS, EMPTY, FULL, NONE, Definition, SyntaxTree, definitions, is_docstring, is_placeholder
 from .lint import FileLint
 from .replacements import names_used, replaced
-from .scopes import COMMENTS, EMPTY, FULL, NONE, Definition, SyntaxTree, definitions, is_docstring, is_placeholder
 from .syntax import FileSyntax
 
 APPLIED, STRIPPED, REFUSED = "applied", "stripped", "refused"

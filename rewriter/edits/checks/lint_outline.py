@@ -27,7 +27,7 @@ from pyflakes.checker import Checker, ModuleScope
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-    from .scopes import SyntaxTree
+    from ..scopes import SyntaxTree
 
 UNSAFE = re.compile(rb"\b(global|nonlocal|barry_as_FLUFL)\b")
 NOT_CODE = {"comment", "string_content"}  # where an UNSAFE word is harmless

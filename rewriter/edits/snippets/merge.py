@@ -1,9 +1,9 @@
 """Merging a snippet into a file without a model: the changed part of a file, as chat models and
 agents write it, with markers ("# ... existing code ...") for what stays.
 
-Two merges read a snippet, each sure or saying why not. By definitions (snippet_definitions.py):
+Two merges read a snippet, each sure or saying why not. By definitions (definitions.py):
 the snippet's definitions matched to the file's by kind and name, which places whole changed
-functions and classes wherever the file has them. By lines (snippet_hunks.py): each stretch
+functions and classes wherever the file has them. By lines (hunks.py): each stretch
 between markers placed by its first and last lines, as a diff hunk is applied, which reads
 fragments that do not parse alone. The first merge that changes the file and passes the checks
 (integrity, syntax, lint: as any edit's span) is the answer, saying which merged. A snippet that
@@ -15,13 +15,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from ..prompt import common_indent
-from .integrity import FileIntegrity, instruction_allows_removal
-from .node_kinds import grammar_for
-from .scopes import SyntaxTree
-from .snippet_definitions import DefinitionMerge
-from .snippet_hunks import excerpts_file, merge_by_lines
-from .snippet_lines import (
+from ...prompt import common_indent
+from ..checks.integrity import FileIntegrity, instruction_allows_removal
+from ..checks.syntax import compiles
+from ..node_kinds import grammar_for
+from ..scopes import SyntaxTree
+from .by_definitions import DefinitionMerge
+from .by_lines import excerpts_file, merge_by_lines
+from .lines import (
     LINE_COMMENTS,
     Unclear,
     changed_definitions,
@@ -31,7 +32,6 @@ from .snippet_lines import (
     is_marker,
     says_more,
 )
-from .syntax import compiles
 
 DEFINITIONS, LINES = "definitions", "lines"  # which merge merged (Merged.path)
 
@@ -208,7 +208,7 @@ def _judged(integrity: FileIntegrity, merged: str, instruction: str) -> Merged |
         problem = integrity.syntax.problem(start, end, new)
         if problem is not None:
             return ToModel(f"the merge does not parse ({problem.describe()})")
-    # the lint check may read outlines of the file where the merge compiles (lint_outline.py)
+    # the lint check may read outlines of the file where the merge compiles (checks/lint_outline.py)
     lint = integrity.lint.problem(start, end, new, "the merge", parsed if clean else None) \
         if integrity.lint is not None else ""
     if lint:

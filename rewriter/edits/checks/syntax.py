@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from .scopes import SyntaxTree
+from ..scopes import SyntaxTree
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""The snippet merge: a snippet with markers for unchanged code merged into its file without a model."""
