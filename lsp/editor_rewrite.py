@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from lsprotocol import types
 
 from rewriter.answer import NoCodeBlock
+from rewriter.edits.checks.integrity import STRIPPED
 from rewriter.edits.hunks import Hunk
-from rewriter.edits.integrity import STRIPPED
 from rewriter.edits.pipeline import grammar_of
 from rewriter.edits.session import Delta, EditSession, Finished
 from rewriter.edits.target import Target

@@ -8,7 +8,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from rewriter.edits.hunks import HunkStream
-from rewriter.edits.snippets import Merged, ToModel, merge_snippet
+from rewriter.edits.snippets.merge import Merged, ToModel, merge_snippet
 from rewriter.engine import instruction_is_empty
 from rewriter.prompt import SourceText, merge_instruction
 

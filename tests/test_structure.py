@@ -166,8 +166,8 @@ CORE = ("rewriter.decoding", "torch", "transformers")  # the decoding core and w
 # (local engines load the core when built) and the engine that asks a running service.
 ENGINES = ("rewriter.engine", "rewriter.prompt", "rewriter.answer", "rewriter.results", "rewriter.engines",
            "rewriter.remote")
-FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.apply", "rewriter.edits",
-                        "rewriter.bench.command", "rewriter.bench.cases",
+FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.cli_arguments", "rewriter.apply",
+                        "rewriter.edits", "rewriter.bench.command", "rewriter.bench.cases",
                         "rewriter.bench.endpoint_bench")  # `bench --endpoint`
 # The HTTP service serves a model it loads itself: its backend (and the app that makes one) are the
 # front-end modules that hold the core. Nothing torch-free may import them at module level (the
@@ -306,7 +306,7 @@ def test_the_decoding_loop_never_imports_the_weights():
 # (`rewriter apply`'s files and diffs are its own, in rewriter/apply/); inside it, the checks an
 # edit must pass sit below the pipeline and session that run them and below the snippet merge,
 # which may import them.
-FRONT_ENDS = ("rewriter.apply", "rewriter.serve", "rewriter.cli", "rewriter.bench", "lsp")
+FRONT_ENDS = ("rewriter.apply", "rewriter.serve", "rewriter.cli", "rewriter.cli_arguments", "rewriter.bench", "lsp")
 LOWER_NEVER_IMPORTS_HIGHER = {"rewriter.weights": ("rewriter.decoding",),
                               "drafters": ("rewriter.decoding", "rewriter.weights"),
                               **{module: ("rewriter.serve",) for module in ENGINES},

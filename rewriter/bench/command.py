@@ -234,7 +234,8 @@ def _speed_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case]
 
 def _candidate_pass_costs(float32_rewriter: Rewriter, dtype: str, say: Say) -> dict | None:
     """Each CPU path's pass costs, timed on a float32 model, and what `auto` picks from them."""
-    from ..weights.cpu_choice import choose, describe, measure_candidates
+    from ..weights.cpu_choice import choose, describe
+    from ..weights.path_timing import measure_candidates
 
     if float32_rewriter.loaded.dtype != "float32":
         return None  # no float32 model in this run (--no-float32-reference) to time the others on

@@ -5,21 +5,19 @@ by the backend (backend.py) and queued on the worker (worker.py), which owns the
 Results come back whole or as server-sent events; a client that goes away cancels its request,
 which frees the worker within one step. The handlers are plain functions of the request; what
 they share (backend, worker, key, limits) is the app's `Service`.
+Who is answered (the API key, the Host names) is access.py's; a job's events are carried to the
+client, whole or streamed, by streaming.py.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import hmac
-import ipaddress
-import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -32,15 +30,14 @@ from ..decoding.rewrite import Rewriter
 from ..decoding.sampling import make_verifier
 from ..edits.snippets.merge import Merged
 from ..weights.models import LoadedModel
+from .access import API_KEY_ENV, LOOPBACK_HOSTS, bearer_token, host_name, is_loopback, read_api_key
 from .apply_model import APPLY_MODEL, parsed_and_merged
 from .backend import Backend
 from .schema import ApiError, ChatRequest, ClientGone, Limits, error_for, parse_chat, parse_rewrite, read_json
-from .worker import END, AnsweredJob, Failed, QueueFull, Worker
+from .streaming import EventStream, log_done, next_event, sse, start
+from .worker import END, AnsweredJob, QueueFull, Worker
 
 log = logging.getLogger(__name__)
-
-API_KEY_ENV = "REWRITER_API_KEY"
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass
@@ -68,42 +65,6 @@ def service_of(request: Request) -> Service:
     return request.app.state.service
 
 
-# Access -----------------------------------------------------------------------------------------
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def read_api_key(path: str | None = None) -> str | None:
-    """The API key from a file (first line) or the REWRITER_API_KEY environment variable."""
-    if path:
-        with open(path, encoding="utf-8") as handle:
-            key = handle.readline().strip()
-        if not key:
-            raise ValueError(f"the API key file {path} is empty")
-        return key
-    return os.environ.get(API_KEY_ENV, "").strip() or None  # blank is no key, not a key of spaces
-
-
-def host_name(header: str) -> str:
-    """The name in a Host header, without the port: `[::1]:8000` -> `::1`."""
-    if header.startswith("["):
-        return header[1:].partition("]")[0].lower()
-    return header.rpartition(":")[0].lower() if header.count(":") == 1 else header.lower()
-
-
-def bearer_token(header: str) -> str | None:
-    """The credentials of an `Authorization: Bearer ...` header; the scheme is case-insensitive."""
-    scheme, _, token = header.strip().partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
 def check_host(service: Service, request: Request) -> None:
     # Without a key, any web page could reach a loopback server through a DNS name it
     # controls (DNS rebinding); such requests carry that name in Host.
@@ -123,9 +84,6 @@ def check_auth(request: Request) -> None:
                        code="invalid_api_key")
 
 
-# Queued work ------------------------------------------------------------------------------------
-
-
 def submit(service: Service, work, request_id: str, tokens: int):
     try:
         return service.worker.submit(work, tokens=tokens)
@@ -134,80 +92,6 @@ def submit(service: Service, work, request_id: str, tokens: int):
         raise ApiError(503, f"The server is busy ({service.worker.waiting} requests waiting); retry in "
                        f"{full.retry_after}s.", code="server_busy", type="server_error",
                        headers={"Retry-After": str(full.retry_after)}) from full
-
-
-async def next_event(job):
-    event = await job.next()
-    if isinstance(event, Failed):
-        raise error_for(event.error)
-    return event
-
-
-async def start(request: Request, job):
-    """Watch for the client leaving, and wait for the job's first event.
-
-    Refusals found on the worker become plain HTTP errors; END means the client left.
-    """
-    watcher = asyncio.create_task(_watch_disconnect(request, job))
-    try:
-        first = await next_event(job)
-    except BaseException:
-        job.cancel()
-        watcher.cancel()
-        raise
-    if first is END:
-        watcher.cancel()
-    return job, watcher, first
-
-
-def log_done(request_id: str, kind: str, stats: Stats | None, job) -> None:
-    if stats is None:
-        return
-    waited = (job.started_at or job.queued_at) - job.queued_at
-    log.info("%s %s: %d prompt tokens (%d cached), %d output tokens, prediction %d accepted / %d "
-             "rejected, waited %.2fs, ttft %.3fs, %.1f tok/s, %s", request_id, kind, stats.prompt_tokens,
-             stats.cached_prompt_tokens, stats.output_tokens, stats.accepted_prediction_tokens,
-             stats.rejected_prediction_tokens, waited, stats.ttft_s, stats.tokens_per_s,
-             stats.finish_reason or "cancelled")
-
-
-async def _watch_disconnect(request: Request, job) -> None:
-    """Cancel the job as soon as the client goes away."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            job.cancel()
-            return
-
-
-class EventStream(Response):
-    """Server-sent events from an async iterator of encoded events; cancels the job when done."""
-
-    def __init__(self, events: AsyncGenerator[bytes, None], job, watcher: asyncio.Task):
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
-                            (b"x-accel-buffering", b"no")]
-        self.events, self.job, self.watcher = events, job, watcher
-
-    async def __call__(self, scope, receive, send) -> None:
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            async for chunk in self.events:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except OSError:
-            pass  # the client went away
-        finally:
-            self.job.cancel()
-            self.watcher.cancel()
-            await self.events.aclose()
-
-
-def sse(data: Any, event: str | None = None) -> bytes:
-    head = f"event: {event}\n" if event else ""
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    return f"{head}data: {payload}\n\n".encode()
 
 
 def usage_of(stats: Stats, rejected_prediction_tokens: int) -> dict:

@@ -1,7 +1,7 @@
 """`rewriter doctor`: what this machine runs a model on, and why; `--retime` times the CPU paths again.
 
 The CPU's identity (its model, its int8 features, the thread count, the kernel settings), the path
-known fastest for its kind (cpu_choice.KNOWN_FASTEST), and the choice `--dtype auto` keeps for the
+known fastest for its kind (path_timing.KNOWN_FASTEST), and the choice `--dtype auto` keeps for the
 model, with the pass costs it was made by. A choice is otherwise timed again only when the CPU, its
 settings, torch or the model change.
 """
@@ -12,8 +12,9 @@ from collections.abc import Callable
 import torch
 
 from .. import cache_root
-from .cpu_choice import choice_key, cpu_identity, forget, known_fastest, remembered
+from .cpu_choice import choice_key, cpu_identity, forget, remembered
 from .models import checkpoint_identity, load_model, resolve_checkpoint
+from .path_timing import known_fastest
 
 
 def doctor(model: str, retime: bool, say: Callable[[str], None], progress: Callable[[str], None]) -> int:

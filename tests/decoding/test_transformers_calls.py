@@ -17,7 +17,8 @@ from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from drafters.draft_model import DraftModelDrafter
 from rewriter.decoding.decode import Decoder
 from rewriter.decoding.mjsd import BeamDrafter, MJSDVerifier
-from rewriter.weights.cpu_choice import measure_candidates, pass_costs
+from rewriter.weights.cpu_choice import pass_costs
+from rewriter.weights.path_timing import measure_candidates
 from rewriter.weights.quantize import INT8_KINDS, QuantizationUnavailable, check_kind, quantize_int8
 from rewriter.weights.shared_products import share_input_products
 from tests.helpers.models import CharTokenizer, tiny_model

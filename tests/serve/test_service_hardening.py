@@ -14,7 +14,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from rewriter.results import Stats
-from rewriter.serve.app import create_app, read_api_key
+from rewriter.serve.access import read_api_key
+from rewriter.serve.app import create_app
 from rewriter.serve.backend import Backend, rejected_prediction_tokens
 from rewriter.serve.schema import Limits
 from rewriter.serve.worker import MAX_RETRY_AFTER_S, QueueFull, Worker

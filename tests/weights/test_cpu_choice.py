@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rewriter.decoding.decode import Decoder
-from rewriter.weights import attention, cpu_choice, int8_kernels, models, quantize
+from rewriter.weights import attention, cpu_choice, int8_kernels, models, path_timing, quantize
 from rewriter.weights.cpu_choice import (
     CANDIDATES,
     Choice,
@@ -16,10 +16,10 @@ from rewriter.weights.cpu_choice import (
     choose_for,
     describe,
     expected_edit_seconds,
-    measure_candidates,
     pass_cost_curve,
 )
 from rewriter.weights.models import load_model
+from rewriter.weights.path_timing import measure_candidates
 from rewriter.weights.quantize import INT8_KINDS, int8_kind
 from tests.helpers.models import tiny_model
 
@@ -32,10 +32,16 @@ VNNI = {"float32": {1: 0.093, 16: 0.207, 64: 0.406}, "int8": {1: 0.039, 16: 0.07
         "int8-bf16": {1: 0.050, 16: 0.200, 64: 0.700}}
 
 
+def _on_cpu(monkeypatch, name_and_flags):
+    """This CPU, as both the choice (its identity) and the timing (its known path) read it."""
+    for module in (cpu_choice, path_timing):
+        monkeypatch.setattr(module, "cpu_name_and_flags", name_and_flags)
+
+
 @pytest.fixture(autouse=True)
 def cpu_of_no_known_kind(monkeypatch):
     """The choice as the timings alone make it: tests of a CPU of a known kind say so (x86_avx2)."""
-    monkeypatch.setattr(cpu_choice, "cpu_name_and_flags", lambda: ("a CPU of no known kind", set()))
+    _on_cpu(monkeypatch, lambda: ("a CPU of no known kind", set()))
     monkeypatch.setattr(cpu_choice, "others_running", lambda: 0)  # a quiet machine, whatever runs beside the tests
 
 
@@ -172,7 +178,7 @@ BUSY_TIMINGS = {**FBGEMM_FASTEST, "int8": {1: 0.020, 16: 0.040, 64: 0.090},
 
 @pytest.fixture
 def x86_avx2(monkeypatch):
-    monkeypatch.setattr(cpu_choice, "cpu_name_and_flags", lambda: ("an x86 CPU", {"avx2", "fma", "avx512f"}))
+    _on_cpu(monkeypatch, lambda: ("an x86 CPU", {"avx2", "fma", "avx512f"}))
 
 
 def test_a_cpu_of_a_known_kind_times_its_known_path_against_float32_alone(tmp_path, x86_avx2):
@@ -209,7 +215,7 @@ def test_the_known_path_is_timed_at_every_width_however_slow_a_pass_of_it_looked
     def timed(kind, width):
         return slowed_once.get((kind, width), 0.1 * width)
 
-    costs, active = cpu_choice._time_widths(timed, ["float32", "int8", "int8-fbgemm"], (1, 16, 64), 2, None)
+    costs, active = path_timing._time_widths(timed, ["float32", "int8", "int8-fbgemm"], (1, 16, 64), 2, None)
     assert set(costs["int8-fbgemm"]) == {1, 16, 64} and "int8-fbgemm" in active
     assert set(costs["int8"]) == {1} and "int8" not in active  # any other path far slower is given up on
 
@@ -224,7 +230,7 @@ def test_a_quiet_machine_leaves_the_known_path_only_for_a_clearly_faster_one(tmp
 
 
 def test_a_cpu_of_no_known_kind_is_chosen_for_by_its_timings_alone(tmp_path, monkeypatch):
-    monkeypatch.setattr(cpu_choice, "cpu_name_and_flags", lambda: ("an ARM CPU", {"asimd", "asimddp"}))
+    _on_cpu(monkeypatch, lambda: ("an ARM CPU", {"asimd", "asimddp"}))
     assert choose_for(None, "m", tmp_path, measure=Counting(BUSY_TIMINGS, spread=2.1)).dtype == "int8"
     again = Counting(BUSY_TIMINGS)
     assert not choose_for(None, "m", tmp_path, measure=again).cached and again.calls == 1  # busy: not kept
@@ -265,7 +271,7 @@ def test_without_a_model_identity_nothing_is_remembered(tmp_path):
 
 def test_measuring_swaps_the_layers_back(monkeypatch):
     # No candidate is given up on for being slow: the tiny model's timings follow the machine's load.
-    monkeypatch.setattr(cpu_choice, "GIVE_UP_FACTOR", float("inf"))
+    monkeypatch.setattr(path_timing, "GIVE_UP_FACTOR", float("inf"))
     model = tiny_model(seed=5, eos_token_id=255)
     ids = torch.tensor([[3, 4, 5, 6]])
     with torch.inference_mode():
@@ -337,7 +343,7 @@ def test_doctor_says_what_auto_runs_and_why_and_retimes_on_request(tiny_checkpoi
 
     measure = Counting(AVX2)
     monkeypatch.setattr(cpu_choice, "measure_candidates", measure)
-    monkeypatch.setattr(cpu_choice, "cpu_name_and_flags", lambda: ("an ARM CPU", {"asimd"}))
+    _on_cpu(monkeypatch, lambda: ("an ARM CPU", {"asimd"}))
     said: list[str] = []
     assert doctor(str(tiny_checkpoint), retime=False, say=said.append, progress=lambda m: None) == 0
     assert said[0].startswith("CPU: ") and "no path is known fastest" in said[2]
@@ -467,7 +473,7 @@ def test_a_deep_model_is_timed_on_its_first_layers_and_put_back_whole():
 
 def test_the_sample_counts_each_further_layer_at_its_cost_per_layer(monkeypatch):
     sample = {"float32": {1: 10.0, 16: 20.0}}, {"float32": {1: 2.0, 16: 4.0}}  # passes, output layers alone
-    monkeypatch.setattr(cpu_choice, "_measure_sample", lambda *args: sample)
+    monkeypatch.setattr(path_timing, "_measure_sample", lambda *args: sample)
     costs = measure_candidates(tiny_model(layers=6), sample_layers=2)
     # 2 layers cost 10 - 2: each 4; 6 layers 24, plus the output layer's 2.
     assert costs == {"float32": {1: 26.0, 16: 4.0 + 16.0 * 3}}
@@ -478,7 +484,7 @@ def test_the_model_is_whole_again_when_the_sampled_timing_fails(monkeypatch):
     def failing(*args):
         raise RuntimeError("kernel failed")
 
-    monkeypatch.setattr(cpu_choice, "_measure_sample", failing)
+    monkeypatch.setattr(path_timing, "_measure_sample", failing)
     model = tiny_model(layers=5)
     with pytest.raises(RuntimeError):
         measure_candidates(model, sample_layers=2)

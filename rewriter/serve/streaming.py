@@ -1,0 +1,92 @@
+"""A queued job's answer over HTTP: waiting for its events, cancelling it when the client goes
+away, and server-sent events."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..results import Stats
+from .schema import error_for
+from .worker import END, Failed
+
+log = logging.getLogger("rewriter.serve.app")  # the service's lines, under the name they had before the split
+
+
+async def next_event(job):
+    event = await job.next()
+    if isinstance(event, Failed):
+        raise error_for(event.error)
+    return event
+
+
+async def start(request: Request, job):
+    """Watch for the client leaving, and wait for the job's first event.
+
+    Refusals found on the worker become plain HTTP errors; END means the client left.
+    """
+    watcher = asyncio.create_task(_watch_disconnect(request, job))
+    try:
+        first = await next_event(job)
+    except BaseException:
+        job.cancel()
+        watcher.cancel()
+        raise
+    if first is END:
+        watcher.cancel()
+    return job, watcher, first
+
+
+def log_done(request_id: str, kind: str, stats: Stats | None, job) -> None:
+    if stats is None:
+        return
+    waited = (job.started_at or job.queued_at) - job.queued_at
+    log.info("%s %s: %d prompt tokens (%d cached), %d output tokens, prediction %d accepted / %d "
+             "rejected, waited %.2fs, ttft %.3fs, %.1f tok/s, %s", request_id, kind, stats.prompt_tokens,
+             stats.cached_prompt_tokens, stats.output_tokens, stats.accepted_prediction_tokens,
+             stats.rejected_prediction_tokens, waited, stats.ttft_s, stats.tokens_per_s,
+             stats.finish_reason or "cancelled")
+
+
+async def _watch_disconnect(request: Request, job) -> None:
+    """Cancel the job as soon as the client goes away."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            job.cancel()
+            return
+
+
+class EventStream(Response):
+    """Server-sent events from an async iterator of encoded events; cancels the job when done."""
+
+    def __init__(self, events: AsyncGenerator[bytes, None], job, watcher: asyncio.Task):
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+                            (b"x-accel-buffering", b"no")]
+        self.events, self.job, self.watcher = events, job, watcher
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async for chunk in self.events:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            pass  # the client went away
+        finally:
+            self.job.cancel()
+            self.watcher.cancel()
+            await self.events.aclose()
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return f"{head}data: {payload}\n\n".encode()
