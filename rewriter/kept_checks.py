@@ -37,30 +37,31 @@ def kept_answer(name: str, threads: int, check: Callable[[], bool]) -> bool:
     (a cache that cannot be written only costs the next start the check)."""
     key = check_key(name, threads)
     root = cache_root()
-    entries = _entries(root)
+    entries = read_entries(_checks_file(root))
     answer = entries.get(key)
     if isinstance(answer, bool):
         return answer
     answer = bool(check())
-    entries = _entries(root)  # another process may have kept one meanwhile
+    entries = read_entries(_checks_file(root))  # another process may have kept one meanwhile
     entries[key] = answer
     try:
-        _write_entries(root, entries)
+        write_entries(_checks_file(root), entries)
     except OSError:
         pass
     return answer
 
 
-def _entries(root: Path) -> dict:
+def read_entries(path: Path) -> dict:
+    """The JSON object kept in `path`; empty where it is missing, unreadable or not an object."""
     try:
-        entries = json.loads(_checks_file(root).read_text())
+        entries = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return entries if isinstance(entries, dict) else {}
 
 
-def _write_entries(root: Path, entries: dict) -> None:
-    path = _checks_file(root)
+def write_entries(path: Path, entries: dict) -> None:
+    """Keep `entries` in `path` whole: written beside it, then moved over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     try:

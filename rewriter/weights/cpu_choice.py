@@ -12,7 +12,6 @@ remembers the choice for this CPU, torch and model in the cache directory.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..kept_checks import read_entries, write_entries
 from ..lookahead import Lookahead, expected_tokens
 from ..machine import cpu_name_and_flags, kernels_identity
 from ..passes import CPU_INT8_BF16_PRIOR, CPU_INT8_PRIOR, PASS_SIZES, PassCosts
@@ -176,33 +176,17 @@ def remembered(root: Path, key: str, steady_only: bool = True) -> Choice | None:
 
 
 def remember(root: Path, key: str, choice: Choice, steady: bool = True) -> None:
-    entries = _entries(root)
+    entries = read_entries(_choices_file(root))
     entries[key] = {"dtype": choice.dtype, "costs": choice.costs, "steady": steady,
                     "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    _write_entries(root, entries)
+    write_entries(_choices_file(root), entries)
 
 
 def forget(root: Path, key: str) -> None:
     """Drop the choice kept for `key`: the next start times the paths again."""
-    entries = _entries(root)
+    entries = read_entries(_choices_file(root))
     if entries.pop(key, None) is not None:
-        _write_entries(root, entries)
-
-
-def _entries(root: Path) -> dict:
-    try:
-        entries = json.loads(_choices_file(root).read_text())
-    except (OSError, ValueError):
-        return {}
-    return entries if isinstance(entries, dict) else {}
-
-
-def _write_entries(root: Path, entries: dict) -> None:
-    path = _choices_file(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(entries, indent=1) + "\n")
-    os.replace(temporary, path)
+        write_entries(_choices_file(root), entries)
 
 
 def choose_for(model: PreTrainedModel, model_id: str | None, root: Path,

@@ -199,6 +199,7 @@ def _time_widths(timed: Callable[[str, int], float], kinds: list[str], widths, r
     running after the widest (see measure_candidates)."""
     costs: dict[str, dict[int, float]] = {kind: {} for kind in kinds}
     active = list(kinds)
+    known = known_fastest()
     for width in widths:
         for kind in active:  # the first pass of a shape pays for kernel set-up (oneDNN JIT)
             timed(kind, width)
@@ -216,7 +217,7 @@ def _time_widths(timed: Callable[[str, int], float], kinds: list[str], widths, r
         reference = costs.get("float32", {}).get(width)
         if reference is not None:
             active = [kind for kind in active
-                      if costs[kind][width] <= GIVE_UP_FACTOR * reference or kind == known_fastest()]
+                      if costs[kind][width] <= GIVE_UP_FACTOR * reference or kind == known]
     return costs, active
 
 
