@@ -258,7 +258,7 @@ def _load(checkpoint: Path | str, target: torch.device, wanted: str, prepacking:
         _warn(progress)(choice.line())
         wanted, made_layers = choice.dtype, choice.layers
         measured = choice.costs.get(wanted)
-        if wanted in INT8_KINDS:  # the float32 weights timing read are not read again
+        if wanted in INT8_KINDS and not choice.cached:  # the float32 weights timing read are not read again
             release_mapped(model.parameters())
     if wanted in INT8_KINDS:
         try:
