@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from lsprotocol import types
 
 from rewriter.answer import NoCodeBlock
-from rewriter.edits.checks.integrity import STRIPPED
+from rewriter.edits.checks.integrity import Status
 from rewriter.edits.hunks import Hunk
 from rewriter.edits.pipeline import grammar_of
 from rewriter.edits.session import Delta, EditSession, Finished
@@ -33,9 +33,10 @@ from rewriter.results import RewriteError, ServiceError
 from .document_sync import DocumentSync
 from .edit_applier import EditApplier
 from .host import RewriteHost
-from .options import Options
-from .review import Proposal
-from .reviews import ProposalCollector, Reviews
+from .open_reviews import ProposalCollector, Reviews
+from .options import InitializationOptions
+from .proposal import Proposal
+from .statuses import RewriteStatus
 from .targets import document_context, document_target
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ _DONE = object()
 
 @dataclass
 class Outcome:
-    status: str  # done, unchanged, cancelled, conflict, rejected, refused (integrity), error
+    status: RewriteStatus
     message: str
     edits: int = 0
     stats: dict = field(default_factory=dict)
@@ -103,12 +104,12 @@ class RewriteProgress:
             self.token = None  # nothing may report into an ended progress (a model still loading, say)
 
 
-def rewrite_session(engine: Engine, target: Target, instruction: str, language: str, options: Options,
-                    context: str | None, **kwargs) -> EditSession:
+def rewrite_session(engine: Engine, target: Target, instruction: str, language: str,
+                    options: InitializationOptions, context: str | None, **kwargs) -> EditSession:
     """The session of a rewrite of `target` in an open document (and what a prefill ahead of one
     computes the prompt of: lsp/prefill_ahead.py)."""
     return EditSession(engine, target, instruction, language, grammar=grammar_of(language, target.text),
-                       max_new_tokens=options.max_new_tokens, context=context, **kwargs)
+                       max_new_tokens=options.max_new_tokens, context=context, branches=options.branches, **kwargs)
 
 
 class EditorRewrite:
@@ -171,7 +172,7 @@ class EditorRewrite:
             outcome = await self._run()
         except Exception as error:  # never let a rewrite take the server down
             log.exception("rewrite %s failed", self.id)
-            outcome = Outcome("error", f"rewrite failed: {error}")
+            outcome = Outcome(RewriteStatus.ERROR, f"rewrite failed: {error}")
         outcome.edits = self.applier.edits
         if isinstance(self.applier, ProposalCollector):
             outcome = self._proposed(outcome, self.applier)
@@ -180,9 +181,10 @@ class EditorRewrite:
         if outcome.refused_text is not None and server.supports_message_actions():
             # the command answers now; the user decides later (a cut answer comes without a text)
             self.applier.offer(outcome.message, outcome.refused_text)
-        elif outcome.status not in ("done", "unchanged", "cancelled", "proposed"):
+        elif outcome.status not in (RewriteStatus.DONE, RewriteStatus.UNCHANGED, RewriteStatus.CANCELLED,
+                                    RewriteStatus.PROPOSED):
             server.window_show_message(types.ShowMessageParams(
-                type=types.MessageType.Warning if outcome.status != "error" else types.MessageType.Error,
+                type=types.MessageType.Warning if outcome.status != RewriteStatus.ERROR else types.MessageType.Error,
                 message=f"rewriter: {outcome.message}"))
         elif self.announce_end:
             server.window_show_message(types.ShowMessageParams(
@@ -271,7 +273,7 @@ class EditorRewrite:
             if event is _DONE:
                 return self._stopped()
             if isinstance(event, _Failure):
-                return Outcome("error", event.message)
+                return Outcome(RewriteStatus.ERROR, event.message)
             if isinstance(event, Delta):
                 answered += len(event.text)
                 now = time.monotonic()
@@ -301,37 +303,37 @@ class EditorRewrite:
             await self.applier.apply(held)
         if verdict.refused and not self.sync.conflict:
             # A cut answer is not offered: nothing applies half an answer.
-            return Outcome("refused", f"not applied: {verdict.reason}", stats=result_stats,
+            return Outcome(RewriteStatus.REFUSED, f"not applied: {verdict.reason}", stats=result_stats,
                            refused_text=verdict.refused_text if verdict.may_force else None)
         if self.sync.conflict:
             return self._conflict()
         edits = self.applier.edits
-        status = "done" if edits else "unchanged"
-        summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == STRIPPED else "")
+        status = RewriteStatus.DONE if edits else RewriteStatus.UNCHANGED
+        summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == Status.STRIPPED else "")
         return Outcome(status, ("rewrote" if edits else "no changes") + f": {summary}", stats=result_stats)
 
     def _proposed(self, outcome: Outcome, collector: ProposalCollector) -> Outcome:
         """The outcome with review on: the proposal's hunks are under review, nothing was applied."""
         hunks = collector.conclude(outcome.status, outcome.message, outcome.stats)
-        if outcome.status not in ("done", "unchanged") or not hunks:
-            if outcome.status == "done":  # nothing left to review (a new rewrite superseded it)
-                return Outcome("unchanged", "no changes to review", stats=outcome.stats)
+        if outcome.status not in (RewriteStatus.DONE, RewriteStatus.UNCHANGED) or not hunks:
+            if outcome.status == RewriteStatus.DONE:  # nothing left to review (a new rewrite superseded it)
+                return Outcome(RewriteStatus.UNCHANGED, "no changes to review", stats=outcome.stats)
             outcome.edits = 0
             return outcome
         if self.turn is not None:  # a refine of this proposal goes on from this turn
             collector.proposal.conversation = (*self.conversation, self.turn)
         message = f"proposed {hunks} change(s) for review: " + outcome.message.partition(": ")[2]
-        return Outcome("proposed", message, hunks, outcome.stats, proposal=collector.proposal.id)
+        return Outcome(RewriteStatus.PROPOSED, message, hunks, outcome.stats, proposal=collector.proposal.id)
 
     def _conflict(self) -> Outcome:
-        return Outcome("conflict", f"stopped: {self.sync.conflict}; nothing more was applied there")
+        return Outcome(RewriteStatus.CONFLICT, f"stopped: {self.sync.conflict}; nothing more was applied there")
 
     def _stopped(self) -> Outcome:
         if self.sync.conflict:
             return self._conflict()
         edits = self.applier.edits if isinstance(self.applier, EditApplier) else 0  # a proposal applies none
         applied = f"; {edits} edit(s) already applied stay" if edits else ""
-        return Outcome("cancelled", f"cancelled{applied}")
+        return Outcome(RewriteStatus.CANCELLED, f"cancelled{applied}")
 
 
 def stats_message(stats) -> str:

@@ -10,7 +10,7 @@ from pygls.workspace import Workspace
 
 from rewriter.engine import Engine
 
-from .options import Options
+from .options import InitializationOptions
 
 
 class BackgroundWork(Protocol):
@@ -25,7 +25,7 @@ class RewriteHost(Protocol):
     """What a rewrite needs from the language server (lsp/server.py), named here so that the
     rewrite's modules do not import it."""
 
-    options: Options
+    options: InitializationOptions
     decode_lock: asyncio.Lock
     prefill_ahead: BackgroundWork
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rewriter.engine import PREFIX_CACHE_MB
+from rewriter.engine import DEFAULT_BRANCHES, PREFIX_CACHE_MB
 
 ENGINE_KINDS = ("embedded", "service", "openai")
 STREAM_MODES = ("auto", "always", "never")
@@ -37,7 +37,9 @@ class EngineOptions:
 
 
 @dataclass
-class Options:
+class InitializationOptions:
+    """The server's typed initializationOptions, each with its default."""
+
     engine: EngineOptions = field(default_factory=EngineOptions)
     presets: list[str] = field(default_factory=lambda: list(DEFAULT_PRESETS))
     max_rewrite_lines: int = 400  # refuse larger regions with a clear message
@@ -52,6 +54,8 @@ class Options:
     # Embedded engine: compute the prompt of the open document (and of the code a code action was
     # asked for) in the background once the model is loaded, so that a rewrite prefills only its instruction.
     prefill_ahead: bool = True
+    # An answer that comes back unchanged: branches to try where the model hesitated (edits/session.py).
+    branches: int = DEFAULT_BRANCHES
 
 
 def _camel(name: str) -> str:
@@ -70,9 +74,9 @@ def _positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def parse_options(raw) -> tuple[Options, list[str]]:
+def parse_options(raw) -> tuple[InitializationOptions, list[str]]:
     """Options from the client's JSON, and a warning for every value that was ignored."""
-    options = Options()
+    options = InitializationOptions()
     warnings: list[str] = []
     if raw is None:
         return options, warnings
@@ -98,7 +102,7 @@ def parse_options(raw) -> tuple[Options, list[str]]:
         else:
             bad("presets", presets, "a non-empty list of instructions", options.presets)
 
-    for name, least in (("max_rewrite_lines", 1), ("context_chars", 0)):
+    for name, least in (("max_rewrite_lines", 1), ("context_chars", 0), ("branches", 0)):
         found, value = _get(raw, name)
         if found:
             if isinstance(value, int) and not isinstance(value, bool) and value >= least:
@@ -128,11 +132,15 @@ def parse_options(raw) -> tuple[Options, list[str]]:
             else:
                 bad(name, value, "true or false", getattr(options, name))
 
-    known = {_camel(n) for n in Options.__dataclass_fields__} | set(Options.__dataclass_fields__)
-    for key in raw:
-        if key not in known:
-            warnings.append(f"unknown option {key!r} ignored")
+    warnings.extend(_unknown_options(raw))
     return options, warnings
+
+
+def _unknown_options(raw: dict) -> list[str]:
+    """A warning for each key of `raw` that names no option, in camelCase or snake_case."""
+    fields = InitializationOptions.__dataclass_fields__
+    known = {_camel(n) for n in fields} | set(fields)
+    return [f"unknown option {key!r} ignored" for key in raw if key not in known]
 
 
 def _parse_engine(raw: dict, warnings: list[str]) -> EngineOptions:

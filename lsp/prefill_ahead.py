@@ -22,7 +22,7 @@ from pygls.workspace import Workspace
 from rewriter.engine import EditRequest
 
 from .editor_rewrite import rewrite_session
-from .options import Options
+from .options import InitializationOptions
 from .targets import document_context, document_target
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ INSTRUCTION_PLACEHOLDER = "(the instruction comes with the rewrite)"
 class PrefillHost(Protocol):
     """What prefilling needs from the language server (lsp/server.py)."""
 
-    options: Options
+    options: InitializationOptions
     decode_lock: asyncio.Lock
     engine: object | None
     jobs: dict

@@ -1,4 +1,6 @@
-"""The language server: rewrite code actions and commands, one handler per LSP method.
+"""The language server: its state, the rewrites it runs, and one handler per LSP method. What the
+code actions offer is in lsp/code_actions.py; the commands are in lsp/rewrite_commands.py and
+lsp/proposal_commands.py.
 
 Handlers stay cheap; a rewrite runs as an EditorRewrite (lsp/editor_rewrite.py) whose engine decodes in a
 worker thread, so the server keeps answering while it runs. The server's job tables are written here only.
@@ -17,37 +19,28 @@ from rewriter import package_version
 from rewriter.engine import instruction_is_empty
 from rewriter.prompt import language_for
 
-from .arguments import argument as _argument
 from .arguments import invalid
+from .code_actions import ACTION_KIND, rewrite_actions
 from .editor_rewrite import EditorRewrite, Outcome
-from .engines import EngineError, make_engine
-from .options import DIAGNOSTIC_PRESET, Options, parse_options
+from .engine_choice import EngineError, make_engine
+from .open_reviews import Reviews
+from .options import InitializationOptions, parse_options
 from .prefill_ahead import PrefillAhead
-from .review import Proposal
-from .review_commands import register_review_commands
-from .reviews import Reviews
-from .targets import (
-    comment_instruction,
-    document_target,
-    enclosing_definition,
-    lines_after_comment,
-    selection_lines,
-)
+from .proposal import Proposal
+from .proposal_commands import register_proposal_commands
+from .rewrite_commands import register_rewrite_commands
+from .statuses import RewriteStatus
+from .targets import document_target
 
 log = logging.getLogger(__name__)
 
-REWRITE = "rewriter.rewrite"
-REWRITE_FILE = "rewriter.rewriteFile"
-CANCEL = "rewriter.cancel"
-WAIT = "rewriter.wait"
 KEEP_OUTCOMES = 32  # finished rewrites whose outcome rewriter.wait can still give
-ACTION_KIND = types.CodeActionKind.RefactorRewrite
 
 
 class RewriterServer(LanguageServer):
     def __init__(self):
         super().__init__("rewriter", package_version())
-        self.options = Options()
+        self.options = InitializationOptions()
         self.option_warnings: list[str] = []
         self.engine = None
         self.engine_lock = asyncio.Lock()
@@ -140,11 +133,11 @@ class RewriterServer(LanguageServer):
             message = (f"the region has {len(lines)} lines, more than maxRewriteLines "
                        f"({self.options.max_rewrite_lines}); select a smaller part")
             self.show(message, types.MessageType.Warning)
-            return {"status": "refused", "message": message, "edits": 0, "stats": {}}
+            return {"status": RewriteStatus.REFUSED, "message": message, "edits": 0, "stats": {}}
         if any(job.uri == uri for job in self.jobs.values()):
             message = "a rewrite is already running in this document; cancel it first (rewriter.cancel)"
             self.show(message, types.MessageType.Warning)
-            return {"status": "busy", "message": message, "edits": 0, "stats": {}}
+            return {"status": RewriteStatus.BUSY, "message": message, "edits": 0, "stats": {}}
         review: dict = {}
         if refine is not None:
             refine.instruction = instruction.strip()
@@ -161,15 +154,15 @@ class RewriterServer(LanguageServer):
                 del self.runs[old]
         if wait:
             return await self.wait_for(job.id)
-        return {"status": "started", "message": f"rewriting ({instruction.strip()})", "edits": 0, "stats": {},
-                "job": job.id}
+        return {"status": RewriteStatus.STARTED, "message": f"rewriting ({instruction.strip()})", "edits": 0,
+                "stats": {}, "job": job.id}
 
     async def _run(self, job: EditorRewrite) -> dict:
         try:
             outcome = await job.run()
         except EngineError as error:
             self.show(str(error), types.MessageType.Error)
-            outcome = Outcome("error", str(error))
+            outcome = Outcome(RewriteStatus.ERROR, str(error))
         finally:
             self.jobs.pop(job.id, None)
         return {**outcome.as_dict(), "job": job.id}
@@ -280,137 +273,12 @@ def progress_cancelled(ls: RewriterServer, params: types.WorkDoneProgressCancelP
 
 @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[ACTION_KIND]))
 def code_actions(ls: RewriterServer, params: types.CodeActionParams):
-    only = params.context.only
-    if only and not any(ACTION_KIND == kind or ACTION_KIND.startswith(f"{kind}.") for kind in only):
-        return None
-    document = ls.workspace.get_text_document(params.text_document.uri)
-    text = document.source
-    lines = document.lines
-    language = ls.language_of(document)
-    rng = params.range
-    if rng.start == rng.end:
-        taken = (lines_after_comment(text, language, rng.start.line)
-                 or enclosing_definition(text, language, rng.start.line))
-    else:
-        taken = selection_lines(rng.start.line, rng.start.character, rng.end.line, rng.end.character, len(lines))
-    if taken is None or not lines:
-        return None
-    if len(taken) > ls.options.max_rewrite_lines:
-        return None
-    ls.prefill_ahead.touched(params.text_document.uri, taken)  # what a rewrite from here would send
     literal = ls._capability("text_document", "code_action", "code_action_literal_support") is not None
-    actions: list[types.CodeAction | types.Command] = []
-
-    def add(title: str, instruction: str, diagnostics=None):
-        command = types.Command(title=title, command=REWRITE, arguments=[{
-            "uri": params.text_document.uri,
-            "range": {"start": {"line": taken.start, "character": 0},
-                      "end": {"line": taken.stop, "character": 0}},
-            "instruction": instruction,
-        }])
-        if literal:
-            actions.append(types.CodeAction(title=title, kind=ACTION_KIND, command=command, diagnostics=diagnostics))
-        else:
-            actions.append(command)
-
-    from_comment = comment_instruction(list(lines), taken)
-    if from_comment:
-        add(f"Rewrite from comment: {from_comment}", from_comment)
-    for preset in ls.options.presets:
-        if preset == DIAGNOSTIC_PRESET:
-            touching = [d for d in params.context.diagnostics
-                        if d.range.start.line < max(taken.stop, taken.start + 1) and d.range.end.line >= taken.start]
-            if touching:
-                add(f"Rewrite: {preset}", diagnostic_instruction(touching, taken), touching)
-            continue
-        add(f"Rewrite: {preset}", preset)
-    log.debug("%d code actions for %s lines %d-%d", len(actions), params.text_document.uri,
-              taken.start, taken.stop)
-    return actions
+    return rewrite_actions(ls, params, literal)
 
 
-def diagnostic_instruction(diagnostics: list[types.Diagnostic], lines: range) -> str:
-    problems = []
-    for diagnostic in diagnostics:
-        where = diagnostic.range.start.line - lines.start + 1
-        source = f" ({diagnostic.source})" if diagnostic.source else ""
-        problems.append(f"line {where} of the code: {diagnostic.message}{source}")
-    return "Fix these problems reported by the editor, changing nothing else: " + "; ".join(problems)
-
-
-def _wait(args: tuple) -> bool:
-    return bool(_argument(args, "wait", bool, required=False))
-
-
-def _instruction(args: tuple) -> str:
-    # Editors that prompt for text may pass it as a second argument instead of in the object.
-    if len(args) > 1 and isinstance(args[1], str):
-        return args[1]
-    return _argument(args, "instruction", str)
-
-
-@server.command(REWRITE)
-async def rewrite_command(ls: RewriterServer, *args):
-    """{uri, range, instruction, wait?}: rewrite the lines the range covers (an empty range: the
-    enclosing definition). Answers {status: "started", job} at once, or the outcome with wait: true."""
-    uri = _argument(args, "uri", str)
-    instruction = _instruction(args)
-    rng = _argument(args, "range", dict)
-    try:
-        start, end = rng["start"], rng["end"]
-        positions = (int(start["line"]), int(start["character"]), int(end["line"]), int(end["character"]))
-    except (KeyError, TypeError, ValueError):
-        raise invalid(f"argument 'range' must be an LSP range, got {rng!r:.80}") from None
-    if uri not in ls.workspace.text_documents:
-        raise invalid(f"{uri} is not open in the editor")
-    document = ls.workspace.get_text_document(uri)
-    line_count = len(document.lines)
-    for line, character in (positions[:2], positions[2:]):
-        # The end of the document is (line_count, 0); anything past it, or negative, is not clamped.
-        if line < 0 or character < 0 or line > line_count or (line == line_count and character > 0):
-            raise invalid(f"range {rng} is outside the document, which has {line_count} lines")
-    if positions[:2] == positions[2:]:
-        taken = enclosing_definition(document.source, ls.language_of(document), positions[0])
-        if taken is None:
-            message = (f"no function or class around line {positions[0] + 1} to rewrite; "
-                       "select the lines to rewrite")
-            ls.show(message, types.MessageType.Warning)
-            return {"status": "refused", "message": message, "edits": 0, "stats": {}}
-    else:
-        taken = selection_lines(*positions, max(line_count, 1))
-    return await ls.start_rewrite(uri, taken, instruction, _wait(args))
-
-
-@server.command(REWRITE_FILE)
-async def rewrite_file_command(ls: RewriterServer, *args):
-    """{uri, instruction, wait?}: rewrite the whole document."""
-    uri = _argument(args, "uri", str)
-    instruction = _instruction(args)
-    if uri not in ls.workspace.text_documents:
-        raise invalid(f"{uri} is not open in the editor")
-    lines = ls.workspace.get_text_document(uri).lines
-    return await ls.start_rewrite(uri, range(0, max(len(lines), 1)), instruction, _wait(args))
-
-
-@server.command(WAIT)
-async def wait_command(ls: RewriterServer, *args):
-    """{job}: the outcome of a started rewrite, once it ends ({status, message, edits, stats, job})."""
-    return await ls.wait_for(_argument(args, "job", int))
-
-
-@server.command(CANCEL)
-def cancel_command(ls: RewriterServer, *args):
-    """No argument: cancel every rewrite; {uri}: those in a document; {job}: one."""
-    uri = job_id = None
-    if args and isinstance(args[0], dict):
-        uri = args[0].get("uri")
-        job_id = args[0].get("job")
-    elif args and isinstance(args[0], str):
-        uri = args[0]
-    return {"cancelled": ls.cancel_jobs(uri, job_id)}
-
-
-register_review_commands(server)
+register_rewrite_commands(server)
+register_proposal_commands(server)
 
 
 @server.feature(types.SHUTDOWN)

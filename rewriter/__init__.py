@@ -3,7 +3,7 @@ import os
 from pathlib import Path
 
 EMBEDDED_NAME = "qwen2.5-coder-0.5b-instruct"  # the model that ships with the package (weights/models.py)
-# The default where the machine affords it (engines.default_model).
+# The default where the machine affords it (engine_factory.default_model).
 CODER_1_5B_NAME = "qwen2.5-coder-1.5b-instruct"
 
 

@@ -39,21 +39,34 @@ def _progress(args: argparse.Namespace):
     return lambda message: None
 
 
-def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
-    from .engines import EngineSettings, load_rewriter
+def _local_settings(args: argparse.Namespace, **more):
+    """The settings of the model in this process, as --model, --device and --dtype name it."""
+    from .engine_factory import EngineSettings
+
+    return EngineSettings(model=args.model, device=args.device, dtype=args.dtype, **more)
+
+
+def _load_local(args: argparse.Namespace, settings):
+    """The model in this process that `settings` name, loaded now, saying how long the load took."""
+    from .engine_factory import load_rewriter
 
     started = time.perf_counter()
     say = _progress(args)
-    rewriter = load_rewriter(EngineSettings(model=args.model, device=args.device, dtype=args.dtype,
-                                            prefix_cache=prefix_cache), say)
-    say(f"model ready ({rewriter.loaded.dtype}) in {time.perf_counter() - started:.1f}s")
+    rewriter = load_rewriter(settings, say)
+    say(f"model ready ({rewriter.dtype}) in {time.perf_counter() - started:.1f}s")
     return rewriter
+
+
+def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
+    """The bench's model, decoding as each of its measurements asks."""
+    return _load_local(args, _local_settings(args, prefix_cache=prefix_cache))
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
     from .apply.batch import apply_command
     from .apply.plans import BatchError, Options
     from .edits.target import parse_line_range
+    from .engine import DEFAULT_BRANCHES
 
     if args.instruction is None and args.snippet is None:
         raise BatchError("say what to change with -i, or give a snippet to merge with --snippet")
@@ -63,13 +76,15 @@ def cmd_apply(args: argparse.Namespace) -> int:
         allow_syntax_errors=args.allow_syntax_errors, max_new_tokens=args.max_new_tokens,
         force=args.force, show_refused=args.show_refused, review=_review(args),
         test=args.test, tries=args.tries, test_timeout=args.test_timeout,
+        # a remote engine answers what its model answers: no branches
+        branches=0 if args.endpoint else DEFAULT_BRANCHES if args.branches is None else args.branches,
     )
     params = _sampling_params(args)  # refuses bad settings before any model loads
     if args.endpoint:
-        from .engines import EngineError, EngineSettings, api_key, build_engine
+        from .engine_factory import EngineError, EngineSettings, api_key, build_engine
 
-        if params != _default_sampling() or args.draft_model or args.mjsd is not None:
-            _say("--temperature, --top-p, --top-k, --seed, --verification, --draft-model and --mjsd "
+        if params != _default_sampling() or args.draft_model or args.mjsd is not None or args.branches is not None:
+            _say("--temperature, --top-p, --top-k, --seed, --verification, --draft-model, --mjsd and --branches "
                  "apply to the local model, not to --endpoint")
             return 2
 
@@ -85,9 +100,18 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
         workers = args.jobs
     else:
+        # Spans of one file share their prompt's prefix (the file as context): reuse its cache.
+        settings = _local_settings(args, prefix_cache=True, draft_model=args.draft_model, sampling=params,
+                                   mjsd=args.mjsd)
+
         def make_engine():
-            # Spans of one file share their prompt's prefix (the file as context): reuse its cache.
-            return _configure(_load_rewriter(args, prefix_cache=True), args, params)
+            from .engine_factory import configured
+
+            if args.mjsd is not None:
+                from .decoding.mjsd import WARNING
+
+                _say(f"warning: --mjsd is on. {WARNING}")
+            return configured(_load_local(args, settings), settings)
 
         workers = 1  # one in-process model decodes one request at a time
     if args.snippet is not None:
@@ -130,23 +154,6 @@ def _sampling_params(args: argparse.Namespace):
         if not params.greedy:
             raise ValueError("--mjsd replaces sampling: leave --temperature at 0")
     return params
-
-
-def _configure(rewriter, args: argparse.Namespace, params):
-    """The rewriter, decoding with the sampling, draft-model and MJSD flags."""
-    from .decoding.sampling import decoding_options
-    from .engines import ConfiguredEngine
-
-    draft = None
-    if args.draft_model:
-        from .weights.models import load_model
-
-        draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=_progress(args))
-    if args.mjsd is not None:
-        from .decoding.mjsd import WARNING
-
-        _say(f"warning: --mjsd is on. {WARNING}")
-    return ConfiguredEngine(rewriter, decoding_options(rewriter, params, draft, args.mjsd))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -209,7 +216,7 @@ def cmd_vllm(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from .engines import default_model
+    from .engine_factory import default_model
     from .weights.doctor import doctor
 
     progress = _progress(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .engine import PREFIX_CACHE_MB
+from .engine import DEFAULT_BRANCHES, PREFIX_CACHE_MB
 from .results import DTYPES
 
 
@@ -91,6 +91,11 @@ def add_apply(commands) -> argparse.ArgumentParser:
                             "code, undefined names)")
     apply.add_argument("--show-refused", action="store_true",
                        help="print the diff of each refused answer, with the reason")
+    apply.add_argument("--branches", type=int, metavar="N",
+                       help="when an answer comes back unchanged, decode up to N more, each branching where the "
+                            "model came closest to writing something else, and keep the first that changes the "
+                            f"code and passes every check (the local model, greedy; default {DEFAULT_BRANCHES}; "
+                            "0: keep the unchanged answer)")
     tests = apply.add_argument_group("tests (each file's edit is kept only if they pass)")
     tests.add_argument("--test", metavar="CMD",
                        help="shell command run before any edit (failing there, it says what the edit is to fix) "
@@ -172,6 +177,9 @@ def add_bench(commands) -> argparse.ArgumentParser:
     quality.add_argument("--compare", action="append", type=model_and_dtype, metavar="MODEL[:DTYPE]",
                          help="with --tests, run the same cases again on this model and path (e.g. embedded:float32, "
                               "qwen2.5-coder-1.5b-instruct); repeat it for more; a table side by side ends the run")
+    quality.add_argument("--branches", type=int, default=0, metavar="N",
+                         help="with --tests, branch each unchanged answer as `apply --branches N` does: the first "
+                              "branch that changes the code and passes the checks is chosen blind, then tested")
     quality.add_argument("--feedback", action="store_true",
                          help="with --tests, a second try where the first answer did not pass, shown the end of "
                               "its test output or why nothing was applied; blind and after-feedback pass rates")

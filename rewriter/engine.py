@@ -3,7 +3,7 @@
 An engine turns an `EditRequest` (the model's view of a span: its code, the file around it, the
 instruction, sampling and budget) into a stream of `Progress` increments of the model's raw
 answer, then one `RewriteResult`. The in-process model (decoding/rewrite.py), the remote client
-(remote.py), the language server's lazily loaded model (lsp/engines.py) and the tests'
+(remote.py), the language server's lazily loaded model (lsp/engine_choice.py) and the tests'
 scripted engines implement it; edits/session.py drives any of them. Torch-free on purpose.
 """
 from __future__ import annotations
@@ -18,6 +18,9 @@ from .results import Progress, RewriteError, RewriteResult
 # end): about four 2,000-token files of the 1.5B model (its float32 keys and values take 57 KB a
 # token), which a laptop with 8 GB can spare.
 PREFIX_CACHE_MB = 512
+# Branches an editor or `rewriter apply` tries after an answer comes back unchanged (edits/session.py;
+# docs/benchmarks.md has what they cost and gain).
+DEFAULT_BRANCHES = 4
 
 
 def instruction_is_empty(instruction: str | None) -> bool:

@@ -5,26 +5,26 @@ import importlib.util
 import pytest
 import torch
 
-from rewriter import CODER_1_5B_NAME, EMBEDDED_NAME, engines
-from rewriter.engines import DEFAULT_MODEL_MEMORY, EngineSettings, default_model
+from rewriter import CODER_1_5B_NAME, EMBEDDED_NAME, engine_factory
+from rewriter.engine_factory import DEFAULT_MODEL_MEMORY, EngineSettings, default_model
 
 
 @pytest.fixture
 def installed(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *args: object() if name == engines.DEFAULT_PACKAGE else real(name, *args))
+                        lambda name, *args: object() if name == engine_factory.DEFAULT_PACKAGE else real(name, *args))
 
 
 def test_a_machine_with_the_memory_gets_the_1_5b(installed, monkeypatch):
-    monkeypatch.setattr(engines, "available_memory", lambda: DEFAULT_MODEL_MEMORY + 1)
+    monkeypatch.setattr(engine_factory, "available_memory", lambda: DEFAULT_MODEL_MEMORY + 1)
     said = []
     assert default_model(said.append) == CODER_1_5B_NAME
     assert said == []
 
 
 def test_too_little_memory_falls_back_to_the_0_5b_with_one_line_saying_why(installed, monkeypatch):
-    monkeypatch.setattr(engines, "available_memory", lambda: 2 << 30)
+    monkeypatch.setattr(engine_factory, "available_memory", lambda: 2 << 30)
     said = []
     assert default_model(said.append) == EMBEDDED_NAME
     assert len(said) == 1 and "2.0 GB is free" in said[0] and f"--model {CODER_1_5B_NAME}" in said[0]
@@ -33,14 +33,14 @@ def test_too_little_memory_falls_back_to_the_0_5b_with_one_line_saying_why(insta
 def test_missing_packages_fall_back_to_the_0_5b(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *args: None if name == engines.DEFAULT_PACKAGE else real(name, *args))
+                        lambda name, *args: None if name == engine_factory.DEFAULT_PACKAGE else real(name, *args))
     said = []
     assert default_model(said.append) == EMBEDDED_NAME
     assert "not installed" in said[0]
 
 
 def test_available_memory_is_read_here():
-    available = engines.available_memory()
+    available = engine_factory.available_memory()
     assert available is None or available > 0
 
 
@@ -55,15 +55,15 @@ def test_no_model_named_loads_the_default_alone_and_a_named_draft_model_beside_i
         return real_load(str(tiny_checkpoint), dtype="float32")
 
     monkeypatch.setattr(models, "load_model", load)
-    monkeypatch.setattr(engines, "default_model", lambda say: CODER_1_5B_NAME)
-    alone = engines.load_rewriter(EngineSettings(), lambda message: None)
+    monkeypatch.setattr(engine_factory, "default_model", lambda say: CODER_1_5B_NAME)
+    alone = engine_factory.load_rewriter(EngineSettings(), lambda message: None)
     assert loads == [CODER_1_5B_NAME] and alone.draft is None
     loads.clear()
-    drafted = engines.load_rewriter(EngineSettings(draft_model=EMBEDDED_NAME), lambda message: None)
+    drafted = engine_factory.load_rewriter(EngineSettings(draft_model=EMBEDDED_NAME), lambda message: None)
     assert loads == [CODER_1_5B_NAME, EMBEDDED_NAME] and drafted.draft is not None
     assert drafted.drafter([1, 2, 3]).name == "prediction+draft_model"
     loads.clear()
-    named = engines.load_rewriter(EngineSettings(model="embedded"), lambda message: None)
+    named = engine_factory.load_rewriter(EngineSettings(model="embedded"), lambda message: None)
     assert loads == ["embedded"] and named.draft is None
 
 

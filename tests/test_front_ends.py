@@ -63,7 +63,7 @@ def test_the_cli_refuses(case, tiny_rewriter, tmp_path, monkeypatch, capsys):
     answer, lines, max_tokens, reason = CASES[case]
     path = tmp_path / "shapes.py"
     path.write_text(FILE)
-    monkeypatch.setattr(cli, "_load_rewriter", lambda args, prefix_cache=False: ScriptedRewriter(tiny_rewriter, answer))
+    monkeypatch.setattr(cli, "_load_local", lambda args, settings: ScriptedRewriter(tiny_rewriter, answer))
     argv = ["apply", str(path), "-i", INSTRUCTION, "--write", "--json", "-q"]
     argv += ["--lines", f"{lines[0] + 1}-{lines[1]}"] if lines else []
     argv += ["--max-new-tokens", str(max_tokens)] if max_tokens else []

@@ -58,7 +58,7 @@ def import_graph() -> dict[str, set[str]]:
 def test_the_graph_sees_imports_inside_functions():
     graph = import_graph()
     assert "rewriter.apply.batch" in graph["rewriter.cli"]  # cmd_apply imports it lazily
-    assert "rewriter.results" in graph["rewriter.apply.batch"]  # `from ..results import`
+    assert "rewriter.results" in graph["rewriter.apply.runner"]  # `from ..results import`
     assert "rewriter.edits.session" in graph["rewriter.serve.backend"]
     assert "lsp.editor_rewrite" in graph["lsp.server"]
 
@@ -164,7 +164,7 @@ def test_result_types_keep_their_old_homes():
 CORE = ("rewriter.decoding", "torch", "transformers")  # the decoding core and what it loads
 # The engines' layer, below the front ends: the vocabulary every engine shares, the engine factory
 # (local engines load the core when built) and the engine that asks a running service.
-ENGINES = ("rewriter.engine", "rewriter.prompt", "rewriter.answer", "rewriter.results", "rewriter.engines",
+ENGINES = ("rewriter.engine", "rewriter.prompt", "rewriter.answer", "rewriter.results", "rewriter.engine_factory",
            "rewriter.remote")
 FRONT_ENDS_AND_EDITS = ("lsp", "rewriter.serve", "rewriter.cli", "rewriter.cli_arguments", "rewriter.apply",
                         "rewriter.edits", "rewriter.bench.command", "rewriter.bench.cases",
@@ -272,7 +272,7 @@ def test_the_layer_check_sees_a_chain_through_other_modules():
     assert core_reached(imports, "rewriter.serve.backend")[-1].startswith(("rewriter.decoding", "torch"))
     assert "rewriter.edits.scopes" in imports["rewriter.edits.checks.integrity"]
     assert "rewriter.weights.models" not in imports["rewriter.cli"]  # imported inside a function
-    assert "rewriter.decoding.rewrite" not in imports["rewriter.engines"]  # only under TYPE_CHECKING
+    assert "rewriter.decoding.rewrite" not in imports["rewriter.engine_factory"]  # only under TYPE_CHECKING
     fake = {**imports, "lsp.fake": {"rewriter.edits.checks.integrity"}, "rewriter.edits.checks.integrity": {"rewriter.decoding.x"}}
     assert core_reached(fake, "lsp.fake") == ["lsp.fake", "rewriter.edits.checks.integrity", "rewriter.decoding.x"]
 
@@ -281,7 +281,7 @@ def test_front_ends_edits_and_engines_never_import_the_decoding_core_at_module_l
     imports = module_level_imports()
     checked = [name for name in imports if _in(name, FRONT_ENDS_AND_EDITS + ENGINES) and name not in MODEL_OWNERS]
     assert "lsp.server" in checked and "rewriter.apply.batch" in checked and "rewriter.remote" in checked
-    assert "rewriter.answer" in checked and "rewriter.engines" in checked
+    assert "rewriter.answer" in checked and "rewriter.engine_factory" in checked
     assert "rewriter.bench.endpoint_bench" in checked
     chains = {name: " -> ".join(chain) for name in checked if (chain := core_reached(imports, name))}
     assert chains == {}
@@ -336,10 +336,10 @@ def test_the_layer_breach_check_sees_imports_up_through_other_modules():
     breaches = layer_breaches(fake)
     assert breaches["rewriter.weights.quantize"] == "rewriter.weights.quantize -> rewriter.fake -> rewriter.decoding.passes"
     assert breaches["drafters.base"] == "drafters.base -> rewriter.weights.models"
-    up = {**graph, "rewriter.engines": graph["rewriter.engines"] | {"rewriter.fake"},
+    up = {**graph, "rewriter.engine_factory": graph["rewriter.engine_factory"] | {"rewriter.fake"},
           "rewriter.fake": {"rewriter.serve.app"}, "rewriter.prompt": graph["rewriter.prompt"] | {"rewriter.answer"}}
     breaches = layer_breaches(up)
-    assert breaches["rewriter.engines"] == "rewriter.engines -> rewriter.fake -> rewriter.serve.app"
+    assert breaches["rewriter.engine_factory"] == "rewriter.engine_factory -> rewriter.fake -> rewriter.serve.app"
     assert breaches["rewriter.prompt"] == "rewriter.prompt -> rewriter.answer"
     # the edit core's rooms: the snippet merge may import the checks, never the reverse
     assert "rewriter.edits.checks.integrity" in graph["rewriter.edits.snippets.merge"]

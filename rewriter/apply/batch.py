@@ -1,10 +1,8 @@
 """Batch rewrites (`rewriter apply`): plan what to rewrite in each file, run the engine, review or write.
 
 One file goes through: collect (collect.py: walk, .gitignore, skip reasons) -> plan (scopes: the whole
-file, a line range or every node of a kind) -> rewrite each span (the span is the prediction,
-the rest of the file the context; too large: less context, then smaller spans), its answer
-judged by pipeline.py as every front end's is -> reassemble (the whole file must still parse)
--> diff -> atomic write. Files are written one at a time, each in one
+file, a line range or every node of a kind) -> rewrite each span and put the file together
+(runner.py) -> diff -> atomic write. Files are written one at a time, each in one
 rename, so an interrupted run leaves every file untouched or fully rewritten. Progress, the
 summary and the JSON report: report.py. With --test, testgate.py keeps a file's edit only when
 the user's tests pass with it, and asks the model again with their output when they do not.
@@ -19,44 +17,27 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 from typing import TextIO
 
-from ..answer import NoCodeBlock
-from ..edits.checks.integrity import FileIntegrity
 from ..edits.node_kinds import tree_language
-from ..edits.pipeline import CUT, SYNTAX
-from ..edits.scopes import (
-    ScopeError,
-    SyntaxTree,
-    expand_to_nodes,
-    select_nodes,
-    split_span,
-)
-from ..edits.session import EditSession, Feedback, Finished
+from ..edits.scopes import ScopeError, SyntaxTree, expand_to_nodes, select_nodes
 from ..edits.target import Target, numbered_lines
 from ..engine import Engine, instruction_is_empty
-from ..prompt import language_for, merge_instruction
-from ..results import ContextTooLarge, RewriteError, ServiceError
+from ..prompt import language_for
 from .collect import collect
 from .diffs import colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
-from .plans import BatchError, FilePlan, Options, Unit
+from .plans import BatchError, FilePlan, FileStatus, Options, Unit
 from .report import Report, TerminalReport, exit_code, json_report, plural, summary_table
+from .runner import Interrupted, Runner
 from .testgate import CommandRun, EditGate, check_baseline
 
 MAX_FILE_BYTES = 1 << 20  # larger files are generated or data, not code to rewrite by model
-# How much of the file around a span goes along as context: all of it first, then less when
-# the request is too large for the model, down to none.
-CONTEXT_WINDOWS = (None, 12_000, 3_000, 600, 0)
-
-
-class Interrupted(Exception):
-    """The run was cancelled (Ctrl-C) while this request was decoding."""
 
 
 # ---- planning ------------------------------------------------------------------------------
 
 def plan(job: FilePlan, options: Options) -> FilePlan:
     """Read the file and decide its spans, or mark it skipped with the reason."""
-    if job.status != "pending":
+    if job.status != FileStatus.PENDING:
         return job
     try:
         size = job.path.stat().st_size
@@ -113,142 +94,6 @@ def plan(job: FilePlan, options: Options) -> FilePlan:
     return job
 
 
-# ---- rewriting -----------------------------------------------------------------------------
-
-class Runner:
-    """Runs the spans of one file after another on an engine, reporting progress."""
-
-    def __init__(self, engine: Engine, options: Options, report: Report, cancel: threading.Event):
-        self.engine = engine
-        self.options = options
-        self.report = report
-        self.cancel = cancel
-
-    def rewrite_file(self, job: FilePlan, failed_check: str = "") -> FilePlan:
-        """Rewrite the planned file. With `failed_check` (why its last edit failed: the tests it
-        broke), ask again for each span that edit changed, with that span's answer and the reason."""
-        if job.status != "pending" and not failed_check:
-            return job
-        started = time.perf_counter()
-        job.status, job.new_text = "running", None
-        assert job.source is not None  # planning read every pending file
-        text = job.source.text
-        tree = SyntaxTree(text, job.grammar) if job.grammar else None
-        integrity = FileIntegrity(text, job.grammar)
-        done: list[Unit] = []
-        for unit in job.units:
-            if not failed_check:
-                done += self._rewrite_unit(job, text, tree, integrity, unit.target, part_of="")
-                self.report.span_done(job)
-            elif unit.status == "changed" and unit.text is not None:
-                done += self._rewrite_unit(job, text, tree, integrity, unit.target, unit.part_of,
-                                           Feedback(unit.text, failed_check))
-            else:
-                done.append(unit)  # not part of the failed edit
-        job.units = done
-        self._assemble(job, text, integrity)
-        job.seconds += time.perf_counter() - started
-        return job
-
-    def _rewrite_unit(self, job: FilePlan, text: str, tree, integrity: FileIntegrity, span: Target,
-                      part_of: str, feedback: Feedback | None = None) -> list[Unit]:
-        whole_file = span.start == 0 and span.end == len(text)
-        self.report.unit_started(job, span)
-        for window in ((0,) if whole_file else CONTEXT_WINDOWS):
-            try:
-                unit = self._request(job, text, integrity, span, window, feedback)
-                unit.part_of = part_of
-                self.report.unit_done(job, unit)
-                return [unit]
-            except Interrupted:
-                raise
-            except Exception as error:  # noqa: BLE001 - one request's failure is not the run's
-                if not isinstance(error, ContextTooLarge):
-                    unit = Unit(span, "failed", _describe(error), part_of=part_of)
-                    self.report.unit_done(job, unit)
-                    return [unit]
-        if self.options.snippet is not None:  # merged into the whole file: never into pieces of it
-            unit = Unit(span, "failed", "the file and the snippet do not fit the model's context together")
-            self.report.unit_done(job, unit)
-            return [unit]
-        pieces = split_span(span, tree)
-        if not pieces:
-            unit = Unit(span, "failed", f"{span.label()} does not fit the model's context even without "
-                        "the rest of the file; choose a smaller scope (--each method, --each function, "
-                        f"or --lines with fewer than {len(span.lines)} lines)",
-                        part_of=part_of)
-            self.report.unit_done(job, unit)
-            return [unit]
-        self.report.split(job, span, len(pieces))
-        units: list[Unit] = []
-        for piece in pieces:
-            units += self._rewrite_unit(job, text, tree, integrity, piece, part_of or span.label(), feedback)
-        return units
-
-    def _request(self, job: FilePlan, text: str, integrity: FileIntegrity, span: Target,
-                 window: int | None, feedback: Feedback | None = None) -> Unit:
-        instruction = self.options.instruction
-        if self.options.snippet is not None:  # the integrity check reads the user's hint alone
-            instruction = merge_instruction(self.options.snippet, job.language, self.options.instruction)
-        session = EditSession(self.engine, span, instruction, job.language, integrity=integrity,
-                              max_new_tokens=self.options.max_new_tokens,
-                              judged_instruction=self.options.instruction)
-        finished = None
-        stats = None
-        try:
-            for event in session.run(window, force=self.options.force,
-                                     allow_syntax_errors=self.options.allow_syntax_errors, feedback=feedback):
-                if self.cancel.is_set():
-                    raise Interrupted()
-                if isinstance(event, Finished):
-                    finished = event
-                else:
-                    stats = event.stats
-                    self.report.progress(job, event.stats)
-        except NoCodeBlock as error:
-            return Unit(span, "failed", _describe(error), stats=stats)
-        assert finished is not None  # the session ends with a Finished or raises
-        decision, stats = finished.decision, finished.result.stats
-        if decision.refusal == CUT:  # never applied, not even with --force
-            return Unit(span, "failed", f"{decision.reason}; not applied", stats=stats)
-        if decision.refused:
-            override = "--allow-syntax-errors" if decision.refusal == SYNTAX else "--force"
-            return Unit(span, "refused", f"{decision.reason}; not applied ({override} applies it anyway)",
-                        refused_text=decision.refused_text, stats=stats)
-        reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
-        return Unit(span, "changed" if decision.text != session.original else "unchanged", reason,
-                    text=decision.text, stats=stats)
-
-    def _assemble(self, job: FilePlan, text: str, integrity: FileIntegrity) -> None:
-        new = text
-        for unit in sorted(job.units, key=lambda u: u.target.start, reverse=True):
-            if unit.status == "changed" and unit.text is not None:
-                new = new[: unit.target.start] + unit.text + new[unit.target.end:]
-        if new != text and not self.options.allow_syntax_errors:
-            problem = integrity.syntax.problem(0, len(text), new)
-            if problem is not None:  # each span parsed alone, but not all of them together
-                job.status = "failed"
-                job.reason = f"the rewritten file does not parse ({problem.describe()}); not applied"
-                return
-        job.new_text = new
-        failed = job.failed_units
-        if failed and new == text:
-            job.status, job.reason = "failed", failed[0].reason if len(failed) == 1 else \
-                f"{len(failed)} of {len(job.units)} spans failed; first: {failed[0].reason}"
-            return
-        job.status = "changed" if new != text else "unchanged"
-        if failed:
-            job.reason = f"{len(failed)} of {len(job.units)} spans not applied: {failed[0].reason}"
-
-
-def _describe(error: Exception) -> str:
-    if isinstance(error, NoCodeBlock):
-        return str(error) if "nothing changed" in str(error) else f"{error}; nothing changed"
-    if isinstance(error, (RewriteError, ServiceError, FileError, ValueError)):
-        return str(error)  # says what went wrong in the user's words
-    return f"{type(error).__name__}: {error}"
-
-
 # ---- the whole run -------------------------------------------------------------------------
 
 def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, workers: int = 1,
@@ -265,7 +110,7 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
     gate = EditGate(options, tests_before) if options.test else None
     if gate is not None:
         workers = 1  # the tests see one edit at a time
-    pending = [job for job in jobs if job.status == "pending"]
+    pending = [job for job in jobs if job.status == FileStatus.PENDING]
     report.start(jobs)
 
     try:
@@ -294,11 +139,11 @@ def run(jobs: list[FilePlan], engine: Engine, options: Options, report: Report, 
     except (KeyboardInterrupt, Interrupted):
         cancel.set()
         for job in pending:
-            if job.status in ("pending", "running"):
-                job.status, job.reason = "interrupted", "untouched"
-            elif job.status == "changed" and options.write:
+            if job.status in (FileStatus.PENDING, FileStatus.RUNNING):
+                job.status, job.reason = FileStatus.INTERRUPTED, "untouched"
+            elif job.status == FileStatus.CHANGED and options.write:
                 job.reason = "before it was written; untouched"
-                job.status = "interrupted"
+                job.status = FileStatus.INTERRUPTED
         report.close()
         return False
     report.close()
@@ -312,15 +157,16 @@ def deliver(job: FilePlan, options: Options, report: Report, diff_out: TextIO | 
     if job.new_text is not None and job.new_text != text:
         if options.review is not None:
             report.clear()
-            verdict = options.review.decide(job.display, text, job.new_text)  # shows each hunk and asks
-            job.new_text = verdict.text
-            job.reason = "; ".join(filter(None, (job.reason, verdict.note)))
+            reviewed = options.review.decide(job.display, text, job.new_text)  # shows each hunk and asks
+            job.new_text = reviewed.text
+            job.reason = "; ".join(filter(None, (job.reason, reviewed.note)))
         job.diff = unified_diff(text, job.new_text, job.display)  # "" when no hunk was accepted
         if diff_out is not None and options.review is None:  # the review showed it hunk by hunk
             report.clear()
             diff_out.write(colorize(job.diff) if diff_out.isatty() else job.diff)
             diff_out.flush()
-        if options.write and job.status == "changed" and job.new_text != text:  # not yet written by the test gate
+        # not yet written by the test gate
+        if options.write and job.status == FileStatus.CHANGED and job.new_text != text:
             _write(job, job.source, job.new_text)
     for unit in job.units:
         if unit.refused_text is not None:
@@ -337,11 +183,11 @@ def deliver(job: FilePlan, options: Options, report: Report, diff_out: TextIO | 
 def _write(job: FilePlan, source: SourceFile, new_text: str) -> None:
     try:
         atomic_write(source, new_text)
-        job.status = "written"
+        job.status = FileStatus.WRITTEN
     except FileError as error:
-        job.status, job.reason = "failed", str(error).removeprefix(f"{source.path}: ")
+        job.status, job.reason = FileStatus.FAILED, str(error).removeprefix(f"{source.path}: ")
     except OSError as error:
-        job.status, job.reason = "failed", f"cannot write: {error.strerror or error}"
+        job.status, job.reason = FileStatus.FAILED, f"cannot write: {error.strerror or error}"
     except KeyboardInterrupt:
         # atomic_write either renamed the new text into place or left the old file alone.
         try:
@@ -349,7 +195,7 @@ def _write(job: FilePlan, source: SourceFile, new_text: str) -> None:
         except OSError:
             on_disk = b""
         expected = new_text.encode("utf-8")
-        job.status = "written" if on_disk.endswith(expected) and on_disk != source.raw else "changed"
+        job.status = FileStatus.WRITTEN if on_disk.endswith(expected) and on_disk != source.raw else FileStatus.CHANGED
         raise
 
 
@@ -367,7 +213,7 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
         raise BatchError("the instruction is empty: say what to change with -i")
     check_options(options)
     jobs = collect(paths)
-    if options.lines and not options.each and len([j for j in jobs if j.status == "pending"]) > 1:
+    if options.lines and not options.each and len([j for j in jobs if j.status == FileStatus.PENDING]) > 1:
         raise BatchError("--lines applies to one file; name a single file")
     if not jobs:
         raise BatchError("no source files found under " + ", ".join(paths))
@@ -388,6 +234,8 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
 
 
 def check_options(options: Options) -> None:
+    if options.branches < 0:
+        raise BatchError("--branches takes a number of branches, 0 or more")
     if options.test is not None:
         if options.check:
             raise BatchError("--test writes each edit its tests pass with; it cannot be combined with --check")
@@ -413,7 +261,7 @@ def plan_all(jobs: list[FilePlan], options: Options, say: Callable[[str], None])
         plan(job, options)
         for note in job.notes:
             say(f"{job.display}: {note}")
-    if not any(job.status == "pending" for job in jobs):
+    if not any(job.status == FileStatus.PENDING for job in jobs):
         for job in jobs:
             say(f"{job.display}: skipped: {job.reason}")
         raise BatchError("nothing to rewrite")
@@ -435,17 +283,17 @@ def conclude(jobs: list[FilePlan], options: Options, completed: bool, seconds: f
     if not quiet:
         stderr.write(summary_table(jobs, options, seconds) + "\n")
     for job in jobs:
-        if job.status == "written":
+        if job.status == FileStatus.WRITTEN:
             say(f"wrote {job.display}")
-        elif job.status == "failed" or job.failed_units:
+        elif job.status == FileStatus.FAILED or job.failed_units:
             say(f"{job.display}: {job.reason}")
             if job.test_tail:
                 stderr.write("".join(f"    {line}\n" for line in job.test_tail.splitlines()))
     if not completed:
-        written = [j.display for j in jobs if j.status == "written"]
+        written = [j.display for j in jobs if j.status == FileStatus.WRITTEN]
         say(f"interrupted; {plural(len(written), 'file')} written" + (f" ({', '.join(written)})" if written else "")
             + ", every other file untouched")
-    elif code == 0 and not any(j.status in ("changed", "written") for j in jobs) and not quiet:
+    elif code == 0 and not any(j.status in (FileStatus.CHANGED, FileStatus.WRITTEN) for j in jobs) and not quiet:
         say("no changes")
     elif options.check and code == 1:
         say("changes would be made (--check)")

@@ -3,6 +3,7 @@ became of it. Apart from batch.py so that finding files and reporting share them
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from ..edits.target import Target
@@ -13,6 +14,46 @@ from .review import Review
 
 class BatchError(ValueError):
     """The command cannot run as given (a missing path, a bad scope); the message says why."""
+
+
+class UnitStatus(StrEnum):
+    """What became of one span's rewrite."""
+
+    PENDING = "pending"
+    UNCHANGED = "unchanged"
+    CHANGED = "changed"
+    FAILED = "failed"  # no answer to apply: an error, the token limit, no code in the answer
+    REFUSED = "refused"  # an answer a check of the edit pipeline refused
+
+
+class FileStatus(StrEnum):
+    """What became of one file."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SKIPPED = "skipped"
+    UNCHANGED = "unchanged"
+    CHANGED = "changed"  # rewritten, not (yet) written
+    WRITTEN = "written"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class RunOutcome(StrEnum):
+    """How one run of the test command ended."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMED_OUT = "timed out"
+    INTERRUPTED = "interrupted"
+
+
+class MergePath(StrEnum):
+    """--snippet: which merge merged the snippet, or that none did."""
+
+    DETERMINISTIC = "deterministic"
+    MODEL = "model"
+    REFUSED = "refused"
 
 
 @dataclass
@@ -35,6 +76,7 @@ class Options:
     tries: int = 4  # answers asked for per file under --test, the first included
     test_timeout: float = 300.0  # seconds the test command may run before it counts as failed
     review: Review | None = None  # --interactive: each hunk is asked about; what is accepted is written
+    branches: int = 0  # --branches: an unchanged answer's branches to try (edits/session.py)
 
     def __post_init__(self):
         self.write = self.write or self.review is not None
@@ -45,13 +87,14 @@ class Unit:
     """One rewrite request: a target in the file and what became of it."""
 
     target: Target
-    status: str = "pending"  # unchanged, changed, failed, refused (by a check of the edit pipeline)
+    status: UnitStatus = UnitStatus.PENDING
     reason: str = ""
-    text: str | None = None  # the span's new text
+    new_text: str | None = None
     refused_text: str | None = None  # a refused answer, kept to show (--show-refused) or apply (--force)
     refused_diff: str = ""  # the file's diff had the refused answer been applied
     stats: Stats | None = None
     part_of: str = ""  # the scope this span was cut from to fit the model's context
+    branches: int = 0  # branches decoded after the answer came back unchanged
 
 
 @dataclass
@@ -60,7 +103,7 @@ class FilePlan:
 
     path: Path  # read and written here (a symlink inside the tree is followed)
     display: str
-    status: str = "pending"  # skipped, unchanged, changed, written, failed, interrupted
+    status: FileStatus = FileStatus.PENDING
     reason: str = ""
     source: SourceFile | None = None
     language: str = ""
@@ -71,17 +114,17 @@ class FilePlan:
     diff: str = ""
     notes: list[str] = field(default_factory=list)  # what planning changed about the scope, for stderr
     seconds: float = 0.0
-    merge: str = ""  # --snippet: how it was merged: "deterministic", "model" or "refused"
+    merge: MergePath | None = None  # --snippet: which merge merged it
     merge_reason: str = ""  # which merge merged, why the model was asked, or why the snippet was refused
     test_tries: int = 0  # --test: the answers whose edit the tests ran on
-    test_outcome: str = ""  # --test: the last run's: passed, failed, timed out or interrupted
+    test_outcome: RunOutcome | None = None  # --test: the last run's
     test_tail: str = ""  # --test: the last lines of the last failing run's output
     test_rule: str = ""  # --test: the rule that kept the edit (the tests passed, or pytest's fixed failures)
 
     def skip(self, reason: str) -> FilePlan:
-        self.status, self.reason = "skipped", reason
+        self.status, self.reason = FileStatus.SKIPPED, reason
         return self
 
     @property
     def failed_units(self) -> list[Unit]:
-        return [u for u in self.units if u.status in ("failed", "refused")]
+        return [u for u in self.units if u.status in (UnitStatus.FAILED, UnitStatus.REFUSED)]

@@ -10,7 +10,7 @@ from typing import TextIO
 
 from ..edits.target import Target
 from ..results import Stats
-from .plans import FilePlan, Options, Unit
+from .plans import FilePlan, FileStatus, Options, RunOutcome, Unit, UnitStatus
 
 
 class Report:
@@ -25,8 +25,8 @@ class Report:
 
     def start(self, jobs: list[FilePlan]) -> None:
         self.started = time.perf_counter()
-        self.files = sum(1 for j in jobs if j.status == "pending")
-        self.units = sum(len(j.units) for j in jobs if j.status == "pending")
+        self.files = sum(1 for j in jobs if j.status == FileStatus.PENDING)
+        self.units = sum(len(j.units) for j in jobs if j.status == FileStatus.PENDING)
 
     def unit_started(self, job: FilePlan, span: Target) -> None:
         with self.lock:
@@ -148,8 +148,7 @@ def plural(count: int, noun: str) -> str:
 
 
 def status_text(job: FilePlan, options: Options) -> str:
-    words = {"changed": "would change" if not options.write else "changed, not written",
-             "interrupted": "interrupted"}
+    words = {FileStatus.CHANGED: "would change" if not options.write else "changed, not written"}
     text = words.get(job.status, job.status)
     return f"{text}: {job.reason}" if job.reason else text
 
@@ -158,7 +157,7 @@ def outcome_of_tests(job: FilePlan) -> str:
     """--test: the last outcome and the tries it took ("passed on try 2", "failed after 2 tries")."""
     if not job.test_tries:
         return "-"
-    if job.test_outcome == "passed":
+    if job.test_outcome == RunOutcome.PASSED:
         return f"passed on try {job.test_tries}"
     if job.test_rule:
         return f"fewer failures on try {job.test_tries}"
@@ -174,8 +173,8 @@ def summary_table(jobs: list[FilePlan], options: Options, seconds: float) -> str
     for job in jobs:
         stats = file_stats(job)
         add_stats(total, stats)
-        changed = sum(1 for u in job.units if u.status == "changed")
-        has_units = bool(job.units) and job.status != "skipped"
+        changed = sum(1 for u in job.units if u.status == UnitStatus.CHANGED)
+        has_units = bool(job.units) and job.status != FileStatus.SKIPPED
         rows.append((
             job.display,
             str(len(job.units)) if has_units else "-",
@@ -191,10 +190,11 @@ def summary_table(jobs: list[FilePlan], options: Options, seconds: float) -> str
     counts: dict[str, int] = {}
     for job in jobs:
         counts[job.status] = counts.get(job.status, 0) + 1
-    order = ["written", "changed", "unchanged", "skipped", "failed", "interrupted"]
-    parts = [f"{counts[s]} {'would change' if s == 'changed' and not options.write else s}"
+    order = [FileStatus.WRITTEN, FileStatus.CHANGED, FileStatus.UNCHANGED, FileStatus.SKIPPED, FileStatus.FAILED,
+             FileStatus.INTERRUPTED]
+    parts = [f"{counts[s]} {'would change' if s == FileStatus.CHANGED and not options.write else s}"
              for s in order if counts.get(s)]
-    spans = sum(len(j.units) for j in jobs if j.status != "skipped")
+    spans = sum(len(j.units) for j in jobs if j.status != FileStatus.SKIPPED)
     lines.append(
         f"{plural(len(jobs), 'file')} ({', '.join(parts)}), {plural(spans, 'span')}, "
         f"{total.output_tokens} tokens, prediction tokens {total.accepted_prediction_tokens} accepted / "
@@ -206,9 +206,9 @@ def summary_table(jobs: list[FilePlan], options: Options, seconds: float) -> str
 def exit_code(jobs: list[FilePlan], options: Options, completed: bool) -> int:
     if not completed:
         return 130
-    if any(j.status == "failed" or j.failed_units for j in jobs):
+    if any(j.status == FileStatus.FAILED or j.failed_units for j in jobs):
         return 1
-    if options.check and any(j.status in ("changed", "written") for j in jobs):
+    if options.check and any(j.status in (FileStatus.CHANGED, FileStatus.WRITTEN) for j in jobs):
         return 1
     if options.review is not None and options.review.ran_out:  # hunks left unanswered were not applied
         return 1
@@ -241,9 +241,10 @@ def json_report(jobs: list[FilePlan], options: Options, seconds: float, code: in
                 "kind": u.target.kind, "name": u.target.name,
                 "lines": list(u.target.shown_lines),
                 "status": u.status, "reason": u.reason, "part_of": u.part_of,
+                **({"branches": u.branches} if u.branches else {}),
                 **({"refused_diff": u.refused_diff} if u.refused_diff else {}),
                 **({"stats": _stats_dict(u.stats)} if u.stats else {}),
-            } for u in job.units] if job.status != "skipped" else [],
+            } for u in job.units] if job.status != FileStatus.SKIPPED else [],
             "diff": job.diff,
             "notes": job.notes,
             **({"merge": job.merge, "merge_reason": job.merge_reason} if job.merge else {}),

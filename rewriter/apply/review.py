@@ -31,7 +31,7 @@ ANSWERS = {"y": "y", "yes": "y", "n": "n", "no": "n", "a": "a", "all": "a", "d":
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ReviewedFile:
     """What the review of one file kept: the text to write and how many of its hunks were accepted."""
 
     text: str
@@ -82,7 +82,7 @@ class Review:
                     "or give the answers on standard input, one a line (y, n, a, d or q)")
         return ""
 
-    def decide(self, display: str, original: str, new: str) -> Verdict:
+    def decide(self, display: str, original: str, new: str) -> ReviewedFile:
         """Show each hunk of `original` -> `new` and ask about it; the original with the accepted hunks."""
         before, after = original.splitlines(keepends=True), new.splitlines(keepends=True)
         groups = list(difflib.SequenceMatcher(None, before, after).get_grouped_opcodes(CONTEXT_LINES))
@@ -91,7 +91,7 @@ class Review:
         header, shown = _split_hunks(diff)
         assert len(shown) == len(hunks)  # unified_diff groups the lines the same way
         if self.stopped:
-            return Verdict(original, 0, len(hunks), not_asked=self.stopped)
+            return ReviewedFile(original, 0, len(hunks), not_asked=self.stopped)
         self._show(header)
         accepted: list[Hunk] = []
         for number, hunk in enumerate(hunks, 1):
@@ -110,7 +110,7 @@ class Review:
             if answer == "q":
                 self.stopped = "review quit (q)"
                 break
-        return Verdict(apply_hunks(original, accepted), len(accepted), len(hunks))
+        return ReviewedFile(apply_hunks(original, accepted), len(accepted), len(hunks))
 
     def _show(self, text: str) -> None:
         self.out.write(colorize(text) if self.out.isatty() else text)

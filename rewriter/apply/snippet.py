@@ -25,11 +25,9 @@ from ..edits.snippets.merge import Merged, Refused, ToModel, merge_snippet
 from ..engine import Engine
 from .batch import MAX_FILE_BYTES, check_options, conclude, deliver, plan_all, progress_report, run
 from .collect import collect
-from .plans import BatchError, FilePlan, Options
+from .plans import BatchError, FilePlan, FileStatus, MergePath, Options, UnitStatus
 from .report import Report
 from .testgate import EditGate, check_baseline
-
-DETERMINISTIC, MODEL, REFUSED = "deterministic", "model", "refused"  # FilePlan.merge
 
 
 def read_snippet(where: str, stdin: BinaryIO | None = None) -> bytes:
@@ -72,7 +70,7 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
             say(f"{job.display}: merged without a model, by {outcome.path}, in {1000 * outcome.seconds:.0f} ms")
         completed = _delivered(job, options, say, None if json_output else stdout)
     elif isinstance(outcome, ToModel):
-        job.merge, job.merge_reason = MODEL, outcome.reason
+        job.merge, job.merge_reason = MergePath.MODEL, outcome.reason
         say(f"{job.display}: {outcome.reason}; the model merges the snippet")
         # before the model loads: what fails already is said first
         tests_before = check_baseline(options, say) if options.test else None
@@ -94,33 +92,34 @@ def _merged(job: FilePlan, text: str, path: str) -> None:
     file would leave it."""
     assert job.source is not None
     unit = job.units[0]
-    unit.status = "changed" if text != job.source.text else "unchanged"
-    unit.text = text
-    job.new_text, job.status, job.merge, job.merge_reason = text, unit.status, DETERMINISTIC, f"merged by {path}"
+    unit.status = UnitStatus.CHANGED if text != job.source.text else UnitStatus.UNCHANGED
+    unit.new_text = text
+    job.new_text, job.status = text, FileStatus(unit.status)
+    job.merge, job.merge_reason = MergePath.DETERMINISTIC, f"merged by {path}"
 
 
 def _delivered(job: FilePlan, options: Options, say: Callable[[str], None], diff_out: TextIO | None) -> bool:
     """The deterministic merge shown, written or checked; with --test, written only if the tests
     pass with it. False when interrupted (the file is then as it was, or the merge that passed)."""
-    tests_before = check_baseline(options, say) if options.test and job.status == "changed" else None
+    tests_before = check_baseline(options, say) if options.test and job.status == FileStatus.CHANGED else None
     try:
         if tests_before is not None:
             # One try: there is no model to ask again, and the merge would come out the same.
             EditGate(replace(options, tries=1), tests_before).keep_or_put_back(job, lambda why: None)
-            if job.status == "failed" and job.test_tries:
+            if job.status == FileStatus.FAILED and job.test_tries:
                 job.reason += " (a merge without a model is not tried again: it would come out the same)"
         deliver(job, options, Report(), diff_out)
     except KeyboardInterrupt:
-        if job.status == "changed":
-            job.status, job.reason = "interrupted", "untouched"
+        if job.status == FileStatus.CHANGED:
+            job.status, job.reason = FileStatus.INTERRUPTED, "untouched"
         return False
     return True
 
 
 def _refused(job: FilePlan, outcome: Refused, options: Options, diff_out: TextIO | None) -> None:
     """The file left alone with the reason."""
-    job.merge, job.merge_reason = REFUSED, outcome.reason
+    job.merge, job.merge_reason = MergePath.REFUSED, outcome.reason
     unit = job.units[0]
-    unit.status, unit.reason = "refused", outcome.reason
-    job.status, job.reason = "failed", f"snippet not merged: {unit.reason}"
+    unit.status, unit.reason = UnitStatus.REFUSED, outcome.reason
+    job.status, job.reason = FileStatus.FAILED, f"snippet not merged: {unit.reason}"
     deliver(job, options, Report(), diff_out)

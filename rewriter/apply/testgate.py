@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from .files import UTF8_BOM, FileError, atomic_write, replace_bytes
-from .plans import FilePlan, Options
+from .plans import FilePlan, FileStatus, Options, RunOutcome
 
-PASSED, FAILED, TIMED_OUT, INTERRUPTED = "passed", "failed", "timed out", "interrupted"  # CommandRun.outcome
 TAIL_LINES = 50  # of CMD's output, sent to the model and shown to the user (as Aider's benchmark sends)
 TAIL_CHARS = 6_000  # and at most this much of them: the model's context is small
 _READ_BACK = 64 * 1024  # bytes read from the end of the output for the tail
@@ -40,19 +39,19 @@ _GRACE_S = 2.0  # between SIGTERM and SIGKILL for a CMD being stopped
 class CommandRun:
     """One run of the test command."""
 
-    outcome: str  # PASSED, FAILED, TIMED_OUT or INTERRUPTED
+    outcome: RunOutcome
     tail: str  # the last lines of its output (stdout and stderr together)
     exit_status: int | None  # None when it was stopped
     seconds: float
 
     @property
     def passed(self) -> bool:
-        return self.outcome == PASSED
+        return self.outcome == RunOutcome.PASSED
 
     def describe(self, command: str) -> str:
-        if self.outcome == TIMED_OUT:
+        if self.outcome == RunOutcome.TIMED_OUT:
             return f"`{command}` ran longer than its time limit ({self.seconds:.0f} s) and was stopped"
-        if self.outcome == INTERRUPTED:
+        if self.outcome == RunOutcome.INTERRUPTED:
             return f"`{command}` was interrupted"
         return f"`{command}` exited with status {self.exit_status}"
 
@@ -64,18 +63,18 @@ def run_tests(command: str, timeout_s: float, interrupted: Callable[[], bool] = 
     with tempfile.TemporaryFile() as output:
         process = subprocess.Popen(command, shell=True, stdin=subprocess.DEVNULL, stdout=output,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-        outcome, status = INTERRUPTED, None
+        outcome, status = RunOutcome.INTERRUPTED, None
         try:
             while True:
                 try:
                     status = process.wait(timeout=_POLL_S)
-                    outcome = PASSED if status == 0 else FAILED
+                    outcome = RunOutcome.PASSED if status == 0 else RunOutcome.FAILED
                     break
                 except subprocess.TimeoutExpired:
                     if interrupted():
                         break
                     if time.perf_counter() - started > timeout_s:
-                        outcome = TIMED_OUT
+                        outcome = RunOutcome.TIMED_OUT
                         break
         finally:
             if status is None:
@@ -121,7 +120,8 @@ PYTEST_COUNT = re.compile(r"(\d+) (failed|errors?)\b")
 def pytest_failures(command: str, run: CommandRun) -> frozenset[str] | None:
     """The tests a pytest run failed (errors included), where CMD is pytest and its summary names
     every one of them; None otherwise."""
-    if "pytest" not in command.split() and "py.test" not in command.split() or run.outcome not in (PASSED, FAILED):
+    words = command.split()
+    if "pytest" not in words and "py.test" not in words or run.outcome not in (RunOutcome.PASSED, RunOutcome.FAILED):
         return None
     totals = PYTEST_COUNTS.findall(run.tail)
     if not totals:
@@ -197,19 +197,19 @@ class EditGate:
         left it (no edit to test); KeyboardInterrupt once the file is safe."""
         run: CommandRun | None = None
         for attempt in range(1, self.tries + 1):
-            if job.status != "changed":  # nothing (more) to test: unchanged, or the answer failed
+            if job.status != FileStatus.CHANGED:  # nothing (more) to test: unchanged, or the answer failed
                 break
             job.test_tries = attempt
             run = self._try(job)
-            if run is None or job.status == "written":
+            if run is None or job.status == FileStatus.WRITTEN:
                 return
             if attempt < self.tries:
                 ask_again(self.feedback(run))
         if run is not None:  # the last tested edit failed, and is not on disk
             after = f"with the edit of try {job.test_tries}"
-            if job.status != "changed":  # the next answer left nothing to test
+            if job.status != FileStatus.CHANGED:  # the next answer left nothing to test
                 after += f" (try {job.test_tries + 1}: {job.reason or 'it changed nothing'})"
-            job.status, job.new_text = "failed", None
+            job.status, job.new_text = FileStatus.FAILED, None
             job.reason = f"{run.describe(self.command)} {after}; put back as it was"
 
     def feedback(self, run: CommandRun) -> str:
@@ -229,20 +229,20 @@ class EditGate:
                 wrote = True
                 run = run_tests(self.command, self.timeout_s, lambda: held.received is not None)
             except (FileError, OSError) as error:
-                job.status = "failed"
+                job.status = FileStatus.FAILED
                 job.reason = str(error).removeprefix(f"{source.path}: ")
             finally:
                 rule = self.kept_by(run) if run is not None and held.received is None else ""
                 if rule:  # the rule is said where it is not that CMD passed
-                    job.status, job.test_rule = "written", "" if run is not None and run.passed else rule
+                    job.status, job.test_rule = FileStatus.WRITTEN, "" if run is not None and run.passed else rule
                 elif wrote or _bytes_of(job) == edited:
                     _put_back(job)
         if run is not None:
             job.test_outcome, job.test_tail = run.outcome, ("" if run.passed else run.tail)
         if held.received is not None:
-            if job.status != "failed":  # a failed put-back's reason stays
-                job.status, job.reason = "interrupted", "interrupted while its tests ran; put back as it was"
-            job.test_outcome = INTERRUPTED
+            if job.status != FileStatus.FAILED:  # a failed put-back's reason stays
+                job.status, job.reason = FileStatus.INTERRUPTED, "interrupted while its tests ran; put back as it was"
+            job.test_outcome = RunOutcome.INTERRUPTED
             raise KeyboardInterrupt
         return run
 
@@ -259,5 +259,5 @@ def _put_back(job: FilePlan) -> None:
     try:
         replace_bytes(job.path, job.source.raw)
     except OSError as error:
-        job.status = "failed"
+        job.status = FileStatus.FAILED
         job.reason = f"its tests failed and the original could not be put back: {error.strerror or error}"

@@ -7,11 +7,9 @@ runs too: the reference for what the user gains, and for how often the outputs d
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -22,6 +20,7 @@ from ..decoding.rewrite import Rewriter
 from ..engine import EditRequest
 from ..passes import has_row_independent_prompts
 from ..prompt import SourceText
+from ..results import Stats
 from .cases import Case, run_cases
 from .feedback import feedback_prompt, output_tail
 from .summary import (
@@ -35,7 +34,6 @@ from .summary import (
     format_tests_row,
     format_tests_summary,
     summarize,
-    summarize_sampling,
     summarize_tests,
 )
 from .testrun import DEFAULT_TIMEOUT_S, run_tests
@@ -96,6 +94,11 @@ def _prefill_seconds(rewriter: Rewriter, prompt_ids: list[int]) -> float:
     return time.perf_counter() - start
 
 
+def warm_up(rewriter: Rewriter) -> None:
+    """One pass so the first case does not pay for allocator and kernel start-up."""
+    _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
+
+
 def _decode_ours(rewriter: Rewriter, prompt_ids: list[int], prediction: list[int], budget: int):
     """Our decoding of one prompt: output tokens, the decoder's stats, wall-clock seconds."""
     start = time.perf_counter()
@@ -136,25 +139,30 @@ def _measure_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None,
     lookup = _baseline(rewriter, prompt_ids, budget, prompt_lookup_num_tokens=10)
     tokens, stats, ours_seconds = _decode_ours(rewriter, prompt_ids, prediction, budget)
     warm_tokens, warm_stats, _ = _decode_warm(rewriter, case, code, prompt_ids, prediction, budget)
-
-    n = len(greedy["tokens"])
-
-    def decode_rate(seconds: float, prefill_s: float, count: int) -> float:
-        return (count - 1) / max(seconds - prefill_s, 1e-9)
-
-    versus_float32 = {}
-    if reference:
-        versus_float32 = {
-            "float32_greedy_s": reference["seconds"],
-            "float32_greedy_tokens_per_s": len(reference["tokens"]) / reference["seconds"],
-            "speedup_vs_float32_greedy": reference["seconds"] / ours_seconds,
-            "identical_to_float32_greedy": tokens == reference["tokens"],
-        }
     row = {
         "id": case.id,
         "dtype": rewriter.loaded.dtype,
         "prompt_tokens": len(prompt_ids),
         "prediction_tokens": len(prediction),
+        **_speed_columns(greedy, lookup, tokens, ours_seconds),
+        "decode_speedup_vs_greedy": _decode_rate(ours_seconds, stats.prefill_s, len(tokens))
+        / _decode_rate(greedy["seconds"], prefill, len(greedy["tokens"])),
+        **_pass_columns(greedy, lookup, stats, len(tokens)),
+        "prefill_s": prefill,
+        "ttft_s": stats.ttft_s,
+        "ttft_warm_s": warm_stats.ttft_s,  # the prompt up to the instruction computed ahead
+        "warm_cached_prompt_tokens": warm_stats.cached_prompt_tokens,
+        "identical_warm": warm_tokens == tokens,
+        "finish_reason": stats.finish_reason,
+        **(_versus_float32(reference, tokens, ours_seconds) if reference else {}),
+    }
+    return row, tokens
+
+
+def _speed_columns(greedy: dict, lookup: dict, tokens: list[int], ours_seconds: float) -> dict:
+    """Our output and time against plain greedy's and prompt lookup's."""
+    n = len(greedy["tokens"])
+    return {
         "output_tokens": len(tokens),
         "greedy_output_tokens": n,
         "identical_to_greedy": tokens == greedy["tokens"],
@@ -168,32 +176,42 @@ def _measure_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None,
         "speedup_vs_greedy": greedy["seconds"] / ours_seconds,
         "speedup_vs_prompt_lookup": lookup["seconds"] / ours_seconds,
         "prompt_lookup_speedup_vs_greedy": greedy["seconds"] / lookup["seconds"],
-        "decode_speedup_vs_greedy": decode_rate(ours_seconds, stats.prefill_s, len(tokens))
-        / decode_rate(greedy["seconds"], prefill, n),
+    }
+
+
+def _decode_rate(seconds: float, prefill_s: float, count: int) -> float:
+    """Tokens per second after the first: the prompt's pass left out."""
+    return (count - 1) / max(seconds - prefill_s, 1e-9)
+
+
+def _pass_columns(greedy: dict, lookup: dict, stats: Stats, output_tokens: int) -> dict:
+    """Forward passes each way, and what became of our drafts."""
+    return {
         "greedy_forward_passes": greedy["forward_passes"],
         "prompt_lookup_forward_passes": lookup["forward_passes"],
         "ours_forward_passes": stats.forward_passes,
-        "forward_passes_per_token": stats.forward_passes / max(len(tokens), 1),
+        "forward_passes_per_token": stats.forward_passes / max(output_tokens, 1),
         "accepted_prediction_tokens": stats.accepted_prediction_tokens,
         "rejected_prediction_tokens": stats.rejected_prediction_tokens,
         "accepted_draft_tokens": stats.accepted_draft_tokens,
         "rejected_draft_tokens": stats.rejected_draft_tokens,
-        "prefill_s": prefill,
-        "ttft_s": stats.ttft_s,
-        "ttft_warm_s": warm_stats.ttft_s,  # the prompt up to the instruction computed ahead
-        "warm_cached_prompt_tokens": warm_stats.cached_prompt_tokens,
-        "identical_warm": warm_tokens == tokens,
-        "finish_reason": stats.finish_reason,
-        **versus_float32,
     }
-    return row, tokens
+
+
+def _versus_float32(reference: dict, tokens: list[int], ours_seconds: float) -> dict:
+    """Ours against plain greedy decoding of the float32 model."""
+    return {
+        "float32_greedy_s": reference["seconds"],
+        "float32_greedy_tokens_per_s": len(reference["tokens"]) / reference["seconds"],
+        "speedup_vs_float32_greedy": reference["seconds"] / ours_seconds,
+        "identical_to_float32_greedy": tokens == reference["tokens"],
+    }
 
 
 def run_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
               out=sys.stdout, float32_reference: Rewriter | None = None, pass_costs: dict | None = None) -> dict:
     """`pass_costs`: the CPU paths' pass costs and auto's pick (rewriter.cli), kept in the summary."""
-    # One warm-up pass so the first case does not pay for allocator and kernel start-up.
-    _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
+    warm_up(rewriter)
     header = TABLE_COLUMNS + (REFERENCE_COLUMNS if float32_reference else [])
     print(" | ".join(title for title, _, _ in header), file=out, flush=True)
 
@@ -251,9 +269,10 @@ def judge_answer(case: Case, answer: str, refusal: Refusal | None = None,
 
 def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, baselines: bool = False,
                    refusal: Refusal | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                   feedback: bool = False) -> dict:
+                   feedback: bool = False, branches: int = 0) -> dict:
     """One case decoded and judged; with `feedback`, a first answer that did not pass gets a
-    second try (feedback.py), judged the same way, under "feedback"."""
+    second try (feedback.py), judged the same way, under "feedback"; with `branches`, an
+    unchanged answer is branched (`apply --branches`), chosen blind, under "branched"."""
     if baselines:
         row, tokens = _measure_case(rewriter, case, max_new_tokens)
     else:
@@ -272,6 +291,9 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
         }
     answer: str = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)  # type: ignore[assignment]  # one sequence
     row = {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
+    if branches:
+        row["branched"] = _branched(rewriter, case, row, max_new_tokens, branches, refusal, timeout_s)
+        row["after_branches"] = row["branched"].get("outcome", row["outcome"])
     if feedback and row["outcome"] != "passed":
         row["feedback"] = _second_try(rewriter, case, answer, row, max_new_tokens, refusal, timeout_s)
     if feedback:
@@ -290,145 +312,36 @@ def _second_try(rewriter: Rewriter, case: Case, first_answer: str, verdict: dict
             "finish_reason": stats.finish_reason, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
 
 
+def _branched(rewriter: Rewriter, case: Case, first: dict, max_new_tokens: int | None, count: int,
+              refusal: Refusal | None, timeout_s: float) -> dict:
+    """`apply --branches` on an unchanged answer: the first branch that changes the code and that
+    the checks let through, chosen without its tests, then judged by them; {} for other answers."""
+    if first["outcome"] != "unchanged":
+        return {}
+    from ..engine import EditRequest
+
+    started = time.perf_counter()
+    request = EditRequest(SourceText.from_text(case.before).code, case.instruction, case.language,
+                          max_new_tokens=max_new_tokens)
+    tried = 0
+    for branch in rewriter.branches(request, count):
+        tried += 1
+        edited = SourceText.from_text(case.before).restore(branch.text)
+        if edited != case.before and not (refusal and refusal(case, edited)):
+            return {"tried": tried, "seconds": time.perf_counter() - started, "answer": branch.answer,
+                    **judge_answer(case, branch.answer, refusal, timeout_s)}
+    return {"tried": tried, "seconds": time.perf_counter() - started}
+
+
 def run_tests_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
                     baselines: bool = False, refusal: Refusal | None = None,
-                    timeout_s: float = DEFAULT_TIMEOUT_S, out=sys.stdout, feedback: bool = False) -> dict:
-    _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
+                    timeout_s: float = DEFAULT_TIMEOUT_S, out=sys.stdout, feedback: bool = False,
+                    branches: int = 0) -> dict:
+    warm_up(rewriter)
     columns = TESTS_TABLE_COLUMNS + (FEEDBACK_COLUMNS if feedback else [])
     print(" | ".join(title for title, _, _ in columns), file=out, flush=True)
 
     def one(case: Case) -> dict:
-        return run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s, feedback)
+        return run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s, feedback, branches)
 
     return run_cases(cases, one, format_tests_row, summarize_tests, format_tests_summary, json_path, out)
-
-
-# Sampling modes ---------------------------------------------------------------------------------
-# Separate from the greedy comparison above: token vs block verification under sampling,
-# prediction vs draft model vs both, and MJSD (which changes the output) against greedy.
-
-
-class _CountingDrafter:
-    """Counts verified drafts and accepted tokens for the mean accepted length."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.name = inner.name
-        self.drafts = 0
-        self.accepted = 0
-
-    def propose(self, tokens, prompt_length, limit):
-        return self.inner.propose(tokens, prompt_length, limit)
-
-    def feedback(self, draft, accepted):
-        self.drafts += 1
-        self.accepted += accepted
-        self.inner.feedback(draft, accepted)
-
-
-def _decode_mode(rewriter: Rewriter, prompt_ids: list[int], budget: int, drafter, verifier) -> dict:
-    counting = _CountingDrafter(drafter) if drafter is not None else None
-    tokens: list[int] = []
-    start = time.perf_counter()
-    for step in rewriter.decoder.generate(prompt_ids, counting, budget, rewriter.stop, verifier=verifier):
-        tokens.extend(step.tokens)
-        stats = step.stats
-    seconds = time.perf_counter() - start
-    return {
-        "tokens": tokens, "output_tokens": len(tokens), "seconds": seconds,
-        "tokens_per_s": len(tokens) / seconds, "forward_passes": stats.forward_passes,
-        "drafts_verified": counting.drafts if counting else 0,
-        "mean_accepted_length": counting.accepted / counting.drafts if counting and counting.drafts else 0.0,
-        "accepted_prediction_tokens": stats.accepted_prediction_tokens,
-        "accepted_draft_tokens": stats.accepted_draft_tokens,
-    }
-
-
-def perplexity(rewriter: Rewriter, prompt_ids: list[int], output: list[int]) -> float:
-    """exp(mean negative log-likelihood) of `output` after the prompt, under the target model."""
-    model = rewriter.loaded.model
-    ids = torch.tensor([prompt_ids + output], device=rewriter.loaded.device)
-    with torch.inference_mode():
-        logits = model(input_ids=ids, logits_to_keep=len(output) + 1).logits[0, :-1].float()
-    logp = torch.log_softmax(logits, -1).gather(1, torch.tensor(output, device=logits.device)[:, None])
-    return float(torch.exp(-logp.mean()))
-
-
-def run_sampling_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, params,
-                      draft=None, mjsd_tau: float | None = None) -> dict:
-    """One case decoded in each sampling mode that the settings ask for."""
-    from dataclasses import replace
-
-    from drafters.draft_model import PredictionThenModelDrafter
-
-    from ..decoding.sampling import make_verifier, model_drafter
-
-    code = SourceText.from_text(case.before).code
-    prompt_ids, prediction, budget = rewriter.plan(code, case.instruction, case.language, None, max_new_tokens)
-    modes: dict[str, dict] = {}
-
-    def verifier(kind: str | None = None):
-        return make_verifier(replace(params, verification=kind) if kind else params)
-
-    modes["plain"] = _decode_mode(rewriter, prompt_ids, budget, None, verifier())
-    if not params.greedy:
-        for verification in ("token", "block"):
-            modes[f"prediction/{verification}"] = _decode_mode(rewriter, prompt_ids, budget,
-                                                              rewriter.drafter(prediction), verifier(verification))
-    if draft is not None:
-        def small():
-            return model_drafter(rewriter, draft, params)
-
-        kinds = ("token", "block") if not params.greedy else (None,)
-        for kind in kinds:
-            suffix = f"/{kind}" if kind else ""
-            if params.greedy:
-                modes["prediction"] = _decode_mode(rewriter, prompt_ids, budget, rewriter.drafter(prediction),
-                                                   verifier())
-            modes[f"draft_model{suffix}"] = _decode_mode(rewriter, prompt_ids, budget, small(), verifier(kind))
-            modes[f"both{suffix}"] = _decode_mode(
-                rewriter, prompt_ids, budget, PredictionThenModelDrafter(rewriter.drafter(prediction), small()),
-                verifier(kind))
-    if mjsd_tau is not None and draft is not None:
-        from ..decoding.mjsd import MJSDVerifier
-
-        if params.greedy:
-            greedy = modes["plain"]
-        else:
-            greedy = modes["greedy"] = _decode_mode(rewriter, prompt_ids, budget, None, None)
-        mjsd = _decode_mode(rewriter, prompt_ids, budget,
-                            PredictionThenModelDrafter(rewriter.drafter(prediction),
-                                                       model_drafter(rewriter, draft, params, beam=True)),
-                            MJSDVerifier(mjsd_tau))
-        modes["mjsd"] = mjsd
-        mjsd["perplexity"] = perplexity(rewriter, prompt_ids, mjsd["tokens"])
-        greedy["perplexity"] = perplexity(rewriter, prompt_ids, greedy["tokens"])
-        mjsd["identical_to_greedy"] = mjsd["tokens"] == greedy["tokens"]
-    plain_rate = modes["plain"]["tokens_per_s"]
-    for result in modes.values():
-        result["speedup_vs_plain"] = result["tokens_per_s"] / plain_rate
-        del result["tokens"]
-    return {"id": case.id, "prompt_tokens": len(prompt_ids), "prediction_tokens": len(prediction), "modes": modes}
-
-
-def run_sampling_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, params,
-                       draft=None, mjsd_tau: float | None = None, json_path: str | None = None,
-                       out=sys.stdout) -> dict:
-    _prefill_seconds(rewriter, rewriter.tokenizer.encode("def warm_up():\n    return 1\n") * 8)
-    rows = []
-    for case in cases:
-        row = run_sampling_case(rewriter, case, max_new_tokens, params, draft, mjsd_tau)
-        rows.append(row)
-        for name, result in row["modes"].items():
-            extra = f", perplexity {result['perplexity']:.3f}" if "perplexity" in result else ""
-            print(f"{case.id.rsplit('/', 1)[-1]} {name}: {result['output_tokens']} tokens, "
-                  f"{result['tokens_per_s']:.2f} tok/s ({result['speedup_vs_plain']:.2f}x plain), "
-                  f"mean accepted {result['mean_accepted_length']:.2f} over {result['drafts_verified']} drafts, "
-                  f"{result['forward_passes']} passes{extra}", file=out, flush=True)
-        if json_path:
-            Path(json_path).write_text(json.dumps({"cases": rows}, indent=2) + "\n", encoding="utf-8")
-    summary = summarize_sampling(rows)
-    print("medians: " + json.dumps(summary, indent=1), file=out, flush=True)
-    if json_path:
-        Path(json_path).write_text(json.dumps({"summary": summary, "cases": rows}, indent=2) + "\n", encoding="utf-8")
-    return {"summary": summary, "cases": rows}

@@ -15,6 +15,7 @@ from .cases import Case, load_cases, select
 
 if TYPE_CHECKING:
     from ..decoding.rewrite import Rewriter
+    from ..weights.models import LoadedModel
     from .snippet_cases import SnippetCase
 
 Say = Callable[[str], None]
@@ -24,22 +25,11 @@ LoadRewriter = Callable[..., "Rewriter"]
 
 def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRewriter, say: Say) -> int:
     """The exit code: 0 done, 1 a server failed, 2 options that do not go together or no cases."""
-    if args.every is not None and args.every < 1:
-        say("--every takes a whole number of at least 1")
-        return 2
-    if args.feedback and not args.tests:
-        say("--feedback is for --tests: a second try after the first answer's test output")
+    if not _counts_fit(args, say):
         return 2
     sampling = params != SamplingParams() or bool(args.draft_model) or args.mjsd is not None
     if args.random_weights:
-        from .random_weights import random_weights_bench
-
-        if args.cases or args.snippets or args.endpoint or sampling or args.tests:
-            say("--random-weights measures greedy decoding on random models: it takes no cases, servers, "
-                "sampling or test options")
-            return 2
-        return random_weights_bench(args.random_weights.split(","), args.device, args.prompt_tokens,
-                                    args.max_new_tokens or 512, args.reps, args.json, say)
+        return _random_weights_bench(args, sampling, say)
     if args.snippets:
         return _snippet_bench(args, load, sampling, say)
     if args.model_merge or args.model_only or args.styles or args.random_style:
@@ -55,6 +45,35 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
             say("no cases selected")
             return 2
         return _endpoint_bench(args, cases, sampling, say, args.json)[0]
+    return _local_bench(args, cases, params, sampling, load, say)
+
+
+def _counts_fit(args: argparse.Namespace, say: Say) -> bool:
+    """Whether --every and --feedback are given as every run takes them; if not, says why."""
+    if args.every is not None and args.every < 1:
+        say("--every takes a whole number of at least 1")
+        return False
+    if args.feedback and not args.tests:
+        say("--feedback is for --tests: a second try after the first answer's test output")
+        return False
+    return True
+
+
+def _random_weights_bench(args: argparse.Namespace, sampling: bool, say: Say) -> int:
+    """Greedy decoding timed on random models at the named shapes."""
+    from .random_weights import random_weights_bench
+
+    if args.cases or args.snippets or args.endpoint or sampling or args.tests:
+        say("--random-weights measures greedy decoding on random models: it takes no cases, servers, "
+            "sampling or test options")
+        return 2
+    return random_weights_bench(args.random_weights.split(","), args.device, args.prompt_tokens,
+                                args.max_new_tokens or 512, args.reps, args.json, say)
+
+
+def _local_bench(args: argparse.Namespace, cases: list[Case], params: SamplingParams, sampling: bool,
+                 load: LoadRewriter, say: Say) -> int:
+    """The cases decoded by a model loaded here: edit quality, the integrity check, sampling or speed."""
     if args.compare and not args.tests:
         say("--compare is for --tests: each model and path's edits judged by the cases' tests")
         return 2
@@ -62,10 +81,7 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
         if sampling:
             say("--tests measures greedy decoding; leave out the sampling and draft-model options")
             return 2
-        with_tests = [case for case in cases if case.tests]
-        if len(with_tests) < len(cases):
-            say(f"{len(cases) - len(with_tests)} cases without tests left out")
-        cases = with_tests
+        cases = _with_tests(cases, say)
     rewriter = load(args, prefix_cache=args.integrity)  # functions of one file share a prefix
     if args.max_file_tokens:
         cases = [c for c in cases if len(rewriter.tokenizer.encode(c.before)) <= args.max_file_tokens]
@@ -84,6 +100,14 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
     if sampling:
         return _sampling_bench(args, rewriter, cases, params, say)
     return _speed_bench(args, rewriter, cases, say)
+
+
+def _with_tests(cases: list[Case], say: Say) -> list[Case]:
+    """The cases that have tests; says how many were left out."""
+    with_tests = [case for case in cases if case.tests]
+    if len(with_tests) < len(cases):
+        say(f"{len(cases) - len(with_tests)} cases without tests left out")
+    return with_tests
 
 
 def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool, say: Say) -> int:
@@ -217,7 +241,7 @@ def _endpoint_bench(args: argparse.Namespace, cases: list[Case], sampling: bool,
 
 
 def _speed_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case], say: Say) -> int:
-    from ..engines import EngineSettings, load_rewriter
+    from ..engine_factory import EngineSettings, load_rewriter
     from .bench import run_bench
 
     reference = None
@@ -263,7 +287,7 @@ def _tests_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case]
             + ("; a second try after feedback where the first did not pass" if args.feedback else ""))
         report = run_tests_bench(rewriter, cases, args.max_new_tokens, None if args.compare else args.json,
                                  baselines=args.baselines, refusal=integrity_refusal, timeout_s=args.test_timeout,
-                                 feedback=args.feedback)
+                                 feedback=args.feedback, branches=args.branches)
         reports.append({"model": name, **report})
     if args.compare:
         from .summary import cascade, format_cascade, format_tests_side_by_side
@@ -279,15 +303,9 @@ def _tests_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case]
 
 def _sampling_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case], params: SamplingParams,
                     say: Say) -> int:
-    from ..weights.models import load_model
-    from .bench import run_sampling_bench
+    from .sampling_bench import run_sampling_bench
 
-    draft = None
-    if args.draft_model:
-        from drafters.draft_model import check_same_tokenizer
-
-        draft = load_model(args.draft_model, device=args.device, dtype=args.dtype, progress=say)
-        check_same_tokenizer(rewriter.tokenizer, draft.tokenizer)
+    draft = _draft_model(args, rewriter, say) if args.draft_model else None
     if args.mjsd is not None:
         from ..decoding.mjsd import WARNING
 
@@ -296,3 +314,15 @@ def _sampling_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Ca
         "prediction vs draft model vs both, MJSD vs greedy (as the flags ask)")
     run_sampling_bench(rewriter, cases, args.max_new_tokens, params, draft, args.mjsd, args.json)
     return 0
+
+
+def _draft_model(args: argparse.Namespace, rewriter: Rewriter, say: Say) -> LoadedModel:
+    """The --draft-model, loaded as the target is; it must share the target's tokenizer."""
+    from drafters.draft_model import check_same_tokenizer
+
+    from ..engine_factory import EngineSettings, load_draft_model
+
+    draft = load_draft_model(EngineSettings(device=args.device, dtype=args.dtype, draft_model=args.draft_model), say)
+    assert draft is not None  # the settings name one
+    check_same_tokenizer(rewriter.tokenizer, draft.tokenizer)
+    return draft

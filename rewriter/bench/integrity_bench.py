@@ -16,14 +16,19 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from statistics import median
 
 from ..edits.checks.integrity import FileIntegrity, lost_bodies, lost_definitions, significant
 from ..edits.checks.syntax import compile_regression
+from ..edits.definitions import definitions
 from ..edits.node_kinds import grammar_for
-from ..edits.pipeline import CUT, TargetEdit
-from ..edits.scopes import SyntaxTree, definitions, select_nodes
+from ..edits.pipeline import Refusal, TargetEdit
+from ..edits.scopes import SyntaxTree, select_nodes
+from ..edits.target import Target
+from ..results import RewriteResult
 from .cases import Case
 
 INSTRUCTIONS = (
@@ -77,63 +82,77 @@ def run_integrity_bench(rewriter, cases: list[Case], spans_wanted: int, max_new_
                         json_path: str | None,
                         say=lambda message: print(message, file=sys.stderr)) -> list[SpanOutcome]:
     outcomes: list[SpanOutcome] = []
-    turn = 0
-    for case in cases:
-        if len(outcomes) >= spans_wanted:
-            break
-        grammar = grammar_for(case.language)
-        if grammar is None:
+    for turn, (case, grammar, check, span) in enumerate(islice(_functions(cases), spans_wanted)):
+        instruction = INSTRUCTIONS[turn % len(INSTRUCTIONS)]
+        outcome = SpanOutcome(case.id, span.label(), instruction, "failed")
+        outcomes.append(outcome)
+        edit = TargetEdit(span, instruction, integrity=check)
+        result = _rewrite(rewriter, edit, case, span, outcome, max_new_tokens, say)
+        if result is None:
             continue
-        text = case.before
-        tree = SyntaxTree(text, grammar)
-        if tree.has_errors():
-            continue
-        check = FileIntegrity(text, grammar)
-        for span in select_nodes(tree, "function"):
-            if len(outcomes) >= spans_wanted:
-                break
-            instruction = INSTRUCTIONS[turn % len(INSTRUCTIONS)]
-            turn += 1
-            outcome = SpanOutcome(case.id, span.label(), instruction, "failed")
-            outcomes.append(outcome)
-            edit = TargetEdit(span, instruction, integrity=check)
-            try:
-                result = rewriter.rewrite(edit.code, instruction, case.language, context=edit.context(),
-                                          max_new_tokens=max_new_tokens)
-            except Exception as error:  # noqa: BLE001 - one span's failure is counted, not fatal
-                outcome.reason = f"{type(error).__name__}: {error}"
-                say(f"{case.id} {span.label()}: failed: {outcome.reason}")
-                continue
-            outcome.seconds = result.stats.total_s
-            outcome.output_tokens = result.stats.output_tokens
-            outcome.forward_passes = result.stats.forward_passes
-            outcome.echo_dropped_chars = result.stats.echo_dropped_chars
-            outcome.finish_reason = result.stats.finish_reason
-            outcome.answer = result.answer
-            started = time.perf_counter()
-            # Judged as every front end judges (integrity check, syntax guard, lint check).
-            verdict = edit.finish(result.text, result.stats.finish_reason)
-            outcome.check_ms = (time.perf_counter() - started) * 1000
-            if verdict.refusal == CUT:
-                outcome.reason = "stopped at the token limit"
-                say(f"{case.id} {span.label()}: {outcome.reason}")
-                if json_path:
-                    _write_json(json_path, outcomes)
-                continue
-            outcome.verdict, outcome.reason = verdict.status, verdict.reason
-            outcome.changed = (verdict.refused_text if verdict.refused else verdict.text) != edit.original
-            if not verdict.refused:
-                new_file = text[: span.start] + verdict.text + text[span.end:]
-                outcome.damage = audit(text, new_file, grammar, instruction)
-            say(f"{case.id} {span.label()}: {verdict.status}" + ("" if outcome.changed else " (unchanged)")
-                + (f": {verdict.reason}" if verdict.reason else "")
-                + (f"  DAMAGE: {outcome.damage}" if outcome.damage else ""))
-            if json_path:  # after every span: a long run stopped early still leaves its figures
-                _write_json(json_path, outcomes)
+        _judge(edit, result, case, span, grammar, outcome, say)
+        if json_path:  # after every span: a long run stopped early still leaves its figures
+            _write_json(json_path, outcomes)
     print(summary(outcomes))
     if json_path:
         _write_json(json_path, outcomes)
     return outcomes
+
+
+def _functions(cases: list[Case]) -> Iterator[tuple[Case, str, FileIntegrity, Target]]:
+    """Each function of the files that parse, with the file's grammar and integrity check; lazily,
+    so that no file past the last span wanted is parsed."""
+    for case in cases:
+        grammar = grammar_for(case.language)
+        if grammar is None:
+            continue
+        tree = SyntaxTree(case.before, grammar)
+        if tree.has_errors():
+            continue
+        check = FileIntegrity(case.before, grammar)
+        for span in select_nodes(tree, "function"):
+            yield case, grammar, check, span
+
+
+def _rewrite(rewriter, edit: TargetEdit, case: Case, span: Target, outcome: SpanOutcome, max_new_tokens: int | None,
+             say) -> RewriteResult | None:
+    """The model's answer for one span, its figures kept in `outcome`; None if it failed (the reason kept)."""
+    try:
+        result = rewriter.rewrite(edit.code, outcome.instruction, case.language, context=edit.context(),
+                                  max_new_tokens=max_new_tokens)
+    except Exception as error:  # noqa: BLE001 - one span's failure is counted, not fatal
+        outcome.reason = f"{type(error).__name__}: {error}"
+        say(f"{case.id} {span.label()}: failed: {outcome.reason}")
+        return None
+    outcome.seconds = result.stats.total_s
+    outcome.output_tokens = result.stats.output_tokens
+    outcome.forward_passes = result.stats.forward_passes
+    outcome.echo_dropped_chars = result.stats.echo_dropped_chars
+    outcome.finish_reason = result.stats.finish_reason
+    outcome.answer = result.answer
+    return result
+
+
+def _judge(edit: TargetEdit, result: RewriteResult, case: Case, span: Target, grammar: str, outcome: SpanOutcome,
+           say) -> None:
+    """The answer's verdict in `outcome`; an applied one is audited on the whole file too."""
+    started = time.perf_counter()
+    # Judged as every front end judges (integrity check, syntax guard, lint check).
+    verdict = edit.finish(result.text, result.stats.finish_reason)
+    outcome.check_ms = (time.perf_counter() - started) * 1000
+    if verdict.refusal == Refusal.CUT:
+        outcome.reason = "stopped at the token limit"
+        say(f"{case.id} {span.label()}: {outcome.reason}")
+        return
+    outcome.verdict, outcome.reason = verdict.status, verdict.reason
+    outcome.changed = (verdict.refused_text if verdict.refused else verdict.text) != edit.original
+    if not verdict.refused:
+        text = case.before
+        new_file = text[: span.start] + verdict.text + text[span.end:]
+        outcome.damage = audit(text, new_file, grammar, outcome.instruction)
+    say(f"{case.id} {span.label()}: {verdict.status}" + ("" if outcome.changed else " (unchanged)")
+        + (f": {verdict.reason}" if verdict.reason else "")
+        + (f"  DAMAGE: {outcome.damage}" if outcome.damage else ""))
 
 
 def _write_json(path: str, outcomes: list[SpanOutcome]) -> None:

@@ -143,7 +143,24 @@ def summarize_tests(rows: list[dict]) -> dict:
         summary["median_speedup_vs_greedy"] = statistics.median(row["speedup_vs_greedy"] for row in rows)
     if rows and "after_feedback" in rows[0]:
         summary["feedback"] = summarize_feedback(rows)
+    if rows and "after_branches" in rows[0]:
+        summary["branches"] = summarize_branches(rows)
     return summary
+
+
+def summarize_branches(rows: list[dict]) -> dict:
+    """`--branches`: the outcomes once unchanged answers were branched, and what the branches cost."""
+    branched = [row["branched"] for row in rows if row["branched"]]
+    return {
+        "passed": sum(row["after_branches"] == "passed" for row in rows),
+        "unchanged": sum(row["after_branches"] == "unchanged" for row in rows),
+        "refused": sum(row["after_branches"] == "refused" for row in rows),
+        "false_refusals": sum(bool(row["branched"].get("refused_tests_passed")) for row in rows if row["branched"]),
+        "cases_branched": len(branched),
+        "changed_by_a_branch": sum("outcome" in b for b in branched),
+        "branches_decoded": sum(b["tried"] for b in branched),
+        "branch_s": sum(b["seconds"] for b in branched),
+    }
 
 
 def summarize_feedback(rows: list[dict]) -> dict:
@@ -168,6 +185,13 @@ TESTS_TABLE_COLUMNS = [
     ("outcome", "outcome", "{}"),
 ]
 FEEDBACK_COLUMNS = [("after feedback", "after_feedback", "{}")]
+
+
+def format_branches(branches: dict) -> str:
+    return (f"after branching unchanged answers: passed {branches['passed']}, unchanged {branches['unchanged']}, "
+            f"refused {branches['refused']} ({branches['false_refusals']} false); {branches['cases_branched']} "
+            f"cases branched, {branches['changed_by_a_branch']} changed, {branches['branches_decoded']} branches "
+            f"decoded in {branches['branch_s']:.1f} s")
 
 
 def format_tests_summary(summary: dict) -> str:
@@ -195,6 +219,8 @@ def format_tests_summary(summary: dict) -> str:
                      f"({100 * after['pass_rate']:.1f}%) against {summary['tests_passed']} blind; {outcomes}; "
                      f"false refusals {after['false_refusals']}; {after['output_tokens']} more tokens in "
                      f"{after['decode_s']:.1f}s")
+    if "branches" in summary:
+        lines.append(format_branches(summary["branches"]))
     return "\n".join(lines)
 
 

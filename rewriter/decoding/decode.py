@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import DynamicCache
 
-from drafters.base import Drafter
+from drafters.base import Draft, Drafter
 
 from ..lookahead import Lookahead
 from ..passes import PassCosts, decoding_passes, has_int8_attention, has_row_independent_prompts, prompt_passes
@@ -158,29 +158,28 @@ class Decoder:
 
     def generate(self, prompt: Sequence[int], drafter: Drafter | None, max_new_tokens: int,
                  stop: StopCheck | None = None, verifier: Verifier | None = None,
-                 narrow_from: int | None = None) -> Iterator[Step]:
+                 narrow_from: int | None = None, forced: Sequence[int] = ()) -> Iterator[Step]:
         """Decode after `prompt`, yielding a Step each time tokens are accepted.
 
         `verifier` overrides the decoder's own for this request (e.g. one seeded sampler).
+        `forced`: the output's first tokens, given instead of chosen (a branch of an earlier
+        answer); what follows them is decoded as after a prompt that ends with them.
         `narrow_from`: the prompt's positions from here on are computed as decoding passes, as a
         chat that keeps its cache computed an earlier answer (a conversation's next turn), so the
         cache of that answer's decoding is what a cold prefill computes too. Default: none of them.
         """
-        if not prompt:
-            raise ValueError("the prompt is empty")
-        if max_new_tokens < 1:
-            raise ValueError("max_new_tokens must be at least 1")
+        _check_request(prompt, max_new_tokens)
         verifier = verifier or self.verifier
         start = time.perf_counter()
         stats = Stats(prompt_tokens=len(prompt))
         prompt = list(prompt)
         bound = len(prompt) if narrow_from is None else narrow_from
-        cache, logits = self._prefill(prompt, stats, bound, max_new_tokens)
-        first = verifier.first_token(logits)
-        stats.forward_passes = 1
-        stats.prefill_s = stats.ttft_s = time.perf_counter() - start
+        if len(forced) > max_new_tokens:
+            raise ValueError("more forced tokens than max_new_tokens")
+        # The cache takes the forced tokens but the last, which the first pass feeds as it does a chosen one.
+        cache, first = self._first_token(prompt + list(forced[:-1]), bound, max_new_tokens, verifier, stats, start)
         output: list[int] = []
-        pending = [first]
+        pending = list(forced) or [first]
         source = None  # the drafter of the tokens in `pending`
         text = _Detokenizer(self.tokenizer)
         while True:
@@ -188,49 +187,57 @@ class Decoder:
             output.extend(pending)
             keep = self._finish(output, before, max_new_tokens, stop, stats)
             if keep is not None:
-                # Accepted draft tokens past the end were never used: do not count them.
-                unused = max(0, len(output) - keep - 1)
-                stats.accepted_draft_tokens -= unused
-                if source == "prediction":
-                    stats.accepted_prediction_tokens -= unused
-                del output[keep:]
+                _drop_past_end(output, keep, source, stats)
             stats.output_tokens = len(output)
             stats.total_s = time.perf_counter() - start
-            if keep is not None and self.prefix_cache:  # the next turn of a conversation reuses the answer too
-                held = min(cache.get_seq_length(), len(prompt) + len(output))
-                if cache.get_seq_length() > held:  # a stop kept fewer tokens than were fed
-                    cache.crop(held - cache.get_seq_length())
-                self.prefix_cache.store((prompt + output)[:held], cache, bound)
+            if keep is not None:
+                self._keep_answer(prompt, output, cache, bound)
             yield Step(tokens=output[before:], text=text.settle(output, final=keep is not None),
                        stats=stats, done=keep is not None)
             if keep is not None:
                 return
+            pending, source = self._decoding_pass(prompt, output, cache, drafter, verifier, max_new_tokens, stats)
 
-            room = max_new_tokens - len(output) - 1  # the step's own next token takes one
-            draft = drafter.propose(prompt + output, len(prompt), room) if drafter and room > 0 else None
-            context = len(prompt) + len(output)
-            draft = self.lookahead.fit(draft, room, context)
-            drafted = draft.tokens if draft else []
-            step_start = time.perf_counter()
-            logits = self._forward([output[-1]] + drafted, cache)
-            if draft is None:
-                accepted, following = 0, verifier.first_token(logits[-1])
-            else:
-                accepted, following = verifier.verify(logits, draft)
-                assert drafter is not None  # it made the draft
-                drafter.feedback(draft, accepted)
-            rejected = len(drafted) - accepted
-            if rejected:
-                cache.crop(-rejected)
-            self.lookahead.record(len(drafted) + 1, time.perf_counter() - step_start, context)
-            stats.forward_passes += 1
-            stats.accepted_draft_tokens += accepted
-            stats.rejected_draft_tokens += rejected
-            if draft is not None and draft.source == "prediction":
-                stats.accepted_prediction_tokens += accepted
-                stats.rejected_prediction_tokens += rejected
-            pending = drafted[:accepted] + [following]
-            source = draft.source if draft else None
+    def _first_token(self, prompt: list[int], bound: int, max_new_tokens: int, verifier: Verifier, stats: Stats,
+                     start: float) -> tuple[Cache, int]:
+        """The prompt's cache and the token after it; the prefill counts as the first pass."""
+        cache, logits = self._prefill(prompt, stats, bound, max_new_tokens)
+        first = verifier.first_token(logits)
+        stats.forward_passes = 1
+        stats.prefill_s = stats.ttft_s = time.perf_counter() - start
+        return cache, first
+
+    def _keep_answer(self, prompt: list[int], output: list[int], cache: Cache, bound: int) -> None:
+        """Keep the finished answer's cache: the next turn of a conversation reuses the answer too."""
+        if not self.prefix_cache:
+            return
+        held = min(cache.get_seq_length(), len(prompt) + len(output))
+        if cache.get_seq_length() > held:  # a stop kept fewer tokens than were fed
+            cache.crop(held - cache.get_seq_length())
+        self.prefix_cache.store((prompt + output)[:held], cache, bound)
+
+    def _decoding_pass(self, prompt: list[int], output: list[int], cache: Cache, drafter: Drafter | None,
+                       verifier: Verifier, max_new_tokens: int, stats: Stats) -> tuple[list[int], str | None]:
+        """One forward pass over the last token and a draft: the tokens it settles, and who drafted them."""
+        room = max_new_tokens - len(output) - 1  # the pass's own next token takes one
+        draft = drafter.propose(prompt + output, len(prompt), room) if drafter and room > 0 else None
+        context = len(prompt) + len(output)
+        draft = self.lookahead.fit(draft, room, context)
+        drafted = draft.tokens if draft else []
+        pass_start = time.perf_counter()
+        logits = self._forward([output[-1]] + drafted, cache)
+        if draft is None:
+            accepted, following = 0, verifier.first_token(logits[-1])
+        else:
+            accepted, following = verifier.verify(logits, draft)
+            assert drafter is not None  # it made the draft
+            drafter.feedback(draft, accepted)
+        rejected = len(drafted) - accepted
+        if rejected:
+            cache.crop(-rejected)
+        self.lookahead.record(len(drafted) + 1, time.perf_counter() - pass_start, context)
+        _count_pass(stats, draft, accepted, rejected)
+        return drafted[:accepted] + [following], (draft.source if draft else None)
 
     def _finish(self, output: list[int], checked: int, max_new_tokens: int,
                 stop: StopCheck | None, stats: Stats) -> int | None:
@@ -248,6 +255,34 @@ class Decoder:
             stats.finish_reason = "length"
             return max_new_tokens
         return None
+
+
+def _check_request(prompt: Sequence[int], max_new_tokens: int) -> None:
+    """Refuse a request that cannot be decoded."""
+    if not prompt:
+        raise ValueError("the prompt is empty")
+    if max_new_tokens < 1:
+        raise ValueError("max_new_tokens must be at least 1")
+
+
+def _drop_past_end(output: list[int], keep: int, source: str | None, stats: Stats) -> None:
+    """Cut `output` to its first `keep` tokens."""
+    # Accepted draft tokens past the end were never used: do not count them.
+    unused = max(0, len(output) - keep - 1)
+    stats.accepted_draft_tokens -= unused
+    if source == "prediction":
+        stats.accepted_prediction_tokens -= unused
+    del output[keep:]
+
+
+def _count_pass(stats: Stats, draft: Draft | None, accepted: int, rejected: int) -> None:
+    """Add one decoding pass and what it made of its draft to `stats`."""
+    stats.forward_passes += 1
+    stats.accepted_draft_tokens += accepted
+    stats.rejected_draft_tokens += rejected
+    if draft is not None and draft.source == "prediction":
+        stats.accepted_prediction_tokens += accepted
+        stats.rejected_prediction_tokens += rejected
 
 
 class _Detokenizer:

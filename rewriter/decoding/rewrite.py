@@ -1,17 +1,18 @@
 """One rewrite on the local model: prompt ids, prediction, speculative decoding, the answer as it settles."""
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from drafters import Drafter, rewrite_drafter
 from drafters.draft_model import PredictionThenModelDrafter
 
-from ..answer import AnswerStream, closing_fence_end, echo_scan
+from ..answer import AnswerStream, NoCodeBlock, closing_fence_end, echo_scan
 from ..engine import EditRequest, SamplingParams, Turn, require_instruction
 from ..prompt import RewritePrompt, build_prompt, first_turn, prediction_ids
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
+from .branches import HesitationRecorder
 from .decode import Decoder, Stats, StopCheck
 from .prefix_cache import PREFIX_CACHE_BYTES
 from .sampling import make_verifier, model_drafter
@@ -103,6 +104,10 @@ class Rewriter:
 
             check_same_tokenizer(self.tokenizer, draft.tokenizer)
 
+    @property
+    def dtype(self) -> str:
+        return self.loaded.dtype
+
     def encode_messages(self, messages: list[dict]) -> list[int]:
         encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
         ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded  # type: ignore[index]  # a BatchEncoding
@@ -171,12 +176,14 @@ class Rewriter:
         return encoded, prediction, min(wanted, room)
 
     def stream(self, request: EditRequest, *, drafter: Callable[[list[int]], Drafter] | None = None,
-               verifier: Verifier | None = None) -> Generator[Progress | RewriteResult, None, None]:
+               verifier: Verifier | None = None,
+               forced: Sequence[int] = ()) -> Generator[Progress | RewriteResult, None, None]:
         """Yield the answer's text as it settles (answer.AnswerStream), then the RewriteResult.
 
         The request's sampling (default greedy) picks the verifier; `drafter` maps the
         prediction's ids to the request's drafter (default: prediction plus prompt lookup);
-        `verifier` overrides the one sampling picks (MJSD's, which changes the output).
+        `verifier` overrides the one sampling picks (MJSD's, which changes the output);
+        `forced`: the answer's first tokens, given rather than chosen (a branch).
         """
         require_instruction(request.instruction)
         answer = AnswerStream(request, prefilled=True)
@@ -199,7 +206,7 @@ class Rewriter:
         if request.conversation:
             narrow_from = len(self.encode_prompt(first_turn(request.language, request.context, request.conversation)))
         for step in self.decoder.generate(encoded.ids, drafts, budget, stop, verifier=verifier,
-                                          narrow_from=narrow_from):
+                                          narrow_from=narrow_from, forced=forced):
             stats = step.stats
             settled = answer.feed(step.text)
             if settled:
@@ -207,6 +214,23 @@ class Rewriter:
         if stop.cut is not None:
             answer.echo_stopped(stop.cut, stop.dropped)
         yield from answer.finish(stats)
+
+    def branches(self, request: EditRequest, count: int) -> Iterator[RewriteResult]:
+        """Up to `count` further greedy answers to `request`, each branching from the greedy answer
+        where the model came closest to another token (decoding/branches.py), closest first.
+
+        The greedy answer is decoded again to see where the model hesitated: the prompt's cache is
+        kept, and an answer that copies the prediction (why branches are asked for) takes few passes.
+        """
+        if request.sampling is not None and not request.sampling.greedy:
+            raise ValueError("branches follow greedy decoding: leave the temperature at 0")
+        recorder = HesitationRecorder()
+        first = _result(self.stream(request, verifier=recorder))
+        for point in recorder.branch_points(first.stats.output_tokens, count, self.decoder.eos_ids):
+            try:
+                yield _result(self.stream(request, forced=recorder.forced(point)))
+            except NoCodeBlock:
+                continue  # a branch that closed its code block before it opened: no answer
 
     def prefill(self, request: EditRequest, stopped: Callable[[], bool] = lambda: False,
                 code_known: bool = True) -> int:
@@ -226,13 +250,18 @@ class Rewriter:
                 conversation: tuple[Turn, ...] = (), **decoding) -> RewriteResult:
         """The whole result of one request (scripts and benchmarks; front ends stream)."""
         request = EditRequest(code, instruction, language, context, max_new_tokens, sampling, conversation)
-        for event in self.stream(request, **decoding):
-            if isinstance(event, RewriteResult):
-                return event
-        raise AssertionError("stream ended without a result")
+        return _result(self.stream(request, **decoding))
 
     def load(self, say: Callable[[str], None]) -> None:
         """Loaded already (the Engine interface)."""
 
     def close(self) -> None:
         """Nothing to free: the model stays loaded for whoever holds it."""
+
+
+def _result(events: Iterator[Progress | RewriteResult]) -> RewriteResult:
+    """The result at the end of a stream."""
+    for event in events:
+        if isinstance(event, RewriteResult):
+            return event
+    raise AssertionError("stream ended without a result")

@@ -21,15 +21,25 @@ cut answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ..answer import NoCodeBlock, extract_code
 from ..prompt import SourceText, common_indent
-from .checks.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
+from .checks.integrity import FileIntegrity, Status
+from .definitions import guess_language
 from .node_kinds import grammar_for
-from .scopes import guess_language
 from .target import Target
 
-CUT, INTEGRITY, SYNTAX, LINT = "cut", "integrity", "syntax", "lint"  # why a Decision refused
+
+class Refusal(StrEnum):
+    """Which step refused an answer (a Decision's `refusal`)."""
+
+    CUT = "cut"  # it stopped at the token limit
+    INTEGRITY = "integrity"
+    SYNTAX = "syntax"
+    LINT = "lint"
+
+
 CUT_REASON = "the answer stopped at the token limit"
 
 
@@ -37,21 +47,21 @@ CUT_REASON = "the answer stopped at the token limit"
 class Decision:
     """What becomes of one answer for one span."""
 
-    status: str  # APPLIED, STRIPPED (an echo of the file removed) or REFUSED
+    status: Status
     text: str  # the span's text to apply; the original span when refused
     reason: str = ""  # refused: why; stripped: what was removed; forced: what was overridden
     refused_text: str | None = None  # refused: the span's text had the answer been applied
-    refusal: str = ""  # refused: CUT, INTEGRITY, SYNTAX or LINT
+    refusal: Refusal | None = None  # refused: which step refused it
     forced: bool = False  # applied although the integrity or the lint check refused it (--force)
 
     @property
     def refused(self) -> bool:
-        return self.status == REFUSED
+        return self.status == Status.REFUSED
 
     @property
     def may_force(self) -> bool:
         """Whether a user may apply the refused text anyway: never a cut answer."""
-        return self.refused and self.refusal != CUT
+        return self.refused and self.refusal != Refusal.CUT
 
 
 class TargetEdit:
@@ -111,22 +121,23 @@ class TargetEdit:
         """Judge the engine's answer (its code, RewriteResult.text) for this span."""
         new = self.final_text(answer_text)
         if new == self.original:
-            return Decision(APPLIED, new)
+            return Decision(Status.APPLIED, new)
         if finish_reason == "length":
-            return Decision(REFUSED, self.original, CUT_REASON, refused_text=new, refusal=CUT)
+            return Decision(Status.REFUSED, self.original, CUT_REASON, refused_text=new, refusal=Refusal.CUT)
         verdict = self.integrity.check(self.start, self.end, new, self.judged_instruction)
         if verdict.refused and not force:
-            return Decision(REFUSED, self.original, verdict.reason, refused_text=verdict.text, refusal=INTEGRITY)
+            return Decision(Status.REFUSED, self.original, verdict.reason, refused_text=verdict.text,
+                            refusal=Refusal.INTEGRITY)
         new = verdict.text
         if not allow_syntax_errors and new != self.original:
             problem = self.integrity.syntax.problem(self.start, self.end, new)
             if problem is not None:
-                return Decision(REFUSED, self.original, f"the rewrite does not parse ({problem.describe()})",
-                                refused_text=new, refusal=SYNTAX)
+                return Decision(Status.REFUSED, self.original, f"the rewrite does not parse ({problem.describe()})",
+                                refused_text=new, refusal=Refusal.SYNTAX)
         lint = self.lint_problem(new)
         if lint and not force:
-            return Decision(REFUSED, self.original, lint, refused_text=new, refusal=LINT)
-        status = STRIPPED if verdict.status == STRIPPED else APPLIED
+            return Decision(Status.REFUSED, self.original, lint, refused_text=new, refusal=Refusal.LINT)
+        status = Status.STRIPPED if verdict.status == Status.STRIPPED else Status.APPLIED
         forced = "; ".join(reason for reason in (verdict.reason if verdict.refused else "", lint) if reason)
         return Decision(status, new, forced or verdict.reason, forced=bool(forced))
 

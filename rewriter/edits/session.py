@@ -19,14 +19,14 @@ from dataclasses import dataclass, field, replace
 from ..engine import EditRequest, Engine, SamplingParams, Turn
 from ..prompt import fence_for
 from ..results import RewriteResult, Stats
-from .checks.integrity import APPLIED, FileIntegrity
+from .checks.integrity import FileIntegrity, Status
 from .hunks import Hunk, HunkStream
-from .pipeline import LINT, SYNTAX, Decision, TargetEdit, dedent
+from .pipeline import Decision, Refusal, TargetEdit, dedent
 from .target import Target
 
 # Refusals a model may mend when told the reason (a name it forgot to import, a missing colon);
 # a cut or a lost definition is not asked again.
-RETRIED_REFUSALS = (SYNTAX, LINT)
+RETRIED_REFUSALS = (Refusal.SYNTAX, Refusal.LINT)
 
 
 @dataclass
@@ -50,6 +50,7 @@ class Finished:
     hunks: list[Hunk]
     restart: bool = False
     retried: str = ""  # why the first answer was refused, when this is the second one's
+    branches: int = 0  # branches decoded after the greedy answer came back unchanged
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,12 @@ class EditSession:
                  language: str = "", *, grammar: str | None = None, integrity: FileIntegrity | None = None,
                  max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
                  context: str | None = None, judged_instruction: str | None = None,
-                 conversation: tuple[Turn, ...] = ()):
+                 conversation: tuple[Turn, ...] = (), branches: int = 0):
         self.engine = engine
+        # An unchanged answer: how many branches where the model hesitated to try (engines that
+        # decode locally and greedily offer them), the first that changes the code and passes
+        # every check taking its place.
+        self.branches = branches
         self.conversation = conversation  # a refine: the turns before this one (engine.EditRequest)
         self.given_context = context  # a client's own context, sent as it is instead of the file around the span
         self.edit = TargetEdit(target, instruction, grammar, integrity, judged_instruction)
@@ -122,13 +127,36 @@ class EditSession:
                 return
             decision = self.edit.finish(result.text, result.stats.finish_reason, force=force,
                                         allow_syntax_errors=allow_syntax_errors)
-        if decision.status == APPLIED and not retried:
-            yield Finished(decision, result, hunks.feed(decision.text, final=True))
+        branched, tried = False, 0
+        if decision.status == Status.APPLIED and decision.text == self.edit.original and not retried:
+            chosen, tried = self._branch(request, allow_syntax_errors, stopped)
+            if chosen is not None:
+                (decision, result), branched = chosen, True
+        if decision.status == Status.APPLIED and not retried and not branched:
+            yield Finished(decision, result, hunks.feed(decision.text, final=True), branches=tried)
             return
         # Stripped, refused or a second answer: what streamed is not what may be applied; start
         # again from the original.
         rest = [] if decision.refused else HunkStream(self.edit.original).feed(decision.text, final=True)
-        yield Finished(decision, result, rest, restart=True, retried=retried)
+        yield Finished(decision, result, rest, restart=True, retried=retried, branches=tried)
+
+    def _branch(self, request: EditRequest, allow_syntax_errors: bool,
+                stopped: Callable[[], bool]) -> tuple[tuple[Decision, RewriteResult] | None, int]:
+        """The first branch whose answer changes the code and passes every check (--force
+        overrides none of them here), or None; and how many branches were decoded."""
+        branches = getattr(self.engine, "branches", None)
+        if not self.branches or branches is None or (request.sampling is not None and not request.sampling.greedy):
+            return None, 0
+        tried = 0
+        for branch in branches(request, self.branches):
+            tried += 1
+            if stopped():
+                break
+            candidate = self.edit.finish(branch.text, branch.stats.finish_reason, force=False,
+                                         allow_syntax_errors=allow_syntax_errors)
+            if candidate.status == Status.APPLIED and candidate.text != self.edit.original:
+                return (candidate, branch), tried
+        return None, tried
 
     def _answer(self, request: EditRequest, hunks: HunkStream | None,
                 stopped: Callable[[], bool]) -> Generator[Delta, None, RewriteResult | None]:

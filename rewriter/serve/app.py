@@ -33,7 +33,9 @@ from ..weights.models import LoadedModel
 from .access import API_KEY_ENV, LOOPBACK_HOSTS, bearer_token, host_name, is_loopback, read_api_key
 from .apply_model import APPLY_MODEL, parsed_and_merged
 from .backend import Backend
-from .schema import ApiError, ChatRequest, ClientGone, Limits, error_for, parse_chat, parse_rewrite, read_json
+from .chat_request import ChatRequest, parse_chat
+from .request_body import ClientGone, read_json
+from .schema import ApiError, Limits, error_for, parse_rewrite
 from .streaming import EventStream, log_done, next_event, sse, start
 from .worker import END, AnsweredJob, QueueFull, Worker
 
@@ -353,11 +355,11 @@ def _model_card(name: str, created: int) -> dict:
 def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, device: str | None = None,
           limits: Limits | None = None, api_key_file: str | None = None, say=print,
           allowed_hosts: tuple[str, ...] = (), dtype: str | None = None, draft_model: str | None = None) -> None:
-    """Load the model (none named: engines.default_model's choice) and `draft_model`, if named, and
+    """Load the model (none named: engine_factory.default_model's choice) and `draft_model`, if named, and
     serve until interrupted. Off loopback, an API key is required."""
     import uvicorn
 
-    from ..engines import EngineSettings, load_models
+    from ..engine_factory import EngineSettings, load_models
     from .http_protocol import with_header_timeout
 
     limits = limits or Limits()

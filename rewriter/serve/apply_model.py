@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..edits.scopes import guess_language
+from ..edits.definitions import guess_language
 from ..edits.snippets.merge import Merged, Refused, ToModel, merge_snippet
-from .schema import ApiError, ChatRequest
+from .chat_request import ChatRequest
+from .schema import ApiError
 
 APPLY_MODEL = "rewriter-apply"
 FORMAT = "<instruction>...</instruction><code>...</code><update>...</update>"

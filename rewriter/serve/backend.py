@@ -15,18 +15,19 @@ from dataclasses import dataclass
 
 from ..decoding.decode import Decoder, StopCheck
 from ..decoding.rewrite import RewriteError, Rewriter
-from ..edits.checks.integrity import STRIPPED
+from ..edits.checks.integrity import Status
 from ..edits.hunks import Hunk
 from ..edits.pipeline import grammar_of
 from ..edits.session import Delta, EditSession
 from ..edits.snippets.merge import Merged
 from ..edits.target import Target
-from ..engines import local_engine
+from ..engine_factory import local_engine
 from ..prompt import language_for, merge_instruction, prediction_ids
 from ..results import Stats
 from ..weights.models import LoadedModel
 from .apply_model import ApplyRequest, merge_refused
-from .schema import ApiError, ChatRequest, Limits, RewriteRequest
+from .chat_request import ChatRequest
+from .schema import ApiError, Limits, RewriteRequest
 
 STATS_EVERY_S = 0.5
 
@@ -262,7 +263,7 @@ class Backend:
             yield "stats", stats
             data = {"text": decision.text, "answer": result.answer, "changed": decision.text != session.original,
                     "stats": stats, "integrity": decision.status}
-            if decision.status == STRIPPED:
+            if decision.status == Status.STRIPPED:
                 data["stripped"] = decision.reason
             if decision.refused:
                 data["refused"] = {"reason": decision.reason, "text": decision.refused_text}

@@ -4,7 +4,7 @@ uvicorn times out only idle keep-alive connections, and stops that timer at the 
 a client that opens a connection and sends nothing, or sends its headers a byte at a time
 (slowloris), would hold the connection for ever. Here a connection waiting for a request's
 headers is closed once `timeout_s` has passed since it started waiting. The body has its own
-deadline where it is read (rewriter.serve.schema.read_json).
+deadline where it is read (rewriter.serve.request_body.read_json).
 """
 from __future__ import annotations
 

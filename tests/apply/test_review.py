@@ -235,8 +235,8 @@ def test_a_file_without_a_final_newline_keeps_it_unless_that_hunk_is_taken(tmp_p
 
 def test_accepted_hunks_rebuild_the_text_line_for_line():
     # The hunks asked about, applied together, are the whole rewrite: nothing lost between them.
-    verdict = Review(io.StringIO("a\n"), io.StringIO(), lambda message: None).decide("a.py", FILE, edited(0, 1, 2))
-    assert (verdict.text, verdict.accepted, verdict.hunks) == (edited(0, 1, 2), 3, 3)
+    reviewed = Review(io.StringIO("a\n"), io.StringIO(), lambda message: None).decide("a.py", FILE, edited(0, 1, 2))
+    assert (reviewed.text, reviewed.accepted, reviewed.hunks) == (edited(0, 1, 2), 3, 3)
 
 
 # ---- through the command line, answers on standard input -----------------------------------

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from rewriter import engines
+from rewriter import engine_factory
 from rewriter.apply.plans import Options
 from rewriter.apply.snippet import snippet_command
 from rewriter.cli import main
@@ -90,8 +90,8 @@ def test_a_clear_merge_never_builds_an_engine(tmp_path, source, monkeypatch, cap
     def no_engine(*args, **kwargs):
         raise AssertionError("the engine factory was called")
 
-    monkeypatch.setattr(engines, "load_rewriter", no_engine)
-    monkeypatch.setattr(engines, "build_engine", no_engine)
+    monkeypatch.setattr(engine_factory, "load_rewriter", no_engine)
+    monkeypatch.setattr(engine_factory, "build_engine", no_engine)
     code = main(["apply", str(source), "--snippet", write_snippet(tmp_path, CLEAR), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0

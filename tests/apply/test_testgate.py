@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rewriter.apply.batch import apply_command
-from rewriter.apply.plans import BatchError, Options
-from rewriter.apply.testgate import FAILED, PASSED, TIMED_OUT, CommandRun, pytest_failures, run_tests
+from rewriter.apply.plans import BatchError, Options, RunOutcome
+from rewriter.apply.testgate import CommandRun, pytest_failures, run_tests
 from rewriter.edits.session import EditSession, Feedback
 from rewriter.edits.target import Target, numbered_lines
 from tests.helpers.cli import assert_clean_failure
@@ -48,7 +48,7 @@ def test_a_failing_edit_is_retried_with_the_answer_and_the_output_and_the_passin
     assert "return a - b" in second  # the first answer, as the model wrote it
     assert "add(2, 3) returned -1" in second and "exited with status 1" in second  # the output's tail
     (file,) = report["files"]
-    assert file["status"] == "written" and file["test"] == {"tries": 2, "outcome": PASSED, "output_tail": ""}
+    assert file["status"] == "written" and file["test"] == {"tries": 2, "outcome": "passed", "output_tail": ""}
     assert report["summary"]["test"] == TEST
 
 
@@ -159,11 +159,11 @@ def test_under_pytest_an_edit_that_fixes_failures_and_brings_none_is_kept(projec
 
 def test_pytest_failures_are_read_only_where_its_summary_names_them_all():
     summary = "FAILED t.py::test_a - assert 0\nERROR t.py::test_b - boom\n1 failed, 3 passed, 1 error in 0.21s\n"
-    assert pytest_failures("pytest -q", CommandRun(FAILED, summary, 1, 0.2)) == {"t.py::test_a", "t.py::test_b"}
+    assert pytest_failures("pytest -q", CommandRun(RunOutcome.FAILED, summary, 1, 0.2)) == {"t.py::test_a", "t.py::test_b"}
     cut = summary.split("\n", 1)[1]  # the tail lost a name
-    assert pytest_failures("pytest -q", CommandRun(FAILED, cut, 1, 0.2)) is None
-    assert pytest_failures("python check.py", CommandRun(FAILED, summary, 1, 0.2)) is None
-    assert pytest_failures("pytest -q", CommandRun(TIMED_OUT, summary, None, 30.0)) is None
+    assert pytest_failures("pytest -q", CommandRun(RunOutcome.FAILED, cut, 1, 0.2)) is None
+    assert pytest_failures("python check.py", CommandRun(RunOutcome.FAILED, summary, 1, 0.2)) is None
+    assert pytest_failures("pytest -q", CommandRun(RunOutcome.TIMED_OUT, summary, None, 30.0)) is None
 
 
 @pytest.mark.parametrize("settings, words", [
@@ -180,7 +180,7 @@ def test_a_command_past_its_time_limit_is_stopped_with_its_children(tmp_path):
     pid_file = tmp_path / "child.pid"
     started = time.perf_counter()
     run = run_tests(f"sleep 30 & echo $! > {pid_file}; echo waiting; wait", timeout_s=0.5)
-    assert run.outcome == TIMED_OUT and "waiting" in run.tail and time.perf_counter() - started < 10
+    assert run.outcome == RunOutcome.TIMED_OUT and "waiting" in run.tail and time.perf_counter() - started < 10
     assert "time limit" in run.describe("sleep")
     _assert_gone(int(pid_file.read_text()))
 
@@ -188,7 +188,7 @@ def test_a_command_past_its_time_limit_is_stopped_with_its_children(tmp_path):
 def test_the_output_tail_is_the_last_lines():
     run = run_tests(f"{sys.executable} -c \"[print(f'line {{i}}') for i in range(500)]\"", timeout_s=30)
     lines = run.tail.splitlines()
-    assert run.outcome == PASSED and len(lines) == 50 and lines[-1] == "line 499" and lines[0] == "line 450"
+    assert run.outcome == RunOutcome.PASSED and len(lines) == 50 and lines[-1] == "line 499" and lines[0] == "line 450"
 
 
 def test_feedback_sends_the_earlier_answer_dedented_with_the_reason():

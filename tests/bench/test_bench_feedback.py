@@ -97,3 +97,23 @@ def test_the_command_gives_each_answer_that_did_not_pass_a_second_try(tmp_path, 
 def test_feedback_is_for_tests(tmp_path):
     cases = write_cases(tmp_path, [MINIMAL_CASE])
     assert_clean_failure(run_cli("bench", str(cases), "--feedback"), "--feedback is for --tests")
+
+
+def test_an_unchanged_answer_is_branched_and_the_first_changed_branch_the_checks_pass_is_tested():
+    from rewriter.bench.bench import _branched
+    from rewriter.results import RewriteResult, Stats
+
+    lost = AFTER  # loses total: the integrity check refuses it
+    texts = [BEFORE, lost, AFTER + TOTAL, AFTER.replace("0.0", "1.0") + TOTAL]
+
+    class Branching:
+        def branches(self, request, count):
+            assert request.code == BEFORE and request.instruction == INSTRUCTION
+            for text in texts[:count]:
+                yield RewriteResult(text=text, answer=fenced(text), stats=Stats())
+
+    chosen = _branched(Branching(), CASE, {"outcome": "unchanged"}, None, 4, integrity_refusal, 30.0)
+    assert chosen["tried"] == 3 and chosen["outcome"] == "passed"
+    none = _branched(Branching(), CASE, {"outcome": "unchanged"}, None, 2, integrity_refusal, 30.0)
+    assert none["tried"] == 2 and "outcome" not in none
+    assert _branched(Branching(), CASE, {"outcome": "failed"}, None, 4, integrity_refusal, 30.0) == {}

@@ -8,7 +8,7 @@ from transformers import StoppingCriteriaList
 
 from rewriter import CODER_1_5B_NAME, EMBEDDED_NAME
 from rewriter.bench.bench import FenceCriteria
-from rewriter.engines import EngineSettings, load_rewriter
+from rewriter.engine_factory import EngineSettings, load_rewriter
 
 pytestmark = pytest.mark.real_model
 

@@ -233,7 +233,7 @@ def test_decoding_options_build_what_a_request_asks_for():
     from rewriter.decoding.sampling import decoding_options
     from rewriter.decoding.verify import BlockVerifier
     from rewriter.engine import EditRequest
-    from rewriter.engines import ConfiguredEngine
+    from rewriter.engine_factory import ConfiguredEngine
 
     class Vocab:
         eos_token_id = 0
@@ -315,7 +315,8 @@ def test_the_small_model_drafts_only_what_the_loop_will_verify():
 
 def test_the_sampling_bench_decodes_every_mode_with_the_same_drafters_as_a_request(tiny_loaded):
     """`rewriter bench --draft-model --mjsd` builds its draft-model drafters as decoding_options does."""
-    from rewriter.bench.bench import Case, run_sampling_case
+    from rewriter.bench.cases import Case
+    from rewriter.bench.sampling_bench import run_sampling_case
     from rewriter.decoding.rewrite import Rewriter
 
     rewriter = Rewriter(tiny_loaded)

@@ -16,7 +16,7 @@ from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import Options
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
-from rewriter.edits.checks.integrity import APPLIED, REFUSED, STRIPPED, FileIntegrity
+from rewriter.edits.checks.integrity import FileIntegrity, Status
 from tests.helpers.oracles import check_edit
 
 SHAPES = '''"""Shapes and helpers."""
@@ -138,11 +138,11 @@ def test_partial_echo_of_the_part_before_and_after_is_stripped():
     check = FileIntegrity(SHAPES, "python")
     head = SHAPES[SHAPES.index("class Rectangle"): start]  # the class so far, then the rewrite
     verdict = check.check(start, end, head + method, "Simplify")
-    assert (verdict.status, verdict.text) == (STRIPPED, method)
+    assert (verdict.status, verdict.text) == (Status.STRIPPED, method)
     assert "lines 8-17 of the file" in verdict.reason
     tail = SHAPES[end: SHAPES.index("def walk")]  # the rewrite, then what follows it
     verdict = check.check(start, end, method + tail, "Simplify")
-    assert (verdict.status, verdict.text) == (STRIPPED, method)
+    assert (verdict.status, verdict.text) == (Status.STRIPPED, method)
 
 
 def test_an_answer_that_only_starts_like_the_span_is_no_echo():
@@ -150,13 +150,13 @@ def test_an_answer_that_only_starts_like_the_span_is_no_echo():
     start = text.index("x = compute(1)", 1)
     answer = "x = compute(1)\ny = compute(3)\n"  # the span's own first line, rewritten after it
     verdict = check_edit(text, start, len(text), answer, "change 2 to 3", "python")
-    assert (verdict.status, verdict.text) == (APPLIED, answer)
+    assert (verdict.status, verdict.text) == (Status.APPLIED, answer)
     # Nor one that ends with lines the span holds too (two methods that begin alike, in the bench).
     text = ("class A:\n    def __init__(self, *args):\n        super().__init__(*args)\n        self.a = None\n\n"
             "class B:\n    def __init__(self, *args):\n        super().__init__(*args)\n        self.b = {}\n")
     start, end = span_of(text, "    def __init__", "self.a = None")
     answer = "    def __init__(self, *args):\n        super().__init__(*args)\n"
-    assert check_edit(text, start, end, answer, "Simplify", "python").status == APPLIED
+    assert check_edit(text, start, end, answer, "Simplify", "python").status == Status.APPLIED
 
 
 # ---- a span replaced by other code ----------------------------------------------------------
@@ -247,11 +247,11 @@ def test_one_loop_header_written_again_inside_new_code_is_applied():
             "    return values\n")
     answer = ("def best(values, n):\n    for i in range(1, n):\n        values[i] += values[i - 1]\n"
               "    top = values[0]\n    for i in range(1, n):\n        top = max(top, values[i])\n    return top\n")
-    assert check_edit(text, 0, len(text), answer, "Return the largest running sum.", "python").status == APPLIED
+    assert check_edit(text, 0, len(text), answer, "Return the largest running sum.", "python").status == Status.APPLIED
     # The loop header and its accumulator update again: common lines, new code (issue 37: answers
     # like this passed their tests and were refused).
     again = answer.replace("        top = max(top, values[i])", "        values[i] += values[i - 1]")
-    assert check_edit(text, 0, len(text), again, "Return the largest running sum.", "python").status == APPLIED
+    assert check_edit(text, 0, len(text), again, "Return the largest running sum.", "python").status == Status.APPLIED
 
 
 def test_copied_runs_are_refused_by_their_length_or_a_line_of_the_file_s_own():
@@ -275,10 +275,10 @@ def test_copied_runs_are_refused_by_their_length_or_a_line_of_the_file_s_own():
     # A loop header and an accumulator update, common code: applied (issue 37), as are the
     # three lines out of the file's order.
     common = "    for item in sorted(items):\n        count_seen = count_seen + 1\n"
-    assert check_edit(text, 0, span_end, answer(common), instruction, "python").status == APPLIED
+    assert check_edit(text, 0, span_end, answer(common), instruction, "python").status == Status.APPLIED
     shuffled = ("    for item in sorted(items):\n        count_seen = count_seen + 1\n"
                 "        result_total += price_of(item)\n")
-    assert check_edit(text, 0, span_end, answer(shuffled), instruction, "python").status == APPLIED
+    assert check_edit(text, 0, span_end, answer(shuffled), instruction, "python").status == Status.APPLIED
 
 
 def test_a_new_function_ending_like_the_one_it_was_modelled_on_is_applied():
@@ -288,7 +288,7 @@ def test_a_new_function_ending_like_the_one_it_was_modelled_on_is_applied():
             "            if e1 == e2:\n                ret.add(e1)\n    return sorted(list(ret))\n")
     answer = text + ("\ndef xor(l1: list, l2: list):\n    ret = set()\n    for e1 in l1:\n"
                      "        if e1 not in l2:\n            ret.add(e1)\n    return sorted(list(ret))\n")
-    assert check_edit(text, 0, len(text), answer, 'Add a function "xor".', "python").status == APPLIED
+    assert check_edit(text, 0, len(text), answer, 'Add a function "xor".', "python").status == Status.APPLIED
     # The same line copied from outside a span, at the answer's end, is still an echo.
     file_text = "def f(a, b):\n    return a + b\n\n\n" + text
     span_end = file_text.index("\n\n")
@@ -347,16 +347,16 @@ def test_a_rename_in_other_words_and_functions_moved_into_a_class_are_applied():
     before = "def all_prefixes(s):\n    return [s[:i + 1] for i in range(len(s))]\n"
     renamed = "def all_suffixes(s):\n    return [s[i:] for i in range(len(s))]\n"
     assert check_edit(before, 0, len(before), renamed,
-                      "Change the function name to all_suffixes.", "python").status == APPLIED
-    assert check_edit(before, 0, len(before), renamed, "Return suffixes instead.", "python").status == REFUSED
+                      "Change the function name to all_suffixes.", "python").status == Status.APPLIED
+    assert check_edit(before, 0, len(before), renamed, "Return suffixes instead.", "python").status == Status.REFUSED
     two = "def poly(xs, x):\n    return sum(xs)\n\n\ndef find_zero(xs):\n    return poly(xs, 0)\n"
     wrapped = ("class Solver:\n    def poly(self, xs, x):\n        return sum(xs)\n\n"
                "    def find_zero(self, xs):\n        return self.poly(xs, 0)\n")
     assert check_edit(two, 0, len(two), wrapped, "Encapsulate the functions into a class Solver.",
-                      "python").status == APPLIED
+                      "python").status == Status.APPLIED
     half = "class Solver:\n    def poly(self, xs, x):\n        return sum(xs)\n"
     verdict = check_edit(two, 0, len(two), half, "Encapsulate the functions into a class Solver.", "python")
-    assert verdict.status == REFUSED and "find_zero" in verdict.reason
+    assert verdict.status == Status.REFUSED and "find_zero" in verdict.reason
 
 
 def test_a_method_replaced_by_a_special_method_is_applied_unless_still_called():
@@ -365,7 +365,7 @@ def test_a_method_replaced_by_a_special_method_is_applied_unless_still_called():
               "    def next_batch(self):\n        return self.data[:4]\n")
     after = ("class Loader:\n    def __init__(self, data):\n        self.data = data\n\n"
              "    def __iter__(self):\n        yield self.data[:4]\n")
-    assert check_edit(before, 0, len(before), after, "Make it a generator.", "python").status == APPLIED
+    assert check_edit(before, 0, len(before), after, "Make it a generator.", "python").status == Status.APPLIED
     # Code that still calls next_batch would break: lost.
     calling = after + "\n\ndef first(loader):\n    return loader.next_batch()\n"
     verdict = check_edit(before + "\n\ndef first(loader):\n    return loader.next_batch()\n", 0, len(before),
@@ -382,15 +382,15 @@ def test_a_function_replaced_by_the_class_the_instruction_names_is_applied():
     after = ("class MyList:\n    def __init__(self, items):\n        self.items = items\n\n"
              "    def __or__(self, other):\n        return self if len(self.items) <= len(other.items) else other\n")
     asked = 'Make a class MyList and implement this function as an operator "|".'
-    assert check_edit(before, 0, len(before), after, asked, "python").status == APPLIED
-    assert check_edit(before, 0, len(before), after, "Abstract the code into classes.", "python").status == APPLIED
+    assert check_edit(before, 0, len(before), after, asked, "python").status == Status.APPLIED
+    assert check_edit(before, 0, len(before), after, "Abstract the code into classes.", "python").status == Status.APPLIED
     assert check_edit(before, 0, len(before), after, "Make it shorter.", "python").refused
 
 
 def test_a_rename_in_words_of_its_own_is_applied_but_not_a_rename_that_drops_a_neighbour():
     before = "def shout(s):\n    return s.upper()\n\n\ndef whisper(s):\n    return s.lower()\n"
     renamed = before.replace("def shout(", "def yell(")
-    assert check_edit(before, 0, len(before), renamed, "Call the first function yell.", "python").status == APPLIED
+    assert check_edit(before, 0, len(before), renamed, "Call the first function yell.", "python").status == Status.APPLIED
     dropped = "def yell(s):\n    return s.upper()\n"
     verdict = check_edit(before, 0, len(before), dropped, "Call the first function yell.", "python")
     assert verdict.refused and "whisper" in verdict.reason
@@ -399,8 +399,9 @@ def test_a_rename_in_words_of_its_own_is_applied_but_not_a_rename_that_drops_a_n
 def test_renaming_one_of_several_definitions_of_a_name_loses_nothing_else():
     # A style checker's test file defines `a` four times (NoFunEval 047): renaming one, the whole-file
     # count said all four were lost.
-    from rewriter.edits.checks.integrity import lost_definitions
-    from rewriter.edits.scopes import SyntaxTree, definitions
+    from rewriter.edits.checks.lost_code import lost_definitions
+    from rewriter.edits.definitions import definitions
+    from rewriter.edits.scopes import SyntaxTree
 
     before = "def a():\n    print\n\n\ndef a():\n    pass\n\n\ndef a():\n    return 1\n"
     rename = "Rename this function to a more descriptive name."
@@ -445,9 +446,9 @@ def test_the_check_is_cheap_on_a_large_file():
     for _ in range(5):
         verdict = check.check(start, end, body[start:end].replace("total", "result"), "Rename total")
     per_span = (time.perf_counter() - started) / 5
-    assert verdict.status == APPLIED
+    assert verdict.status == Status.APPLIED
     assert per_span < 0.5, f"{per_span:.3f}s per span on 10,000 lines"
-    assert check.check(start, end, body[start:end] + body[:200], "x").status in (REFUSED, STRIPPED)
+    assert check.check(start, end, body[start:end] + body[:200], "x").status in (Status.REFUSED, Status.STRIPPED)
 
 
 # ---- /v1/rewrites -----------------------------------------------------------------------------
@@ -534,18 +535,34 @@ MODULE = ("import json\nimport os\n\n\ndef load(path):\n    return json.load(ope
 
 @pytest.mark.parametrize("answer, instruction, verdict", [
     # A merge's answer that kept the lines it changed and nothing else (NoFunEval 005 on the 1.5B).
-    ("import json\n", "Remove the unused import.", REFUSED),
-    ("import json\n", "Delete the functions load, save and dead.", APPLIED),  # named, they may go
-    (MODULE.replace("\n\n\ndef dead():\n    return os.getcwd()\n", "\n"), "Remove dead code.", APPLIED),  # a minority
-    ("", "Delete this.", REFUSED),  # three definitions, none named: more than half of them unasked
+    ("import json\n", "Remove the unused import.", Status.REFUSED),
+    ("import json\n", "Delete the functions load, save and dead.", Status.APPLIED),  # named, they may go
+    (MODULE.replace("\n\n\ndef dead():\n    return os.getcwd()\n", "\n"), "Remove dead code.", Status.APPLIED),  # a minority
+    ("", "Delete this.", Status.REFUSED),  # three definitions, none named: more than half of them unasked
 ])
 def test_a_removal_instruction_lets_go_what_it_names_and_a_minority_of_the_rest(answer, instruction, verdict):
     assert FileIntegrity(MODULE, "python").check(0, len(MODULE), answer, instruction).status == verdict
 
 
+CLASS = ("class Store:\n    def load(self):\n        return 1\n\n    def save(self):\n        return 2\n\n"
+         "    def flush(self):\n        return 3\n\n    def close(self):\n        return 4\n")
+
+
+def test_naming_a_class_that_stays_does_not_let_its_methods_go():
+    integrity = FileIntegrity(CLASS, "python")
+    kept = "class Store:\n    def load(self):\n        return 1\n"
+    verdict = integrity.check(0, len(CLASS), kept, "In class Store, remove the dead code.")
+    assert verdict.refused and "Store.save" in verdict.reason
+    # the class named goes, and what it holds with it
+    assert integrity.check(0, len(CLASS), "", "Remove the class Store.").status == Status.APPLIED
+    # a method named goes
+    assert integrity.check(0, len(CLASS), CLASS.replace("\n    def close(self):\n        return 4\n", ""),
+                           "In class Store, remove close.").status == Status.APPLIED
+
+
 def test_a_removal_instruction_lets_the_one_definition_of_a_span_go():
     start = MODULE.index("def dead")
-    assert FileIntegrity(MODULE, "python").check(start, len(MODULE), "", "Delete this function.").status == APPLIED
+    assert FileIntegrity(MODULE, "python").check(start, len(MODULE), "", "Delete this function.").status == Status.APPLIED
 
 
 def test_a_removal_instruction_empties_a_minority_of_bodies_not_all():
@@ -557,6 +574,6 @@ def test_a_removal_instruction_empties_a_minority_of_bodies_not_all():
         return text
 
     integrity = FileIntegrity(MODULE, "python")
-    assert integrity.check(0, len(MODULE), emptied("dead"), "Remove the os call.").status == APPLIED
+    assert integrity.check(0, len(MODULE), emptied("dead"), "Remove the os call.").status == Status.APPLIED
     verdict = integrity.check(0, len(MODULE), emptied("load", "save", "dead"), "Remove the file access.")
-    assert verdict.status == REFUSED and "body" in verdict.reason
+    assert verdict.status == Status.REFUSED and "body" in verdict.reason

@@ -12,7 +12,8 @@ import pytest
 from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import Options
 from rewriter.edits.checks.syntax import compiles
-from rewriter.edits.scopes import SyntaxTree, definitions
+from rewriter.edits.definitions import definitions
+from rewriter.edits.scopes import SyntaxTree
 from tests.helpers.samples import INTRANGES
 
 pytestmark = pytest.mark.real_model

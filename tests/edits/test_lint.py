@@ -7,9 +7,9 @@ import json
 
 from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import Options
-from rewriter.edits.checks.integrity import APPLIED, REFUSED
+from rewriter.edits.checks.integrity import Status
 from rewriter.edits.checks.lint import FileLint, lint_errors
-from rewriter.edits.pipeline import LINT, TargetEdit
+from rewriter.edits.pipeline import Refusal, TargetEdit
 from rewriter.edits.session import EditSession, Finished
 from rewriter.edits.target import Target
 from tests.helpers.samples import SHAPES
@@ -41,50 +41,50 @@ def test_a_new_undefined_name_is_refused_naming_it_and_its_line():
     edit = unit_edit()
     answer = "def unit():\n    return Circle(radius_default)\n"
     decision = edit.finish(answer, "stop")
-    assert decision.status == REFUSED and decision.refusal == LINT and decision.may_force
+    assert decision.status == Status.REFUSED and decision.refusal == Refusal.LINT and decision.may_force
     assert decision.text == UNIT and decision.refused_text == answer
     assert f"undefined name 'radius_default' at line {unit_line() + 1}" in decision.reason
     # --force applies it anyway, saying what it overrode.
     forced = edit.finish(answer, "stop", force=True)
-    assert forced.status == APPLIED and forced.forced and forced.text == answer
+    assert forced.status == Status.APPLIED and forced.forced and forced.text == answer
     assert "radius_default" in forced.reason
 
 
 def test_a_local_used_before_assignment_is_refused():
     answer = "def unit():\n    print(math)\n    math = 2\n    return Circle(math)\n"
     decision = unit_edit().finish(answer, "stop")
-    assert decision.refusal == LINT and "local variable used before assignment 'math'" in decision.reason
+    assert decision.refusal == Refusal.LINT and "local variable used before assignment 'math'" in decision.reason
 
 
 def test_an_undefined_name_the_file_already_had_is_not_new():
     text = SHAPES + "\n\ndef legacy():\n    return helper()\n"
     answer = "def unit():\n    return helper(Circle(1))\n"
-    assert unit_edit(text).finish(answer, "stop").status == APPLIED
-    assert unit_edit().finish(answer, "stop").refusal == LINT  # where it is new
+    assert unit_edit(text).finish(answer, "stop").status == Status.APPLIED
+    assert unit_edit().finish(answer, "stop").refusal == Refusal.LINT  # where it is new
     # The same name in a new kind of error is new.
     assert FileLint(text).new_errors(0, 0, "__all__ = ['helper']\n")[0].kind == "undefined name in __all__"
 
 
 def test_names_defined_elsewhere_in_the_file_and_builtins_are_fine():
     answer = "def unit():\n    return Circle(math.sqrt(len(str(Circle))))\n"
-    assert unit_edit().finish(answer, "stop").status == APPLIED
+    assert unit_edit().finish(answer, "stop").status == Status.APPLIED
 
 
 def test_a_file_with_a_star_import_is_not_judged_for_names():
     # pyflakes cannot tell an undefined name from a star-imported one, so neither can the check.
     text = "from math import *\n\n\n" + SHAPES
     answer = "def unit():\n    return Circle(tau)\n"
-    assert unit_edit(text).finish(answer, "stop").status == APPLIED
-    assert unit_edit().finish(answer, "stop").refusal == LINT
+    assert unit_edit(text).finish(answer, "stop").status == Status.APPLIED
+    assert unit_edit().finish(answer, "stop").refusal == Refusal.LINT
 
 
 def test_other_languages_and_files_that_did_not_compile_are_unaffected():
     text = "function unit() {\n  return circle(1);\n}\n"
     edit = TargetEdit(Target.whole(text), "Use a bigger circle", "javascript")
     assert edit.integrity.lint is None
-    assert edit.finish("function unit() {\n  return circle(undefinedThing);\n}\n", "stop").status == APPLIED
+    assert edit.finish("function unit() {\n  return circle(undefinedThing);\n}\n", "stop").status == Status.APPLIED
     broken = SHAPES + "\nprint 'python 2'\n"
-    assert unit_edit(broken).finish("def unit():\n    return Circle(nowhere)\n", "stop").status == APPLIED
+    assert unit_edit(broken).finish("def unit():\n    return Circle(nowhere)\n", "stop").status == Status.APPLIED
 
 
 BAD, FIXED = "def unit():\n    return Circle(radius_default)\n", "def unit():\n    return Circle(2)\n"
@@ -111,7 +111,7 @@ def test_a_refused_answer_gets_one_more_try_with_the_reason():
     assert [r.instruction for r in requests][0] == "Use a bigger circle"
     assert "Your previous answer failed a check: " in requests[1].instruction
     assert "'radius_default' at line" in requests[1].instruction and requests[1].code == requests[0].code
-    assert finished.decision.status == APPLIED and finished.decision.text == FIXED
+    assert finished.decision.status == Status.APPLIED and finished.decision.text == FIXED
     assert finished.restart and "radius_default" in finished.retried
     assert finished.hunks and finished.hunks[0].lines == ("    return Circle(2)\n",)
 
@@ -122,7 +122,7 @@ def test_a_second_bad_answer_is_refused_with_its_reason_and_nothing_applied():
         {"instruction": "bigger", "replace": [["Circle(1)", "Circle(radius_default)"]]}])
     assert len(requests) == 2
     decision = finished.decision
-    assert decision.refused and decision.refusal == LINT and "still_missing" in decision.reason
+    assert decision.refused and decision.refusal == Refusal.LINT and "still_missing" in decision.reason
     assert finished.restart and finished.hunks == [] and decision.text == UNIT
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rewriter.edits.checks.integrity import APPLIED, REFUSED, STRIPPED
+from rewriter.edits.checks.integrity import Status
+from rewriter.edits.definitions import guess_language
 from rewriter.edits.pipeline import (
-    CUT,
-    INTEGRITY,
-    SYNTAX,
+    Refusal,
     TargetEdit,
     context_for,
     dedent,
@@ -16,7 +15,6 @@ from rewriter.edits.pipeline import (
     keep_trailing_blank_lines,
     reindent,
 )
-from rewriter.edits.scopes import guess_language
 from rewriter.edits.target import Target
 from rewriter.prompt import common_indent
 from tests.helpers.samples import SHAPES
@@ -35,7 +33,7 @@ def test_an_indented_span_goes_in_dedented_and_comes_back_indented():
     assert edit.context() == SHAPES and edit.context(0) is None
     docstring = 'def area(self):\n    """The area."""\n    return math.pi * self.radius ** 2\n'
     decision = edit.finish(docstring, "stop")
-    assert decision.status == APPLIED and not decision.refused
+    assert decision.status == Status.APPLIED and not decision.refused
     # Indented back, and the blank lines before `def unit` kept (the engine trims them).
     assert decision.text == '    def area(self):\n        """The area."""\n        return math.pi * self.radius ** 2\n\n\n'
     # An answer that kept the indentation is left as it is.
@@ -66,37 +64,37 @@ def test_partial_text_waits_for_the_opening_fence_line_and_indents_as_it_grows()
 def test_each_refusal_with_its_reason_and_the_refused_text():
     edit = area_edit()
     cut = edit.finish("def area(self):\n    return math.pi", "length")
-    assert (cut.status, cut.refusal, cut.reason) == (REFUSED, CUT, "the answer stopped at the token limit")
+    assert (cut.status, cut.refusal, cut.reason) == (Status.REFUSED, Refusal.CUT, "the answer stopped at the token limit")
     assert cut.text == AREA and cut.refused_text.startswith("    def area(self):") and not cut.may_force
 
     broken = edit.finish("def area(self:\n    return math.pi * self.radius ** 2\n", "stop")
-    assert broken.refusal == SYNTAX and broken.reason.startswith("the rewrite does not parse (syntax error at line 8")
+    assert broken.refusal == Refusal.SYNTAX and broken.reason.startswith("the rewrite does not parse (syntax error at line 8")
     assert broken.text == AREA and "def area(self:" in broken.refused_text and broken.may_force
-    assert edit.finish("def area(self:\n    pass\n", "stop", allow_syntax_errors=True).status == APPLIED
+    assert edit.finish("def area(self:\n    pass\n", "stop", allow_syntax_errors=True).status == Status.APPLIED
 
     lost = edit.finish('"""Nothing here."""\n', "stop")
-    assert lost.refusal == INTEGRITY and lost.reason == "it would lose method Circle.area"
+    assert lost.refusal == Refusal.INTEGRITY and lost.reason == "it would lose method Circle.area"
     forced = edit.finish('"""Nothing here."""\n', "stop", force=True)
-    assert forced.status == APPLIED and forced.forced and forced.reason == "it would lose method Circle.area"
+    assert forced.status == Status.APPLIED and forced.forced and forced.reason == "it would lose method Circle.area"
 
     echo = edit.finish("def unit():\n    return Circle(1)\n", "stop")
-    assert echo.refusal == INTEGRITY and echo.reason.startswith("the answer is a copy of lines 12-13 of the file")
+    assert echo.refusal == Refusal.INTEGRITY and echo.reason.startswith("the answer is a copy of lines 12-13 of the file")
 
     stripped = area_edit("Use math.tau").finish("def area(self):\n    return math.tau * self.radius ** 2 / 2\n\n\n"
                                                 "def unit():\n    return Circle(1)\n", "stop")
-    assert stripped.status == STRIPPED and "lines 12-13 of the file" in stripped.reason
+    assert stripped.status == Status.STRIPPED and "lines 12-13 of the file" in stripped.reason
     assert stripped.text == "    def area(self):\n        return math.tau * self.radius ** 2 / 2\n\n\n"
 
     # An answer that changes nothing is no refusal, even at the token limit.
     unchanged = edit.finish(edit.code, "length")
-    assert unchanged.status == APPLIED and unchanged.text == AREA
+    assert unchanged.status == Status.APPLIED and unchanged.text == AREA
 
 
 def test_a_file_that_does_not_parse_gets_no_syntax_refusal():
     broken = SHAPES + "\nconst = ;\n"
     start = broken.index(AREA)
     edit = TargetEdit(Target.of_span(broken, start, start + len(AREA)), "x", "python")
-    assert edit.finish("def area(self:\n    pass\n", "stop").status == APPLIED
+    assert edit.finish("def area(self:\n    pass\n", "stop").status == Status.APPLIED
 
 
 @pytest.mark.parametrize("language, text", [

@@ -206,7 +206,7 @@ def stub():
 
 
 def test_definitions_are_in_order_with_the_names_around_them_and_their_bodies():
-    from rewriter.edits.scopes import definitions
+    from rewriter.edits.definitions import definitions
 
     found = definitions(parse(NESTED, "python"))
     assert [(d.kind, d.name, d.body) for d in found] == [
@@ -221,7 +221,7 @@ def test_definitions_are_in_order_with_the_names_around_them_and_their_bodies():
 
 
 def test_javascript_definitions_name_function_values_and_skip_anonymous_ones():
-    from rewriter.edits.scopes import definitions
+    from rewriter.edits.definitions import definitions
 
     text = ("const load = (path) => read(path);\n[1, 2].map((x) => x * 2);\n"
             "class Shape {\n  area() { return 0; }\n}\nfunction save() { return function () {}; }\n")

@@ -113,3 +113,42 @@ def test_a_snippet_of_the_file_s_lines_that_skips_one_goes_to_the_model():
     assert isinstance(merge_snippet(FILE, 'SETTINGS = {\n    "name": "demo",\n# ...\n', "python"), ToModel)
     from_start = merge_snippet(FILE, 'import json\n\nSETTINGS = {\n# ...\n', "python")
     assert isinstance(from_start, Merged) and from_start.text == FILE
+
+
+CHECKS = '''def check(client):
+    client.connect()
+    client.region = "one"
+    client.call("a")
+    client.verify("a")
+
+    client.region = "one"
+    client.call("b")
+    client.verify("b")
+
+    client.region = "one"
+    client.call("c")
+    client.verify("c")
+    client.close()
+'''
+
+
+def test_a_line_the_file_holds_twice_where_it_goes_does_not_say_which_go():
+    # two hunks with no marker between: the second one's first line is the file's line twice over
+    # in the stretch it would replace, so which paragraphs go is unclear
+    snippet = ('    client.connect()\n    client.region = "one"\n    client.call("A")\n\n'
+               '    client.region = "one"\n    client.call("C")\n    client.verify("c")\n    client.close()\n')
+    outcome = merge_snippet(CHECKS, snippet, "python")
+    assert isinstance(outcome, ToModel) and "which one is unclear" in outcome.reason, outcome
+
+
+def test_the_file_s_lines_indented_otherwise_are_a_change_not_the_file_as_it_stands():
+    broken = "import os\n\n\ndef sizes(paths):\n      found = []\n  for path in paths:\n" \
+             "      found.append(os.path.getsize(path))\nreturn found\n"
+    fixed = "# ...\ndef sizes(paths):\n    found = []\n    for path in paths:\n" \
+            "        found.append(os.path.getsize(path))\n    return found\n"
+    outcome = merge_snippet(broken, fixed, "python", "Fix the indentation.")
+    assert not (isinstance(outcome, Merged) and outcome.text == broken), outcome
+    # the same lines shifted as one (a method's lines without its class's indentation): the file as it stands
+    snippet = "# ...\n    data = json.loads(response.text)\n    return data\n# ...\n"
+    outcome = merge_snippet(FILE, snippet, "python")
+    assert isinstance(outcome, Merged) and outcome.text == FILE

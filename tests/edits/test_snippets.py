@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from rewriter.bench.snippet_cases import load_reference_edits, measure, normalized, snippet_case
+from rewriter.bench.snippet_cases import (
+    REFERENCE_FILES,
+    load_reference_edits,
+    measure,
+    measure_outcome,
+    normalized,
+    snippet_case,
+)
+from rewriter.bench.snippet_styles import style_cases
 from rewriter.edits.snippets.merge import LINES, Merged, Refused, ToModel, merge_snippet
 
 FILE = '''import os
@@ -413,9 +421,12 @@ report("done")
 
 
 def test_new_lines_then_a_blank_line_before_a_marker_replace_the_file_lines_up_to_its_blank_line():
-    after_anchor = "# ...\n# the checks\nassert True\nassert False\n\n# ...\n"
+    after_anchor = "# ...\n# the checks\nassert 5 > 3\nassert 3 <= 2\n\n# ...\n"
     assert merged(after_anchor, PARAGRAPHS) == PARAGRAPHS.replace("assert 5 > 4\nassert 3 <= 1",
-                                                                  "assert True\nassert False")
+                                                                  "assert 5 > 3\nassert 3 <= 2")
+    # new lines unlike the file's there may as well come before them
+    unlike = merge_snippet(PARAGRAPHS, "# ...\n# the checks\nassert True\nassert False\n\n# ...\n", "python")
+    assert isinstance(unlike, ToModel) and "replace it or come before it" in unlike.reason
     # and going back from an anchor right after the new lines
     text = 'setup()\n\nuse("md5")\nrun()\n'
     assert merged('# ...\n\nuse("sha")\nrun()\n', text) == text.replace("md5", "sha")
@@ -468,3 +479,110 @@ def test_a_method_may_replace_another_in_its_class():
                "    def __iter__(self):\n        yield from self.data\n")
     outcome = merge_snippet(text, snippet, "python", "Make it a generator.")
     assert isinstance(outcome, Merged) and outcome.text == snippet, outcome
+
+
+REPORT = '''def report(items):
+    print("start")
+    count = len(items)
+    print("count", count)
+    print("done")
+
+
+def other():
+    return 1
+'''
+
+
+def test_without_markers_a_blank_line_where_code_was_may_stand_for_it():
+    # Between two hunks, a blank line is all a snippet without markers has to stand for the code
+    # it leaves out: removed or kept, nothing tells.
+    outcome = merge_snippet(REPORT, 'def report(items):\n    print("start")\n\n    print("done")\n', "python")
+    assert isinstance(outcome, ToModel) and "blank line" in outcome.reason
+    # no blank line there: the lines are removed
+    assert merged('def report(items):\n    print("start")\n    print("done")\n', REPORT).count("count") == 0
+    # a snippet with markers marks what it leaves out: the blank line is a blank line
+    kept = merged('# ...\ndef report(items):\n    print("start")\n\n    print("done")\n', REPORT)
+    assert "count" not in kept and "def other" in kept
+
+
+RUN = '''import sys
+
+
+def run(items):
+    total = 0
+    for item in items:
+        total += item
+    return total
+'''
+
+
+@pytest.mark.parametrize("snippet", [
+    '# ... existing code ...\n    print(total)\n\n\ndef count(items):\n    return len(items)\n',
+    '...\n\n    print(total)\n',  # a bare `...` is a marker here, not code at the top
+])
+def test_lines_from_inside_a_block_placed_only_by_a_marker_are_unclear(snippet):
+    # appended after the file's last function, they would join its body
+    outcome = merge_snippet(RUN, snippet, "python")
+    assert isinstance(outcome, ToModel) and "indented as inside a block" in outcome.reason
+
+
+def test_the_file_s_lines_shown_again_next_to_a_marker_are_not_copied():
+    snippet = '...\n\n    for item in items:\n        if item > 0:\n            total += item\n    return total\n'
+    outcome = merge_snippet(RUN, snippet, "python")
+    assert isinstance(outcome, ToModel)
+    # inside a definition the merge keeps behind a marker, as in a file whose indentation is broken
+    broken = "import os\n\n\ndef sizes(paths):\n      found = []\n  for path in paths:\n" \
+             "      found.append(os.path.getsize(path))\nreturn found\n"
+    snippet = "# ... existing code ...\n    found = []\n    for path in paths:\n        # ... existing code ...\n" \
+              "    return found\n"
+    outcome = merge_snippet(broken, snippet, "python", "Fix the indentation.")
+    assert not isinstance(outcome, Merged) or outcome.text.count("found = []") == 1
+
+
+PARSE = '''def parse(name, functions=[]):
+    functions.append(name)
+    functions.append("end")
+
+    return functions
+'''
+
+
+def test_new_lines_before_a_marker_replace_the_paragraph_there_only_where_they_are_alike():
+    inserted = "def parse(name, functions=None):\n    if functions is None:\n        functions = []\n\n    # ...\n"
+    outcome = merge_snippet(PARSE, inserted, "python")
+    assert isinstance(outcome, ToModel) and "replace it or come before it" in outcome.reason
+    changed = "def parse(name, functions=[]):\n    functions.append(name.strip())\n    functions.append(name.upper())\n" \
+              "\n    # ...\n"
+    assert merged(changed, PARSE) == changed.replace("    # ...\n", "    return functions\n")
+
+
+BASE = '''class Base:
+    def get(self, key):
+        return self.data[key]
+
+
+class Child(Base):
+    def size(self):
+        return 0
+'''
+
+
+def test_a_method_given_alone_that_calls_its_namesake_through_its_class_is_another_class_s():
+    outcome = merge_snippet(BASE, "# ...\n    def get(self, key):\n        return Base.get(self, key)\n    # ...\n",
+                            "python")
+    assert isinstance(outcome, ToModel) and "calls Base.get" in outcome.reason
+    # a new body of the one method of that name replaces it
+    assert "self.data.get(key)" in merged("# ...\n    def get(self, key):\n        return self.data.get(key)\n"
+                                          "    # ...\n", BASE)
+
+
+BENCH = Path("/work/shared/bench")
+
+
+@pytest.mark.skipif(not (BENCH / "editeval_tests.jsonl").exists(), reason="the reference edits are not on this machine")
+def test_no_snippet_style_loses_or_duplicates_code_on_the_reference_edits():
+    rows = load_reference_edits([BENCH / name for name in REFERENCE_FILES if (BENCH / name).is_file()])
+    measured = [measure_outcome(case)[0] for case in style_cases(rows)]
+    damaged = [(row["id"], row["style"], row["lost"][:1], row["duplicated"][:1])
+               for row in measured if row["lost"] or row["duplicated"]]
+    assert damaged == []

@@ -18,8 +18,9 @@ from rewriter.bench.integrity_bench import audit
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import Progress, RewriteResult
 from rewriter.edits.checks.syntax import compiles
-from rewriter.edits.pipeline import INTEGRITY, SYNTAX, TargetEdit
-from rewriter.edits.scopes import SyntaxTree, definitions
+from rewriter.edits.definitions import definitions
+from rewriter.edits.pipeline import Refusal, TargetEdit
+from rewriter.edits.scopes import SyntaxTree
 from rewriter.edits.target import Target
 from tests.helpers.oracles import check_edit, syntax_error_line
 from tests.helpers.samples import INTRANGES
@@ -47,13 +48,13 @@ def test_tree_sitter_accepts_the_emptied_file_and_python_does_not():
 def test_the_model_answer_is_refused_for_the_lost_body_and_would_not_compile():
     edit = encode_edit()
     decision = edit.finish(MODEL_ANSWER, "stop")
-    assert decision.refused and decision.refusal == INTEGRITY and decision.text == ENCODE
+    assert decision.refused and decision.refusal == Refusal.INTEGRITY and decision.text == ENCODE
     assert decision.reason == ("it would lose the body of function _encode_range "
                                "(after it removed the answer's copy of lines 12-17 of the file)")
     assert decision.refused_text == ENCODE.splitlines(keepends=True)[0]
     # Forced past the integrity check, Python's compiler still refuses the header alone.
     forced = edit.finish(MODEL_ANSWER, "stop", force=True)
-    assert forced.refused and forced.refusal == SYNTAX
+    assert forced.refused and forced.refusal == Refusal.SYNTAX
     assert "expected an indented block after function definition on line 32" in forced.reason
     assert forced.refused_text == ENCODE.splitlines(keepends=True)[0]
 
@@ -128,7 +129,7 @@ def test_python_files_are_judged_by_python_s_compiler(answer, reason):
     text = "def area(width, height):\n    return width * height\n"
     assert syntax_error_line(text[:0] + answer, "python") is None  # tree-sitter sees nothing wrong
     decision = TargetEdit(Target.whole(text), "Tidy", "python").finish(answer, "stop")
-    assert decision.refused and decision.refusal == SYNTAX and reason in decision.reason
+    assert decision.refused and decision.refusal == Refusal.SYNTAX and reason in decision.reason
 
 
 def test_warnings_are_no_errors_and_python_2_files_keep_tree_sitter_s_rule():
@@ -140,7 +141,7 @@ def test_warnings_are_no_errors_and_python_2_files_keep_tree_sitter_s_rule():
     edit = TargetEdit(Target.whole(python2), "Tidy", "python")
     assert not edit.finish('def greet(name):\n    print "hi", name\n', "stop").refused
     broken = edit.finish('def greet(name:\n    print "hi", name\n', "stop")
-    assert broken.refused and broken.refusal == SYNTAX
+    assert broken.refused and broken.refusal == Refusal.SYNTAX
 
 
 def test_the_integrity_bench_audit_counts_a_lost_body_and_a_file_that_no_longer_compiles():
@@ -201,7 +202,7 @@ MISSING = '''    def test_missing_data_structure(test):
     ("Simplify this function", False),
 ])
 def test_documentation_only_instructions(instruction, documentation_only):
-    from rewriter.edits.checks.integrity import instruction_asks_documentation_only
+    from rewriter.edits.checks.documentation_only import instruction_asks_documentation_only
 
     assert instruction_asks_documentation_only(instruction) is documentation_only
 

@@ -58,7 +58,9 @@ class ScriptedDecoder:
         self.ids = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
         self.asked: list[tuple[list[int], int | None]] = []  # each request's prompt and its narrow_from
 
-    def generate(self, prompt, drafter, max_new_tokens, stop=None, verifier=None, narrow_from=None):
+    def generate(self, prompt, drafter, max_new_tokens, stop=None, verifier=None, narrow_from=None, forced=()):
+        """`forced` (a branch) changes nothing: the scripted answer is all this model ever writes,
+        so a branch of an unchanged answer comes back unchanged too."""
         from rewriter.decoding.decode import Step  # brings in torch: only when a test decodes
 
         self.asked.append((list(prompt), narrow_from))

@@ -73,7 +73,9 @@ REFINEMENT = "Use a list comprehension in read_numbers"
 
 
 async def test_refine_decodes_faster_than_the_first_proposal_and_exactly(tmp_path, embedded_rewriter):
-    editor = await Editor.start(VSCODE, None, tmp_path, {"engine": {"kind": "embedded", "model": "embedded"}, "review": True})
+    # No branches: an unchanged answer stays the model's own, to be compared with plain greedy decoding.
+    editor = await Editor.start(VSCODE, None, tmp_path, {"engine": {"kind": "embedded", "model": "embedded"},
+                                                         "review": True, "branches": 0})
     Watched(editor)  # the client takes the review notifications
     try:
         editor.open(URI, STATS)

@@ -1,10 +1,10 @@
-"""The review's proposal (lsp/review.py) alone: hunks, how the user's typing moves them or ends
+"""The review's proposal (lsp/proposal.py) alone: hunks, how the user's typing moves them or ends
 the review, accepted hunks landing, and the server's time per decision on a 2,000-line file."""
 from __future__ import annotations
 
 import time
 
-from lsp.review import Proposal, ReviewHunk
+from lsp.proposal import Proposal, ReviewHunk
 
 TEXT = "".join(f"line {i}\n" for i in range(10))
 

@@ -7,6 +7,7 @@ from lsp.document_sync import changed_lines
 from lsp.options import DEFAULT_PRESETS, parse_options
 from lsp.targets import comment_instruction, enclosing_definition, lines_after_comment, selection_lines
 from rewriter.edits.scopes import SyntaxTree, kind_spans, select_nodes
+from rewriter.engine import DEFAULT_BRANCHES
 
 PY = '''import os
 
@@ -28,25 +29,27 @@ def test_options_are_typed_and_bad_values_fall_back_with_warnings():
     options, warnings = parse_options({
         "engine": {"kind": "service", "url": "http://localhost:8000", "apiKeyEnv": "KEY", "timeoutS": 30},
         "presets": ["Add logging"], "maxRewriteLines": 50, "streamEdits": "never", "maxNewTokens": 200,
+        "branches": 0,
     })
-    assert warnings == []
+    assert warnings == [] and options.branches == 0
     assert (options.engine.kind, options.engine.url, options.engine.api_key_env, options.engine.timeout_s) == \
         ("service", "http://localhost:8000", "KEY", 30.0)
     assert options.presets == ["Add logging"] and options.max_rewrite_lines == 50
     assert options.stream_edits == "never" and options.max_new_tokens == 200
 
     options, warnings = parse_options({"presets": [], "maxRewriteLines": True, "contextChars": "big",
-                                       "engine": {"kind": "openai"}, "colour": "blue"})
+                                       "engine": {"kind": "openai"}, "colour": "blue", "branches": -1})
     assert options.presets == list(DEFAULT_PRESETS) and options.max_rewrite_lines == 400
+    assert options.branches == DEFAULT_BRANCHES
     assert options.context_chars == 0 and options.engine.kind == "embedded"
     joined = " | ".join(warnings)
-    for name in ("presets", "maxRewriteLines", "contextChars", "needs engine.url", "'colour'"):
+    for name in ("presets", "maxRewriteLines", "contextChars", "needs engine.url", "'colour'", "branches"):
         assert name in joined
     assert parse_options("fast")[0].engine.kind == "embedded" and parse_options("fast")[1]
 
 
 def test_engine_dtype_is_an_option_and_reaches_the_embedded_engine():
-    from lsp.engines import make_engine
+    from lsp.engine_choice import make_engine
 
     options, warnings = parse_options({"engine": {"dtype": "float32"}})
     assert warnings == [] and make_engine(options.engine).dtype == "float32"
@@ -55,7 +58,7 @@ def test_engine_dtype_is_an_option_and_reaches_the_embedded_engine():
 
 
 def test_prefill_ahead_and_the_prefix_cache_budget_are_options_that_reach_the_engine():
-    from lsp.engines import make_engine
+    from lsp.engine_choice import make_engine
 
     options, warnings = parse_options({"prefillAhead": False, "engine": {"prefixCacheMb": 64}})
     assert warnings == [] and options.prefill_ahead is False

@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from lsp import review_commands, server
-from lsp.options import ENGINE_KINDS, STREAM_MODES, EngineOptions, Options, _camel, parse_options
+from lsp import proposal_commands, rewrite_commands
+from lsp.options import ENGINE_KINDS, STREAM_MODES, EngineOptions, InitializationOptions, _camel, parse_options
 from rewriter.results import DTYPES
 
 EXTENSION = Path(__file__).resolve().parents[2] / "lsp" / "editors" / "vscode"
@@ -18,9 +18,10 @@ SETTINGS = MANIFEST["contributes"]["configuration"]["properties"]
 # rewriter.server.* say how to start the server; every other setting is an initializationOption.
 OPTION_SETTINGS = {name.removeprefix("rewriter."): schema for name, schema in SETTINGS.items()
                    if not name.startswith("rewriter.server.")}
-SERVER_COMMANDS = {server.REWRITE, server.REWRITE_FILE, server.CANCEL, server.WAIT,
-                   review_commands.ACCEPT_HUNK, review_commands.REJECT_HUNK, review_commands.ACCEPT_ALL,
-                   review_commands.REJECT_ALL, review_commands.REFINE, review_commands.APPLY_SNIPPET}
+SERVER_COMMANDS = {rewrite_commands.REWRITE, rewrite_commands.REWRITE_FILE, rewrite_commands.CANCEL,
+                   rewrite_commands.WAIT, proposal_commands.ACCEPT_HUNK, proposal_commands.REJECT_HUNK,
+                   proposal_commands.ACCEPT_ALL, proposal_commands.REJECT_ALL, proposal_commands.REFINE,
+                   proposal_commands.APPLY_SNIPPET}
 # The extension shows the review, so it asks for it; the server's default (off) is for clients without one.
 EXTENSION_DEFAULTS = {"review": True}
 
@@ -28,12 +29,12 @@ EXTENSION_DEFAULTS = {"review": True}
 def server_defaults() -> dict:
     """The server's options with their defaults, flattened as the settings name them."""
     flat = {}
-    for option in dataclasses.fields(Options):
+    for option in dataclasses.fields(InitializationOptions):
         if option.name == "engine":
             for field in dataclasses.fields(EngineOptions):
                 flat[f"engine.{_camel(field.name)}"] = getattr(EngineOptions(), field.name)
         else:
-            flat[_camel(option.name)] = getattr(Options(), option.name)
+            flat[_camel(option.name)] = getattr(InitializationOptions(), option.name)
     return flat
 
 
@@ -64,7 +65,7 @@ def test_the_settings_defaults_are_the_servers():
             assert "null" in schema["type"], f"{key}: unset is null, which its type must admit"
     # Sent as the extension sends them, the defaults are valid and change nothing.
     options, warnings = parse_options(nested({key: schema["default"] for key, schema in OPTION_SETTINGS.items()}))
-    assert warnings == [] and options == dataclasses.replace(Options(), **EXTENSION_DEFAULTS)
+    assert warnings == [] and options == dataclasses.replace(InitializationOptions(), **EXTENSION_DEFAULTS)
 
 
 def test_the_settings_choices_are_the_servers():

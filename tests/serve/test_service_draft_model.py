@@ -11,11 +11,11 @@ import pytest
 import torch
 from starlette.testclient import TestClient
 
-from rewriter import CODER_1_5B_NAME, EMBEDDED_NAME, cli, engines
+from rewriter import CODER_1_5B_NAME, EMBEDDED_NAME, cli, engine_factory
 from rewriter.decoding.verify import GreedyVerifier
 from rewriter.engine import SamplingParams
 from rewriter.serve.app import create_app
-from rewriter.serve.schema import ChatRequest
+from rewriter.serve.chat_request import ChatRequest
 from tests.helpers.models import greedy_reference
 
 MESSAGES = [{"role": "user", "content": "Rename x to y:\n```python\ndef f(x):\n    return x + 1\n```"}]
@@ -136,7 +136,7 @@ def served(monkeypatch, tiny_loaded, draft):
 
 
 def test_serve_with_no_model_serves_the_default_and_the_draft_model_named(served, monkeypatch):
-    monkeypatch.setattr(engines, "default_model", lambda say: CODER_1_5B_NAME)
+    monkeypatch.setattr(engine_factory, "default_model", lambda say: CODER_1_5B_NAME)
     assert cli.main(["serve", "--draft-model", EMBEDDED_NAME]) == 0
     assert served["loads"] == [CODER_1_5B_NAME, EMBEDDED_NAME]
     service = served["app"].state.service
@@ -146,7 +146,7 @@ def test_serve_with_no_model_serves_the_default_and_the_draft_model_named(served
 
 
 def test_serve_with_no_model_and_no_draft_model_named_serves_the_default_alone(served, monkeypatch):
-    monkeypatch.setattr(engines, "default_model", lambda say: CODER_1_5B_NAME)
+    monkeypatch.setattr(engine_factory, "default_model", lambda say: CODER_1_5B_NAME)
     assert cli.main(["serve"]) == 0
     assert served["loads"] == [CODER_1_5B_NAME]
     assert served["app"].state.service.draft_name is None
@@ -154,8 +154,8 @@ def test_serve_with_no_model_and_no_draft_model_named_serves_the_default_alone(s
 
 
 def test_serve_with_too_little_memory_serves_the_0_5b_and_says_why(served, monkeypatch):
-    monkeypatch.setattr(engines, "DEFAULT_PACKAGE", "rewriter")  # the 1.5B's packages count as installed
-    monkeypatch.setattr(engines, "available_memory", lambda: 2 << 30)
+    monkeypatch.setattr(engine_factory, "DEFAULT_PACKAGE", "rewriter")  # the 1.5B's packages count as installed
+    monkeypatch.setattr(engine_factory, "available_memory", lambda: 2 << 30)
     assert cli.main(["serve"]) == 0
     assert served["loads"] == [EMBEDDED_NAME]
     assert served["app"].state.service.draft_name is None
@@ -164,7 +164,36 @@ def test_serve_with_too_little_memory_serves_the_0_5b_and_says_why(served, monke
 
 
 def test_serve_with_a_named_model_loads_it_alone(served, monkeypatch):
-    monkeypatch.setattr(engines, "default_model", lambda say: pytest.fail("a named model needs no default"))
+    monkeypatch.setattr(engine_factory, "default_model", lambda say: pytest.fail("a named model needs no default"))
     assert cli.main(["serve", "--model", "embedded"]) == 0
     assert served["loads"] == ["embedded"]
     assert served["app"].state.service.draft_name is None
+
+
+def test_apply_builds_its_draft_model_and_sampling_through_the_engine_factory(served, monkeypatch, tmp_path):
+    """`rewriter apply --draft-model ... --temperature ...`: the factory loads each model once and
+    configures the engine; a command without those flags decodes with the model alone."""
+    from drafters.draft_model import PredictionThenModelDrafter
+    from rewriter.decoding.rewrite import Rewriter
+    from rewriter.engine_factory import ConfiguredEngine, EngineSettings, build_engine
+
+    sampled = build_engine(EngineSettings(model="target", draft_model=EMBEDDED_NAME,
+                                          sampling=SamplingParams(temperature=0.7, seed=1)))
+    assert served["loads"] == ["target", EMBEDDED_NAME]
+    assert isinstance(sampled, ConfiguredEngine) and sampled.sampling == SamplingParams(temperature=0.7, seed=1)
+    drafter = sampled.decoding["drafter"]([1, 2, 3])
+    assert isinstance(drafter, PredictionThenModelDrafter) and drafter.model_drafter.shaper is not None
+    assert isinstance(build_engine(EngineSettings(model="target")), Rewriter)
+
+    made = []
+    real = engine_factory.configured
+    monkeypatch.setattr(engine_factory, "configured", lambda rewriter, settings: made.append(real(rewriter, settings)) or made[-1])
+    monkeypatch.setattr(engine_factory, "default_model", lambda say: "target")
+    source = tmp_path / "m.py"
+    source.write_text("def f(x):\n    return x\n")
+    assert cli.main(["apply", str(source), "-i", "Add type hints", "--draft-model", EMBEDDED_NAME,
+                     "--temperature", "0.5", "--seed", "3", "--max-new-tokens", "8", "--json", "-q"]) in (0, 1)
+    assert served["loads"][3:] == ["target", EMBEDDED_NAME]  # after the three above
+    (engine,) = made
+    assert isinstance(engine, ConfiguredEngine) and engine.sampling == SamplingParams(temperature=0.5, seed=3)
+    assert isinstance(engine.decoding["drafter"]([1, 2]), PredictionThenModelDrafter)

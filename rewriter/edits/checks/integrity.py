@@ -8,18 +8,11 @@ or applying it:
 - echo: leading or trailing lines of the answer that repeat a run of at least two code lines of
   the file outside the span (compared without indentation, blank lines ignored) are stripped;
   an answer that is nothing but such a copy is refused;
-- lost definitions: every function, method and class that started in the span must still be
-  there, by its name (moved into or out of a class counts as there), unless the instruction asks
-  to remove, delete, drop, merge, combine, inline, eliminate or consolidate (then any may go), or
-  to rename ("rename", "change the name to"; then one may go where exactly one new definition of
-  the same kind appears in the same place), or where they were replaced (replacements.py: no
-  code uses the lost names any more, and new definitions stand where they stood);
-- lost bodies: a definition that keeps its header but loses its whole body is lost too (parsers
-  built for editors accept `def f():` with nothing under it, Go's `func f()`); a body emptied to
-  `{}` or to a docstring alone may go only where the instruction asks to remove, a body as a
-  whole only where it asks for something abstract;
-- documentation only: where the instruction asks for documentation and nothing else ("Add
-  docstrings"), the span's code must stay token for token (comments, docstrings and layout aside);
+- lost definitions and bodies (lost_code.py): a function, method or class that started in the
+  span must still be there, with its body, unless the instruction asks for its removal, its
+  rename or an abstract one, or it was replaced (replacements.py);
+- documentation only (documentation_only.py): where the instruction asks for documentation and
+  nothing else ("Add docstrings"), the span's code must stay token for token;
 - duplicated code: a definition line or an import that occurred exactly once in the file must not
   occur twice after the rewrite (a definition line again in another scope is an override, as a
   subclass's `setUpClass`: not a copy), nor may other code lines of 20 characters or more at either end
@@ -31,28 +24,29 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from enum import StrEnum
 
 from ...prompt import common_indent
-from ..scopes import COMMENTS, EMPTY, FULL, NONE, Definition, SyntaxTree, definitions, is_docstring, is_placeholder
+from ..definitions import Definition, definitions
+from ..scopes import SyntaxTree
+from .documentation_only import changed_code_line, instruction_asks_documentation_only
 from .lint import FileLint
+from .lost_code import lost_bodies, lost_definitions
 from .replacements import names_used, replaced
 from .syntax import FileSyntax
 
-APPLIED, STRIPPED, REFUSED = "applied", "stripped", "refused"
 
-# Instructions that ask for definitions to go away (word stems, so "removing", "inlined" count).
-REMOVAL_WORDS = re.compile(r"\b(remov|delet|drop|merg|combin|inlin|eliminat|consolidat|get rid)", re.IGNORECASE)
-RENAME_WORDS = re.compile(r"\brenam|\bnames?\b.*\bto\b", re.IGNORECASE)
-# Instructions under which a definition may keep only its header (`abstract void f();`).
-BODYLESS_WORDS = re.compile(r"\b(abstract|prototype)", re.IGNORECASE)
-# Instructions that ask for documentation and nothing else ("Add docstrings", "Write comments").
-DOCUMENTATION_ONLY = re.compile(r"\s*(please\s+)?((add|write|insert|generate|update|improve)\b.*"
-                                r"\b(docstrings?|comments?|documentation)\b|document\b)", re.IGNORECASE)
-ASKS_MORE = re.compile(r"\b(and|also|then|plus|but|fix|change|rename|refactor|simplify|replace|remove|delete|"
-                       r"type|types|hints?|annotations?|convert|make|use)\b|[,;]", re.IGNORECASE)
+class Status(StrEnum):
+    """What becomes of an answer (a Verdict's, and the pipeline's Decision's); a str, so it
+    compares with and prints as its value ("applied") wherever a front end shows it."""
+
+    APPLIED = "applied"  # as answered
+    STRIPPED = "stripped"  # an echo of the file removed
+    REFUSED = "refused"
+
 
 MIN_ECHO_LINES = 2  # a single repeated line is more likely coincidence than an echo
 MIN_COPY_RUN = 3  # repeated ordinary lines inside an answer: a copy from this many on (two if distinctive)
@@ -64,25 +58,13 @@ COMMENT_OR_STRING = re.compile(r"""(#(?!\s*include)|//|/\*|\*|--|"|'|`)""")
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # applied (as answered), stripped (an echo of the file removed), refused
+    status: Status
     text: str  # the span's new text: what to write, or (refused) what --force would write
     reason: str = ""  # refused: why ("it would lose method Shape.area"); stripped: what was removed
 
     @property
     def refused(self) -> bool:
-        return self.status == REFUSED
-
-
-def instruction_allows_removal(instruction: str) -> bool:
-    return bool(REMOVAL_WORDS.search(instruction))
-
-
-def instruction_asks_rename(instruction: str) -> bool:
-    return bool(RENAME_WORDS.search(instruction))
-
-
-def instruction_asks_documentation_only(instruction: str) -> bool:
-    return bool(DOCUMENTATION_ONLY.match(instruction)) and not ASKS_MORE.search(instruction)
+        return self.status == Status.REFUSED
 
 
 class FileIntegrity:
@@ -113,17 +95,17 @@ class FileIntegrity:
         whole file with it, where the caller has parsed that already)."""
         original = self.text[start:end]
         if answer == original:
-            return Verdict(APPLIED, answer)
+            return Verdict(Status.APPLIED, answer)
         text, echoes = self.strip_echo(start, end, answer)
         stripped = f"removed the answer's copy of {' and '.join(echoes)}" if echoes else ""
         if echoes and not text.strip() and original.strip():
-            return Verdict(REFUSED, answer, f"the answer is a copy of {' and '.join(echoes)} "
+            return Verdict(Status.REFUSED, answer, f"the answer is a copy of {' and '.join(echoes)} "
                                             "instead of a rewrite of the span")
         problems = self.problems(start, end, text, instruction, parsed)
         if problems:
             after = f" (after it {stripped})" if stripped else ""
-            return Verdict(REFUSED, text, "; ".join(problems) + after)
-        return Verdict(STRIPPED, text, stripped) if echoes else Verdict(APPLIED, text)
+            return Verdict(Status.REFUSED, text, "; ".join(problems) + after)
+        return Verdict(Status.STRIPPED, text, stripped) if echoes else Verdict(Status.APPLIED, text)
 
     def problems(self, start: int, end: int, text: str, instruction: str,
                  parsed: SyntaxTree | None = None) -> list[str]:
@@ -149,7 +131,7 @@ class FileIntegrity:
             if emptied:
                 problems.append("it would lose the body of " + _names(emptied))
             if not (broken or lost or emptied) and instruction_asks_documentation_only(instruction):
-                changed = _changed_code_line(self.tree, start, end, candidate, start + len(text))
+                changed = changed_code_line(self.tree, start, end, candidate, start + len(text))
                 if changed is not None:
                     problems.append("the instruction asks for documentation only, and it would change code "
                                     f"(first at {changed!r})")
@@ -283,104 +265,6 @@ class FileIntegrity:
     def _line_of(self, offset: int) -> int:
         """0-based line of a character offset."""
         return min(bisect_right(self._line_starts, offset) - 1, max(len(self.lines) - 1, 0))
-
-
-def lost_definitions(old: list[Definition], new: list[Definition], instruction: str) -> list[Definition]:
-    """The old definitions missing from the new ones that the instruction does not allow to lose."""
-    new_paths = Counter(d.path for d in new)
-    old_paths = Counter(d.path for d in old)
-    # A file may define one name several times (redefinitions, overloads): only as many as went are lost.
-    missing = old_paths - new_paths
-    lost = []
-    for d in old:
-        if missing[d.path] > 0:
-            missing[d.path] -= 1
-            lost.append(d)
-    # Moved, not lost: a function made a method ("put these in a class") keeps its name.
-    new_names, old_names = Counter(d.path[-1] for d in new), Counter(d.path[-1] for d in old)
-    lost = [d for d in lost if new_names[d.path[-1]] < old_names[d.path[-1]]]
-    if not lost:
-        return []
-    if instruction_allows_removal(instruction):
-        return unasked_removals(old, lost, instruction)
-    if instruction_asks_rename(instruction):
-        # A rename: each definition that went is replaced by exactly one new one of its kind, beside it.
-        added = Counter((d.kind, d.path[:-1]) for d in new if old_paths[d.path] < new_paths[d.path])
-        gone = Counter((d.kind, d.path[:-1]) for d in lost)
-        if gone == added:
-            return []
-    return lost
-
-
-def unasked_removals(old: list[Definition], lost: list[Definition], instruction: str) -> list[Definition]:
-    """Under an instruction that asks for removals: what it names may go (with what that holds),
-    and the rest only while it is at most half of what the span defined (one may always go:
-    "delete this function"). An answer that keeps a few lines of a long span and drops every
-    function in it ("remove the unused imports" answered with the imports alone) is lost code."""
-    words = set(re.findall(r"\w+", instruction))
-    unnamed = [d for d in lost if not words & set(d.path)]
-    if len(unnamed) <= max(1, len(old) // 2):
-        return []
-    return unnamed
-
-
-def lost_bodies(old: list[Definition], new: list[Definition], instruction: str) -> list[Definition]:
-    """The old definitions whose counterpart among the new ones kept its header and lost its body.
-
-    Counterparts are found by name (in order, for a name defined twice), then, for a rename, by
-    kind and place among those left over."""
-    if BODYLESS_WORDS.search(instruction):
-        return []
-    by_path: defaultdict[tuple[str, ...], deque[Definition]] = defaultdict(deque)
-    for d in new:
-        by_path[d.path].append(d)
-    pairs, unpaired = [], []
-    for d in old:
-        if by_path[d.path]:
-            pairs.append((d, by_path[d.path].popleft()))
-        else:
-            unpaired.append(d)
-    by_place: defaultdict[tuple[str, tuple[str, ...]], deque[Definition]] = defaultdict(deque)
-    for d in sorted((d for left in by_path.values() for d in left), key=lambda d: d.start):
-        by_place[(d.kind, d.path[:-1])].append(d)
-    for d in unpaired:
-        if by_place[(d.kind, d.path[:-1])]:
-            pairs.append((d, by_place[(d.kind, d.path[:-1])].popleft()))
-    headers_only = [d for d, now in pairs if d.body == FULL and now.body == NONE]
-    emptied = [d for d, now in pairs if d.body == FULL and now.body == EMPTY]
-    if emptied and instruction_allows_removal(instruction):  # "remove the prints" may leave `{}`
-        emptied = unasked_removals(old, emptied, instruction)  # but not every body of the span
-    return [d for d in old if d in headers_only or d in emptied]
-
-
-def _changed_code_line(old: SyntaxTree, start: int, end: int, new: SyntaxTree, new_end: int) -> str | None:
-    """The first line of the new text whose code (comments, docstrings, `pass` and layout aside)
-    differs from the old text's; None when the code is the same token for token."""
-    old_tokens, new_tokens = _code_tokens(old, start, end), _code_tokens(new, start, new_end)
-    for at, (token, line) in enumerate(new_tokens):
-        if at >= len(old_tokens) or old_tokens[at][0] != token:
-            return line
-    return old_tokens[len(new_tokens)][1] if len(old_tokens) > len(new_tokens) else None
-
-
-def _code_tokens(tree: SyntaxTree, start: int, end: int) -> list[tuple[bytes, str]]:
-    """The leaves of the tree in [start, end) that are code, each with its line (stripped)."""
-    low, high = tree.byte(start), tree.byte(end)
-    tokens = []
-    stack = [tree.root]
-    while stack:
-        node = stack.pop()
-        if node.end_byte <= low or node.start_byte >= high:
-            continue
-        if node.type in COMMENTS or is_docstring(node) or is_placeholder(node):
-            continue  # a docstring may take the place of `pass`
-        if node.child_count == 0:
-            line_start = tree.data.rfind(b"\n", 0, node.start_byte) + 1
-            line_end = tree.data.find(b"\n", node.start_byte)
-            line = tree.data[line_start: line_end if line_end >= 0 else len(tree.data)]
-            tokens.append((tree.data[node.start_byte: node.end_byte], line.decode("utf-8", "replace").strip()))
-        stack.extend(reversed(node.children))
-    return tokens
 
 
 def _has_error_within(tree: SyntaxTree, start: int, end: int) -> bool:

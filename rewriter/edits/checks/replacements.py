@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from ..scopes import COMMENTS, Definition, SyntaxTree
+from ..definitions import Definition
+from ..node_kinds import COMMENTS
+from ..scopes import SyntaxTree
 
 CLASS_WORDS = re.compile(r"\bclass(es)?\b", re.IGNORECASE)
 SPECIAL_METHOD = re.compile(r"__\w+__")  # Python's protocols: `__iter__`, `__or__`

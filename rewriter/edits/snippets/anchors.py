@@ -33,11 +33,7 @@ def _anchor(items: list[Item], mine: list[int], file_items: list[Item], theirs: 
     """Patience matching between the matched items `around` (snippet, file): the lines unique on
     both sides, in their longest common order, and the lines that follow on from an anchor with
     no marker (no definition, in the file) between; then the same again between each two."""
-    counts = Counter(items[i].key for i in mine)
-    file_counts = Counter(file_items[i].key for i in theirs)
-    where = {file_items[i].key: f for f, i in enumerate(theirs) if file_counts[file_items[i].key] == 1}
-    anchors = _in_order([(k, where[items[i].key]) for k, i in enumerate(mine)
-                         if counts[items[i].key] == 1 and items[i].key in where])
+    anchors = _unique_in_order(items, mine, file_items, theirs)
 
     def item(k: int, f: int) -> tuple[int, int]:  # positions -> item indices, `around` outside
         return ((around[0][0] if k < 0 else around[1][0] if k == len(mine) else mine[k]),
@@ -90,6 +86,17 @@ def _anchor(items: list[Item], mine: list[int], file_items: list[Item], theirs: 
     for (k0, f0), (k1, f1) in zip(points, points[1:]):
         if k1 - k0 > 1 and f1 - f0 > 1:
             _anchor(items, mine[k0 + 1:k1], file_items, theirs[f0 + 1:f1], (item(k0, f0), item(k1, f1)), pairs)
+
+
+def _unique_in_order(items: list[Item], mine: list[int], file_items: list[Item],
+                     theirs: list[int]) -> list[tuple[int, int]]:
+    """The (snippet, file) positions in `mine` and `theirs` of the lines whose text occurs once on
+    each side, in their longest common order."""
+    counts = Counter(items[i].key for i in mine)
+    file_counts = Counter(file_items[i].key for i in theirs)
+    where = {file_items[i].key: f for f, i in enumerate(theirs) if file_counts[file_items[i].key] == 1}
+    return _in_order([(k, where[items[i].key]) for k, i in enumerate(mine)
+                      if counts[items[i].key] == 1 and items[i].key in where])
 
 
 def _in_order(candidates: list[tuple[int, int]]) -> list[tuple[int, int]]:

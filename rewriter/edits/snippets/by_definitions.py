@@ -4,11 +4,13 @@ text, in order. Between two matched items, a marker keeps the file's lines there
 marker, the snippet's lines replace them. A new definition lands where the snippet puts it: after
 the item before it, or before the item after it. Where that leaves a doubt (a name defined twice,
 code between two markers with nothing to place it by, a definition left out with no marker in its
-place) it raises Unclear.
+place, new lines that may be the file's kept behind a marker) it raises Unclear.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
+from difflib import SequenceMatcher
 
 from .anchors import line_pairs
 from .lines import (
@@ -28,6 +30,16 @@ from .lines import (
     strip_blank,
     without_self,
 )
+
+LIKE = 0.6  # how alike (difflib's ratio) a new line and the file's line it replaces are, at least
+
+
+def _alike(old: str, new: str) -> bool:
+    """Whether `new` reads as `old` changed, not as another line: it holds at least half of old's
+    words (`from stat import *` -> `from stat import a, b`), or most of its characters."""
+    words = set(re.findall(r"\w+", old))
+    return bool(words) and 2 * len(words & set(re.findall(r"\w+", new))) >= len(words) or (
+        SequenceMatcher(None, old, new).ratio() >= LIKE)
 
 
 class DefinitionMerge:
@@ -60,12 +72,21 @@ class DefinitionMerge:
 
     def _match_deeper(self, node: Node) -> None:
         """A definition given alone (a method without its class) matches the one nested
-        definition of its kind and name."""
+        definition of its kind and name, unless it calls that one through its class."""
         found = [inner for top in self.file_tree.children for inner in top.walk()
                  if inner is not top and inner.key() == node.key()]
         if len(found) > 1:
             raise Unclear(f"the file has {len(found)} {node.kind}s named {node.name} inside others")
         if found:
+            owner = next(outer for top in self.file_tree.children for outer in top.walk()
+                         if any(child is found[0] for child in outer.children))
+            calls = re.compile(rf"\b{re.escape(owner.name)}\s*\.\s*{re.escape(node.name)}\s*\(")
+            if any(calls.search(line) for line in self.lines[node.head + 1:node.hi]):
+                # it calls the one it would replace, through that one's class: an override
+                # in another class, which the snippet does not name
+                self.anchored += 1  # its name matched: the reason is this, not that nothing matches
+                raise Unclear(f"the snippet's {node.kind} {node.name}, given alone, calls {owner.name}.{node.name}, "
+                              "the file's only one of that name: it belongs to another class, which is unclear")
             self.overrides[id(found[0])] = node
 
     def _find_moved(self, node: Node) -> None:
@@ -253,18 +274,37 @@ class DefinitionMerge:
         high = len(file_items) - self._paragraph_end(tail[::-1], file_items[low:][::-1]) if anchored[1] else len(
             file_items)
         kept = file_items[low:high]
+        self._check_shown_again(head, kept, at_start=True)
+        self._check_shown_again(tail, kept, at_start=False)
         if not kept or kept[0].kind == BLANK:
             head = strip_blank(head, from_end=True)  # the file's blank lines stand between
         if not kept or kept[-1].kind == BLANK:
             tail = strip_blank(tail, from_end=False)
         return self._snippet_lines(head) + self._file_lines(kept) + self._snippet_lines(tail)
 
+    def _check_shown_again(self, new: list[Item], kept: list[Item], at_start: bool) -> None:
+        """New lines next to a marker that the file holds right behind that marker (inside a
+        definition kept there, where lines are not matched one by one): the file's lines shown
+        again (moved, re-indented) or a copy of them? Nothing tells."""
+        code = [self.lines[item.line].strip() for item in new if item.kind == LINE]
+        if not code:
+            return
+        behind = [self.file_lines[line].strip() for item in kept
+                  for line in range(item.line, item.node.hi if item.node is not None else item.line + 1)
+                  if self.file_lines[line].strip()]
+        near = set(behind[:len(code)] if at_start else behind[-len(code):])
+        shown = next((text for text in code if text in near), None)
+        if shown is not None:
+            raise Unclear(f"the snippet's line {shown!r} stands next to a marker that keeps the same line of the "
+                          "file: that line shown again, or a copy of it, is unclear")
+
     def _paragraph_end(self, new: list[Item], file_items: list[Item]) -> int:
         """New lines right after an anchor, then a blank line before the marker: that blank line
         is the file's next one, and the file's lines up to it (no more of them than new lines, no
         definition among them, none held by the snippet elsewhere) are what the new lines replace,
         the file's paragraphs kept: how many file items that takes (0: none, the new lines are
-        inserted). `new` and `file_items` run away from the anchor."""
+        inserted). Unclear where a line of that paragraph is like none of the new lines: they may
+        as well come before it. `new` and `file_items` run away from the anchor."""
         code = strip_blank(new, from_end=True)
         if not code or len(code) == len(new) or any(item.kind != LINE for item in code):
             return 0
@@ -273,6 +313,12 @@ class DefinitionMerge:
         if not replaced or len(replaced) > len(code) or any(
                 item.kind != LINE or self.file_lines[item.line].strip() in self.snippet_code for item in replaced):
             return 0
+        mine = [self.lines[item.line].strip() for item in code]
+        if not all(any(_alike(self.file_lines[item.line].strip(), line) for line in mine) for item in replaced):
+            # new lines unlike the file's paragraph: inserted before it, or replacing it? Nothing tells
+            raise Unclear(f"the snippet's lines from {mine[0]!r} stand before a marker where the file's paragraph "
+                          f"from {self.file_lines[replaced[0].line].strip()!r} stands, unlike them: "
+                          "whether they replace it or come before it is unclear")
         return blank + 1
 
     def _pair(self, item: Item, file_item: Item) -> list[str]:

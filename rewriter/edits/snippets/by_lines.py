@@ -6,10 +6,11 @@ mid-block, hunks with or without markers, context with or without the file's ind
 
 It is sure or it says why not (Unclear): a stretch placed in more than one place, a change with
 no anchor on one side, an indentation that does not follow the file's, a stretch that would
-replace many more lines than it brings. The model merges what it cannot.
+replace many more lines than it brings, or lines of which it shows one copy of several. The model merges what it cannot.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -84,35 +85,42 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
 
 def excerpts_file(file_lines: list[str], lines: list[str], markers: set[int]) -> bool:
     """Whether every stretch between markers is the file's lines as they stand, blank lines
-    included (runs of them as one), in order: the first at the file's start unless a marker
-    comes before it, the last at its end unless one comes after. A stretch that skips a line of
-    the file says that line goes, though every line it holds is the file's."""
-    file_keys = _collapsed([line.strip() for line in file_lines])
-    while file_keys and not file_keys[-1]:
-        file_keys.pop()
+    included (runs of them as one), in order, each at the file's indentation give or take one
+    shift for the whole stretch: the first at the file's start unless a marker comes before it,
+    the last at its end unless one comes after. A stretch that skips a line of the file says that
+    line goes, though every line it holds is the file's; one that indents its lines otherwise
+    than the file changes them."""
+    file_rows = _collapsed([line.rstrip() for line in file_lines])
+    while file_rows and not file_rows[-1]:
+        file_rows.pop()
+    file_keys = [row.strip() for row in file_rows]
     at = 0
     stretches = _stretches(lines, markers)
     for number, stretch in enumerate(stretches):
         end = min([m for m in markers if m >= stretch.end] + [len(lines)])  # trailing blank lines included
-        keys = _collapsed([line.strip() for line in lines[stretch.start:end]])
+        rows = _collapsed([line.rstrip() for line in lines[stretch.start:end]])
         if number == len(stretches) - 1 and not stretch.marker_after:
-            while keys and not keys[-1]:
-                keys.pop()
+            while rows and not rows[-1]:
+                rows.pop()
+        keys = [row.strip() for row in rows]
+        if number == len(stretches) - 1 and not stretch.marker_after:
             found = [len(file_keys) - len(keys)] if file_keys[len(file_keys) - len(keys):] == keys else []
         else:
             found = [i for i in range(at, len(file_keys) - len(keys) + 1) if file_keys[i:i + len(keys)] == keys]
+        found = [i for i in found if len({len(indent_of(file_rows[i + k])) - len(indent_of(row))
+                                          for k, row in enumerate(rows) if row}) <= 1]
         if not found or number == 0 and not stretch.marker_before and found[0] != 0:
             return False
         at = found[0] + len(keys)
     return True
 
 
-def _collapsed(keys: list[str]) -> list[str]:
+def _collapsed(rows: list[str]) -> list[str]:
     """Runs of blank lines as one; none at the start."""
     out: list[str] = []
-    for key in keys:
-        if key or out and out[-1]:
-            out.append(key)
+    for row in rows:
+        if row.strip() or out and out[-1].strip():
+            out.append(row if row.strip() else "")
     return out
 
 
@@ -246,6 +254,12 @@ def _replaced(file_lines: list[str], lines: list[str], defines: bool, marked: bo
         if defines:
             raise Unclear("the snippet leaves out lines that hold a definition, with no marker in their place")
         return file_lines  # a blank line between hunks, not a removal
+    held = Counter(line.strip() for line in file_lines if any(c.isalnum() for c in line))
+    if again := next((line.strip() for line in lines if held[line.strip()] > 1), None):
+        # a line shown again where the file holds it twice or more: which of them it stands for,
+        # and so which go, is unclear (closing brackets alone are alike everywhere: not counted)
+        raise Unclear(f"the snippet's line {again!r} stands for one of {held[again]} such lines of the file "
+                      "where it goes: which one is unclear")
     if old > max(2 * new, new + SLACK_LINES):
         raise Unclear(f"the snippet would replace {old} lines of the file with {new}, with no marker there")
     return lines

@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..definitions import Definition, definitions
 from ..node_kinds import WRAPPERS, walk
-from ..scopes import Definition, SyntaxTree, definitions, definitions_around
+from ..scopes import SyntaxTree, definitions_around
 
 # A comment line (any common comment style), the comment's words in group 1.
 _COMMENT = re.compile(r"(?:#(?![\[!])|//+|--|/\*+|<!--|;+)\s*(.*?)\s*(?:\*+/|-->)?")

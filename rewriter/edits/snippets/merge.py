@@ -6,7 +6,9 @@ the snippet's definitions matched to the file's by kind and name, which places w
 functions and classes wherever the file has them. By lines (hunks.py): each stretch
 between markers placed by its first and last lines, as a diff hunk is applied, which reads
 fragments that do not parse alone. The first merge that changes the file and passes the checks
-(integrity, syntax, lint: as any edit's span) is the answer, saying which merged. A snippet that
+(integrity, syntax, lint: as any edit's span) is the answer, saying which merged; in a snippet
+without markers, a blank line may stand for code left out, so a merge that removes code where
+the snippet brings a blank line is not one either. A snippet that
 is not text, or holds nothing but markers, is refused; anything else goes to the model (ToModel,
 with both merges' reasons), whose answer the same checks judge.
 """
@@ -14,9 +16,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
 
 from ...prompt import common_indent
-from ..checks.integrity import FileIntegrity, instruction_allows_removal
+from ..checks.integrity import FileIntegrity
+from ..checks.lost_code import instruction_allows_removal
 from ..checks.syntax import compiles
 from ..node_kinds import grammar_for
 from ..scopes import SyntaxTree
@@ -110,6 +114,13 @@ def _merge(file_text: str, snippet: str | bytes, language: str, instruction: str
             continue
         if not file_text.endswith("\n"):
             merged = merged.removesuffix(newline)
+        if not parts.markers | parts.maybe and (gone := _blank_for_code(file_lines, merged)) is not None:
+            # without markers, a blank line is all a snippet has to stand for the code it leaves
+            # out between two hunks: code removed with a blank in its place may be that, or removed
+            outcomes.append(ToModel(f"the merge removes the file's code from line {gone + 1} with a blank line of "
+                                    "the snippet's in its place and no marker: code left out between two hunks, "
+                                    "or removed, is unclear"))
+            continue
         outcome = _judged(integrity, merged, instruction)
         if isinstance(outcome, Merged) and outcome.text != file_text:
             return replace(outcome, path=path)
@@ -137,7 +148,8 @@ def _by_definitions(integrity: FileIntegrity, file_lines: list[str], parts: _Sni
         raise Unclear(f"the snippet does not parse as {integrity.grammar} on its own")
     assert integrity.tree is not None  # a grammar was found
     file_tree = definition_tree(integrity.tree, file_lines, found=integrity.definitions)
-    merger = DefinitionMerge(file_lines, file_tree, parts.lines, definition_tree(tree, parts.lines, parts.markers),
+    snippet_tree = definition_tree(tree, parts.lines, parts.markers)
+    merger = DefinitionMerge(file_lines, file_tree, parts.lines, snippet_tree,
                              parts.markers, parts.maybe, removals=removals)
     try:
         merged = "".join(merger.root())
@@ -147,9 +159,12 @@ def _by_definitions(integrity: FileIntegrity, file_lines: list[str], parts: _Sni
         raise
     if not merger.anchored:
         raise Unclear("no definition or line of the snippet matches the file")
-    if merger.anchored == merger.by_edge and parts.indented:
-        # lines from inside a block, placed by nothing but a marker: added after the file's
-        # end, or replacing the end of that block? Nothing tells
+    outside = [i for i, line in enumerate(parts.lines) if line.strip() and i not in parts.markers | parts.maybe
+               and not any(child.lo <= i < child.hi for child in snippet_tree.children)]
+    if merger.anchored == merger.by_edge and (parts.indented or outside and indent_of(parts.lines[outside[0]])):
+        # lines from inside a block (all of them, or the first outside the snippet's own
+        # definitions), placed by nothing but a marker: added after the file's end, or
+        # replacing the end of that block? Nothing tells
         raise Unclear("only a marker places the snippet, and its lines are indented as inside a block")
     return merged
 
@@ -173,6 +188,34 @@ def _unmerged(outcomes: list[Merged | ToModel], parts: _Snippet, file_lines: lis
                "it changes nothing, yet the snippet is not the file's lines as they stand (it may remove some)"
                for outcome in outcomes]
     return ToModel(f"by lines, {reasons[0]}; by definitions, {reasons[1]}")
+
+
+def _blank_for_code(file_lines: list[str], merged: str) -> int | None:
+    """The first file line of a run of code lines that the merge removed with more blank lines in
+    their place than the file held around them: a blank line that is the snippet's, not the
+    file's own, stands there. None where there is none."""
+    old = [(at, line.strip()) for at, line in enumerate(file_lines) if line.strip()]
+    new = [(at, line.strip()) for at, line in enumerate(merged.splitlines()) if line.strip()]
+    old_keys, new_keys = [text for _, text in old], [text for _, text in new]
+    for tag, i1, i2, j1, _ in SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes():
+        if tag != "delete":
+            continue
+        while i1 > 0 and j1 > 0 and old_keys[i1 - 1] == old_keys[i2 - 1]:  # the same removal, said earlier
+            i1, i2, j1 = i1 - 1, i2 - 1, j1 - 1
+        while i2 < len(old) and j1 < len(new) and old_keys[i1] == old_keys[i2]:  # each place it may stand
+            if _blank_in_place(old, new, i1, i2, j1):
+                return old[i1][0]
+            i1, i2, j1 = i1 + 1, i2 + 1, j1 + 1
+        if _blank_in_place(old, new, i1, i2, j1):
+            return old[i1][0]
+    return None
+
+
+def _blank_in_place(old: list[tuple[int, str]], new: list[tuple[int, str]], i1: int, i2: int, j1: int) -> bool:
+    if not (0 < i1 and i2 < len(old) and 0 < j1 < len(new)):
+        return False
+    blanks = new[j1][0] - new[j1 - 1][0] - 1
+    return blanks > (old[i1][0] - old[i1 - 1][0] - 1) + (old[i2][0] - old[i2 - 1][0] - 1)
 
 
 def _parsed(lines: list[str], markers: set[int], grammar: str) -> SyntaxTree | None:

@@ -43,31 +43,37 @@ async function until(what, test, timeoutMs = 60000, everyMs = 200) {
   }
 }
 
+/** Rewrite Selection… with `instruction` until `done` holds, five tries at most: the first
+ *  may come before the server is up. */
+async function rewriteUntil({ runCommand, answerInputBox, notifications }, instruction, what, done, everyMs) {
+  for (let attempt = 0; attempt < 5; attempt += 1) {
+    await runCommand('Rewriter: Rewrite Selection');
+    await answerInputBox(instruction);
+    try {
+      await until(what, done, 20000, everyMs);
+      return;
+    } catch (error) {
+      report.steps.push(`attempt ${attempt}: ${error.message}; ${JSON.stringify(await notifications())}`);
+      await sleep(2000); // the server may still be starting
+    }
+  }
+}
+
 /** Review off: the rewrite streams into the editor; the status bar's Cancel; Apply anyway. */
 async function direct({ page, editorText, statusBar, notifications, runCommand, answerInputBox, goToLine, save }) {
   // 1. Rewrite Selection… with nothing selected: the function at the cursor. Its progress
   //    shows in the status bar while it streams.
   await goToLine(9);
   const seen = new Set();
-  let rewritten = false;
-  for (let attempt = 0; attempt < 5 && !rewritten; attempt += 1) {
-    await runCommand('Rewriter: Rewrite Selection');
-    await answerInputBox('Square the radius');
-    try {
-      await until('the rewrite in the editor', async () => {
-        for (const text of await statusBar()) {
-          if (text.includes('Rewrite:') || text.includes('Cancel')) {
-            seen.add(text);
-          }
+  await rewriteUntil({ runCommand, answerInputBox, notifications }, 'Square the radius',
+    'the rewrite in the editor', async () => {
+      for (const text of await statusBar()) {
+        if (text.includes('Rewrite:') || text.includes('Cancel')) {
+          seen.add(text);
         }
-        return (await editorText()).includes('self.r ** 2');
-      }, 20000, 50);
-      rewritten = true;
-    } catch (error) {
-      report.steps.push(`attempt ${attempt}: ${error.message}; ${JSON.stringify(await notifications())}`);
-      await sleep(2000); // the server may still be starting
-    }
-  }
+      }
+      return (await editorText()).includes('self.r ** 2');
+    }, 50);
   report.statusBarDuringRewrite = [...seen];
   report.afterRewrite = await save((text) => text.includes('self.r ** 2'));
   report.steps.push('rewrote');
@@ -154,21 +160,10 @@ async function review({ page, notifications, runCommand, answerInputBox, goToLin
   const screenshot = (name) => page.screenshot({ path: path.join(env.E2E_DIR, name) });
 
   await goToLine(4); // class Circle: the class at the cursor
-  let proposed = false;
-  for (let attempt = 0; attempt < 5 && !proposed; attempt += 1) {
-    await runCommand('Rewriter: Rewrite Selection');
-    await answerInputBox('Modernize');
-    try {
-      await until('the proposal', async () => {
-        const now = await lenses();
-        return now.length === 2 && !now.join().includes('rewriting');
-      }, 20000, 100);
-      proposed = true;
-    } catch (error) {
-      report.steps.push(`attempt ${attempt}: ${error.message}; ${JSON.stringify(await notifications())}`);
-      await sleep(2000); // the server may still be starting
-    }
-  }
+  await rewriteUntil({ runCommand, answerInputBox, notifications }, 'Modernize', 'the proposal', async () => {
+    const now = await lenses();
+    return now.length === 2 && !now.join().includes('rewriting');
+  }, 100);
   await sleep(500);
   report.proposedLenses = await lenses();
   report.proposedShown = await shown();

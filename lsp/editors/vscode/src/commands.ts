@@ -5,8 +5,8 @@ import * as vscode from 'vscode';
 
 import { CANCEL_PROGRESS, ProgressTracker } from './progress';
 
-// The server's command ids (lsp/server.py); vscode-languageclient registers them as VS Code
-// commands, so the extension's own must be different ones.
+// The server's command ids (lsp/rewrite_commands.py, lsp/proposal_commands.py); vscode-languageclient
+// registers them as VS Code commands, so the extension's own must be different ones.
 export const SERVER_COMMANDS = {
   rewrite: 'rewriter.rewrite',
   rewriteFile: 'rewriter.rewriteFile',

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from . import CODER_1_5B_NAME, EMBEDDED_NAME
-from .engine import PREFIX_CACHE_MB, EditRequest, Engine
+from .engine import PREFIX_CACHE_MB, EditRequest, Engine, SamplingParams
 from .results import ModelError, Progress, RewriteResult
 
 if TYPE_CHECKING:  # loaded lazily, by local engines only
@@ -56,6 +56,8 @@ class EngineSettings:
     prefix_cache: bool = False  # local: keep a prompt's cache for the next request sharing its prefix
     prefix_cache_mb: int = PREFIX_CACHE_MB  # local: what the prefix caches kept may hold at once
     draft_model: str | None = None  # local: a model with the same tokenizer that drafts where the prediction does not
+    sampling: SamplingParams | None = None  # local: how requests that name none sample (None: greedy)
+    mjsd: float | None = None  # local: MJSD's tau; it CHANGES THE OUTPUT (decoding/mjsd.py), so opt-in only
     lazy: bool = False  # local: load on first use, through load(say), instead of now
 
 
@@ -65,7 +67,17 @@ def build_engine(settings: EngineSettings, progress: Say = lambda message: None)
         return remote_engine(settings)
     if settings.lazy:
         return LazyLocalEngine(settings)
-    return load_rewriter(settings, progress)
+    return configured(load_rewriter(settings, progress), settings)
+
+
+def configured(rewriter: Rewriter, settings: EngineSettings) -> Rewriter | ConfiguredEngine:
+    """The rewriter, decoding as the settings' sampling and MJSD ask; itself where they ask nothing."""
+    if settings.sampling is None and settings.mjsd is None:
+        return rewriter
+    from .decoding.sampling import decoding_options
+
+    return ConfiguredEngine(rewriter, decoding_options(rewriter, settings.sampling or SamplingParams(),
+                                                       rewriter.draft, settings.mjsd))
 
 
 def remote_engine(settings: EngineSettings) -> Engine:
@@ -138,11 +150,18 @@ def load_models(settings: EngineSettings, progress: Say) -> tuple[LoadedModel, L
 
     model = settings.model or default_model(progress)
     loaded = load_model(model, device=settings.device, dtype=settings.dtype, progress=progress)
-    draft = None
     if settings.draft_model is not None:
         progress(f"loading {settings.draft_model} to draft for {model}")
-        draft = load_model(settings.draft_model, device=settings.device, dtype=settings.dtype, progress=progress)
-    return loaded, draft
+    return loaded, load_draft_model(settings, progress)
+
+
+def load_draft_model(settings: EngineSettings, progress: Say) -> LoadedModel | None:
+    """The draft model `settings` name, on their device and in their dtype (None when they name none)."""
+    if settings.draft_model is None:
+        return None
+    from .weights.models import load_model
+
+    return load_model(settings.draft_model, device=settings.device, dtype=settings.dtype, progress=progress)
 
 
 def local_engine(loaded: LoadedModel, prefix_cache: bool = False, decoder: Decoder | None = None,
@@ -164,7 +183,7 @@ class LazyLocalEngine:
 
     def __init__(self, settings: EngineSettings):
         self.settings = settings
-        self._rewriter: Rewriter | None = None
+        self._rewriter: Rewriter | ConfiguredEngine | None = None
         self._load_lock = threading.Lock()
 
     @property
@@ -183,7 +202,7 @@ class LazyLocalEngine:
 
             hide_progress_bars(route_warnings=True)  # `say` reports the load through progress
             try:
-                self._rewriter = load_rewriter(self.settings, say)
+                self._rewriter = configured(load_rewriter(self.settings, say), self.settings)
             except ModelError as error:
                 raise EngineError(str(error)) from error
 
@@ -192,6 +211,12 @@ class LazyLocalEngine:
             self.load(lambda message: None)
         assert self._rewriter is not None
         return self._rewriter.stream(request)
+
+    def branches(self, request: EditRequest, count: int) -> Iterator[RewriteResult]:
+        if self._rewriter is None:
+            self.load(lambda message: None)
+        assert self._rewriter is not None
+        return self._rewriter.branches(request, count)
 
     def prefill(self, request: EditRequest, stopped: Callable[[], bool], code_known: bool = True) -> int:
         """Rewriter.prefill once the model is loaded (this never loads it); 0 before."""
@@ -212,6 +237,20 @@ class ConfiguredEngine:
         self.rewriter = rewriter
         self.sampling = options.get("sampling")
         self.decoding = {name: options[name] for name in ("drafter", "verifier") if options.get(name) is not None}
+
+    @property
+    def dtype(self) -> str:
+        return self.rewriter.dtype
+
+    def prefill(self, request: EditRequest, stopped: Callable[[], bool], code_known: bool = True) -> int:
+        return self.rewriter.prefill(request, stopped, code_known)  # a prompt's cache: sampling plays no part
+
+    def branches(self, request: EditRequest, count: int) -> Iterator[RewriteResult]:
+        """Branches of the greedy answer; none where this engine samples or verifies otherwise (MJSD)."""
+        sampling = request.sampling or self.sampling
+        if "verifier" in self.decoding or (sampling is not None and not sampling.greedy):
+            return iter(())
+        return self.rewriter.branches(replace(request, sampling=sampling), count)
 
     def stream(self, request: EditRequest):
         if request.sampling is None and self.sampling is not None:

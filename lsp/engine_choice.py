@@ -1,5 +1,5 @@
 """Where the language server's rewrites come from: its `engine` options handed to the one engine
-factory (rewriter/engines.py): the model in this process (loaded once, lazily) or a remote
+factory (rewriter/engine_factory.py): the model in this process (loaded once, lazily) or a remote
 endpoint; or an engine factory of your own (REWRITER_ENGINE_FACTORY)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib
 import os
 
 from rewriter.engine import Engine
-from rewriter.engines import EngineError, EngineSettings, api_key, build_engine
+from rewriter.engine_factory import EngineError, EngineSettings, api_key, build_engine
 
 from .options import EngineOptions
 

@@ -4,7 +4,7 @@ review, one per document, their notifications, and the commands that accept or r
 A rewrite with review on never edits the document: its ProposalCollector takes the hunks the
 EditorRewrite would have applied and shows them as `rewriter/proposal`s. An accepted hunk goes
 to the client as one versioned `workspace/applyEdit` of the text the proposal expects, and the
-command answers once the client's didChange shows it; the proposal (lsp/review.py) moves the
+command answers once the client's didChange shows it; the proposal (lsp/proposal.py) moves the
 other hunks with it, and with the user's typing, or ends the review as stale.
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Awaitable, Callable
 
 from lsprotocol import types
 
@@ -22,7 +23,8 @@ from rewriter.prompt import SourceText
 from .document_sync import DocumentSync
 from .edit_applier import APPLY_ANYWAY, DISCARD, line_range, workspace_edit
 from .host import RewriteHost
-from .review import Proposal
+from .proposal import Proposal
+from .statuses import ReviewAnswer, RewriteStatus
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,7 @@ LANDING_TIMEOUT_S = 10.0  # how long an accept waits for the client's didChange 
 _ids = itertools.count(1)
 
 
-def answer(status: str, message: str, proposal: Proposal | None = None) -> dict:
+def answer(status: ReviewAnswer, message: str, proposal: Proposal | None = None) -> dict:
     return {"status": status, "message": message, "remaining": len(proposal.hunks) if proposal else 0}
 
 
@@ -120,68 +122,75 @@ class Reviews:
     def _decidable(self, proposal_id: str, hunk_id: str | None) -> tuple[Proposal | None, dict | None]:
         proposal = self.find(proposal_id)
         if proposal is None:
-            return None, answer("unknown", f"no proposal {proposal_id} is under review")
+            return None, answer(ReviewAnswer.UNKNOWN, f"no proposal {proposal_id} is under review")
         if proposal.id in self.writing:
-            return None, answer("stale", "the proposal is still being written; decide once it is final", proposal)
+            return None, answer(ReviewAnswer.STALE, "the proposal is still being written; decide once it is final",
+                                proposal)
         if hunk_id is not None and proposal.hunk(hunk_id) is None:
-            return None, answer("unknown", f"proposal {proposal_id} has no hunk {hunk_id} under review", proposal)
+            return None, answer(ReviewAnswer.UNKNOWN, f"proposal {proposal_id} has no hunk {hunk_id} under review",
+                                proposal)
         return proposal, None
 
     def _no_longer_under_review(self, proposal: Proposal, hunk_id: str | None) -> dict | None:
         """Checked again under the proposal's lock: a decision that raced this one may have ended it."""
         if not self.current(proposal) or (hunk_id is not None and proposal.hunk(hunk_id) is None):
-            return answer("unknown", "that change is no longer under review", proposal)
+            return answer(ReviewAnswer.UNKNOWN, "that change is no longer under review", proposal)
         return None
 
-    async def reject(self, proposal_id: str, hunk_id: str | None) -> dict:
+    async def _decide(self, proposal_id: str, hunk_id: str | None,
+                      decide: Callable[[Proposal], Awaitable[dict]]) -> dict:
+        """`decide` about a proposal still under review (and its hunk, if one is named), under its lock."""
         proposal, refused = self._decidable(proposal_id, hunk_id)
         if proposal is None:
             return refused or {}
         async with self.locks[proposal.id]:
             if (gone := self._no_longer_under_review(proposal, hunk_id)) is not None:
                 return gone
+            return await decide(proposal)
+
+    async def reject(self, proposal_id: str, hunk_id: str | None) -> dict:
+        async def reject(proposal: Proposal) -> dict:
             proposal.reject([h.id for h in proposal.hunks] if hunk_id is None else [hunk_id])
             return self._after_decision(proposal, "rejected")
 
+        return await self._decide(proposal_id, hunk_id, reject)
+
     async def accept(self, proposal_id: str, hunk_id: str | None) -> dict:
-        proposal, refused = self._decidable(proposal_id, hunk_id)
-        if proposal is None:
-            return refused or {}
-        async with self.locks[proposal.id]:
-            if (gone := self._no_longer_under_review(proposal, hunk_id)) is not None:
-                return gone
-            document = self.server.workspace.get_text_document(proposal.uri)
-            if (document.version != proposal.version or document.source != proposal.text
-                    or not proposal.placed()):
-                return answer("stale", "the document changed since the proposal was shown; nothing was "
-                              "applied", proposal)
-            ids = [h.id for h in proposal.hunks] if hunk_id is None else [hunk_id]
-            lines = list(document.lines)
-            edits = [types.TextEdit(range=line_range(lines, h.start, h.end, document.position_codec),
-                                    new_text="".join(h.new)) for h in proposal.hunks if h.id in ids]
-            proposal.accept(ids)
-            landed = self.landed[proposal.id] = asyncio.Event()
-            try:
-                result = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-                    edit=workspace_edit(self.server, proposal.uri, document.version, edits),
-                    label=f"rewriter: {proposal.instruction}"))
-                applied, reason = result.applied, result.failure_reason
-            except Exception as error:
-                applied, reason = False, str(error)
-            proposal.answered(applied)
-            if not applied:
-                self.landed.pop(proposal.id, None)
-                return answer("stale", f"the editor did not apply the change ({reason or 'no reason given'}); "
-                              "nothing was applied", proposal)
-            if proposal.pending is not None:  # its didChange is still to come
-                try:
-                    await asyncio.wait_for(landed.wait(), LANDING_TIMEOUT_S)
-                except TimeoutError:
-                    self.end(proposal, "stale", "the editor did not report the accepted change; the review ended")
+        return await self._decide(proposal_id, hunk_id, lambda proposal: self._accept(proposal, hunk_id))
+
+    async def _accept(self, proposal: Proposal, hunk_id: str | None) -> dict:
+        document = self.server.workspace.get_text_document(proposal.uri)
+        if (document.version != proposal.version or document.source != proposal.text
+                or not proposal.placed()):
+            return answer(ReviewAnswer.STALE, "the document changed since the proposal was shown; nothing was "
+                          "applied", proposal)
+        ids = [h.id for h in proposal.hunks] if hunk_id is None else [hunk_id]
+        lines = list(document.lines)
+        edits = [types.TextEdit(range=line_range(lines, h.start, h.end, document.position_codec),
+                                new_text="".join(h.new)) for h in proposal.hunks if h.id in ids]
+        proposal.accept(ids)
+        landed = self.landed[proposal.id] = asyncio.Event()
+        try:
+            result = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+                edit=workspace_edit(self.server, proposal.uri, document.version, edits),
+                label=f"rewriter: {proposal.instruction}"))
+            applied, reason = result.applied, result.failure_reason
+        except Exception as error:
+            applied, reason = False, str(error)
+        proposal.answered(applied)
+        if not applied:
             self.landed.pop(proposal.id, None)
-            if not self.current(proposal):
-                return answer("stale", "the review ended while the change was applied", None)
-            return self._after_decision(proposal, "accepted")
+            return answer(ReviewAnswer.STALE, f"the editor did not apply the change "
+                          f"({reason or 'no reason given'}); nothing was applied", proposal)
+        if proposal.pending is not None:  # its didChange is still to come
+            try:
+                await asyncio.wait_for(landed.wait(), LANDING_TIMEOUT_S)
+            except TimeoutError:
+                self.end(proposal, "stale", "the editor did not report the accepted change; the review ended")
+        self.landed.pop(proposal.id, None)
+        if not self.current(proposal):
+            return answer(ReviewAnswer.STALE, "the review ended while the change was applied", None)
+        return self._after_decision(proposal, "accepted")
 
     def _after_decision(self, proposal: Proposal, reason: str) -> dict:
         if not proposal.hunks:
@@ -189,7 +198,7 @@ class Reviews:
             self.end(proposal, reason if reason == "rejected" and not proposal.accepted else "accepted", done)
         else:
             self.publish(proposal, final=True)
-        return answer("ok", f"{reason}; {len(proposal.hunks)} change(s) still under review", proposal)
+        return answer(ReviewAnswer.OK, f"{reason}; {len(proposal.hunks)} change(s) still under review", proposal)
 
 
 def _range(rng: types.Range) -> dict:
@@ -236,22 +245,22 @@ class ProposalCollector:
         new = self.source.native(apply_hunks(code, hunks))
         self.proposal.propose_region(new.splitlines(keepends=True))
 
-    def conclude(self, status: str, message: str, stats: dict) -> int:
+    def conclude(self, status: RewriteStatus, message: str, stats: dict) -> int:
         """The rewrite ended with `status`: publish the final proposal, or end it; its hunk count."""
         reviews, proposal = self.reviews, self.proposal
         reviews.writing.discard(proposal.id)
         if not reviews.current(proposal):
             return 0
-        if status == "done":
+        if status == RewriteStatus.DONE:
             self._propose(self.target.code, self.collected)
-        if status in ("done", "unchanged") and proposal.hunks:
+        if status in (RewriteStatus.DONE, RewriteStatus.UNCHANGED) and proposal.hunks:
             reviews.publish(proposal, final=True, stats=stats)
             return len(proposal.hunks)
         if self.refine and proposal.hunks:  # the refine failed: the proposal stays as it was
             reviews.publish(proposal, final=True)
             return len(proposal.hunks)
-        reason = {"unchanged": "rejected", "conflict": "stale"}.get(status, "error")
-        reviews.end(proposal, reason, "no changes to review" if status == "unchanged" else message)
+        reason = {RewriteStatus.UNCHANGED: "rejected", RewriteStatus.CONFLICT: "stale"}.get(status, "error")
+        reviews.end(proposal, reason, "no changes to review" if status == RewriteStatus.UNCHANGED else message)
         return 0
 
     def offer(self, message: str, refused_text: str) -> None:

@@ -1,5 +1,6 @@
-"""The review's commands (accept or reject one hunk or all, refine) and `rewriter.applySnippet`,
-registered on the language server by lsp/server.py. The protocol is in docs/editors.md."""
+"""The commands on proposals under review (accept or reject one hunk or all, refine) and
+`rewriter.applySnippet`, which proposes a merged snippet (or, review off, applies it), registered
+on the language server by lsp/server.py. The protocol is in docs/editors.md."""
 from __future__ import annotations
 
 from typing import Protocol
@@ -15,8 +16,9 @@ from rewriter.prompt import SourceText, merge_instruction
 from .arguments import argument, invalid
 from .edit_applier import line_range, workspace_edit
 from .host import RewriteHost
-from .review import Proposal
-from .reviews import Reviews
+from .open_reviews import Reviews
+from .proposal import Proposal
+from .statuses import ReviewAnswer, RewriteStatus
 
 ACCEPT_HUNK, REJECT_HUNK = "rewriter.acceptHunk", "rewriter.rejectHunk"
 ACCEPT_ALL, REJECT_ALL = "rewriter.acceptAll", "rewriter.rejectAll"
@@ -34,7 +36,7 @@ class RewriterServer(RewriteHost, Protocol):
                             refine: Proposal | None = None, judged_instruction: str | None = None) -> dict: ...
 
 
-def register_review_commands(server: LanguageServer) -> None:
+def register_proposal_commands(server: LanguageServer) -> None:
     # The handlers' `ls` goes unannotated: pygls reads handlers' type hints at run time.
     @server.command(ACCEPT_HUNK)
     async def accept_hunk(ls, *args):
@@ -62,9 +64,11 @@ def register_review_commands(server: LanguageServer) -> None:
         wait = bool(argument(args, "wait", bool, required=False))
         proposal = ls.reviews.find(proposal_id)
         if proposal is None:
-            return {"status": "unknown", "message": f"no proposal {proposal_id} is under review", "remaining": 0}
+            return {"status": ReviewAnswer.UNKNOWN, "message": f"no proposal {proposal_id} is under review",
+                    "remaining": 0}
         if proposal.id in ls.reviews.writing:
-            return {"status": "stale", "message": "the proposal is still being written; refine it once it is final",
+            return {"status": ReviewAnswer.STALE,
+                    "message": "the proposal is still being written; refine it once it is final",
                     "remaining": len(proposal.hunks)}
         return await ls.start_rewrite(proposal.uri, proposal.region, instruction, wait, refine=proposal)
 
@@ -85,7 +89,7 @@ async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: 
     if any(job.uri == uri for job in ls.jobs.values()):
         message = "a rewrite is already running in this document; cancel it first (rewriter.cancel)"
         ls.show(message, types.MessageType.Warning)
-        return {"status": "busy", "message": message, "edits": 0, "stats": {}}
+        return {"status": RewriteStatus.BUSY, "message": message, "edits": 0, "stats": {}}
     document = ls.workspace.get_text_document(uri)
     language = ls.language_of(document)
     text = document.source.replace("\r\n", "\n")
@@ -98,15 +102,15 @@ async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: 
     if not isinstance(outcome, Merged):
         message = f"the snippet was not merged: {outcome.reason}; the document is unchanged"
         ls.show(message, types.MessageType.Warning)
-        return {"status": "refused", "message": message, "edits": 0, "stats": {}}
+        return {"status": RewriteStatus.REFUSED, "message": message, "edits": 0, "stats": {}}
     if outcome.text == text:
-        return {"status": "unchanged", "message": "the snippet changes nothing", "edits": 0, "stats": {}}
+        return {"status": RewriteStatus.UNCHANGED, "message": "the snippet changes nothing", "edits": 0, "stats": {}}
     new_text = SourceText.from_text(document.source).native(outcome.text)
     if ls.options.review:
         proposal = ls.reviews.open(uri, whole, SNIPPET_LABEL)
         proposal.propose_region(new_text.splitlines(keepends=True))
         ls.reviews.publish(proposal, final=True)
-        return {"status": "proposed", "message": f"proposed {len(proposal.hunks)} change(s) for review, "
+        return {"status": RewriteStatus.PROPOSED, "message": f"proposed {len(proposal.hunks)} change(s) for review, "
                 f"merged by {outcome.path} without a model",
                 "edits": len(proposal.hunks), "stats": {}, "proposal": proposal.id, "hunks": len(proposal.hunks)}
     # Review off: one versioned edit of the document the merge read, as a rewrite's final edit.
@@ -118,6 +122,6 @@ async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: 
     if not result.applied:
         message = f"the editor did not apply the merge ({result.failure_reason or 'no reason given'})"
         ls.show(message, types.MessageType.Warning)
-        return {"status": "conflict", "message": message, "edits": 0, "stats": {}}
-    return {"status": "done", "message": f"merged the snippet by {outcome.path} without a model", "edits": 1,
-            "stats": {}}
+        return {"status": RewriteStatus.CONFLICT, "message": message, "edits": 0, "stats": {}}
+    return {"status": RewriteStatus.DONE, "message": f"merged the snippet by {outcome.path} without a model",
+            "edits": 1, "stats": {}}

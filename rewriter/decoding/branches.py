@@ -1,0 +1,66 @@
+"""Branches where the model hesitated: further answers to one request, each still decoded at
+prediction speed.
+
+Greedy verification already computes the model's distribution at every position of the answer.
+`HesitationRecorder` verifies exactly as `GreedyVerifier` does and also notes, at each position,
+the runner-up token and how far behind the chosen one it was. A branch forces the runner-up at
+one such position (the answer before it kept as it was) and decodes on greedily; the prediction
+drafter realigns after the branch as after any edit. Smallest margins first: where the model
+nearly answered otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from drafters.base import Draft
+
+from .verify import GreedyVerifier
+
+
+@dataclass(frozen=True)
+class Hesitation:
+    """At answer position `position` the model chose `chosen`; `runner_up` came `margin` behind
+    (a difference of logits, so of log-probabilities: 0 is a tie)."""
+
+    position: int
+    chosen: int
+    runner_up: int
+    margin: float
+
+
+class HesitationRecorder(GreedyVerifier):
+    """Greedy verification (the same tokens) that notes each answer position's runner-up."""
+
+    def __init__(self):
+        self.hesitations: list[Hesitation] = []
+
+    def first_token(self, logits: torch.Tensor) -> int:
+        self._note(logits.reshape(1, -1))
+        return self.hesitations[-1].chosen
+
+    def verify(self, logits: torch.Tensor, draft: Draft) -> tuple[int, int]:
+        accepted, following = super().verify(logits, draft)
+        self._note(logits[: accepted + 1])  # the rows of the tokens this pass settles
+        return accepted, following
+
+    def _note(self, rows: torch.Tensor) -> None:
+        values, tokens = rows.float().topk(2, dim=-1)
+        for (best, second), (chosen, runner_up) in zip(values.tolist(), tokens.tolist()):
+            self.hesitations.append(Hesitation(len(self.hesitations), chosen, runner_up, best - second))
+
+    def answer(self, length: int) -> list[int]:
+        """The answer's first `length` tokens (a stop may have kept fewer than were verified)."""
+        return [h.chosen for h in self.hesitations[:length]]
+
+    def branch_points(self, length: int, count: int, excluded: frozenset[int] = frozenset()) -> list[Hesitation]:
+        """The `count` positions of the answer's first `length` tokens where the runner-up came
+        closest, skipping runner-ups in `excluded` (end-of-answer tokens: a branch that stops at
+        once answers nothing)."""
+        candidates = [h for h in self.hesitations[:length] if h.runner_up not in excluded]
+        return sorted(candidates, key=lambda h: (h.margin, h.position))[:count]
+
+    def forced(self, point: Hesitation) -> list[int]:
+        """The answer up to `point`, then its runner-up: what a branch decodes on from."""
+        return [h.chosen for h in self.hesitations[: point.position]] + [point.runner_up]

@@ -1,0 +1,84 @@
+"""An answer that comes back unchanged: the session tries the engine's branches and keeps the
+first that changes the code and passes every check; without branches asked for, nothing changes."""
+from __future__ import annotations
+
+import pytest
+
+from rewriter.apply.batch import apply_command
+from rewriter.apply.plans import Options
+from rewriter.edits.checks.integrity import FileIntegrity, Status
+from rewriter.edits.session import EditSession, Finished
+from rewriter.edits.target import Target
+from rewriter.engine import SamplingParams
+from rewriter.results import RewriteResult, Stats
+from tests.helpers.gated import AnsweringEngine
+
+FILE = "def area(w, h):\n    return w * h\n\n\ndef main():\n    print(area(2, 3))\n"
+HINTED = FILE.replace("def area(w, h):", "def area(w: float, h: float) -> float:")
+LOST = "def main():\n    print(area(2, 3))\n"  # loses area: refused by the integrity check
+BROKEN = FILE.replace("def main():", "def main(:")  # does not parse
+
+
+class BranchingEngine(AnsweringEngine):
+    """Answers every request with the code unchanged; its branches answer `branch_texts` in turn."""
+
+    def __init__(self, branch_texts):
+        super().__init__(lambda request: request.code)
+        self.branch_texts = branch_texts
+        self.asked: list[int] = []
+
+    def branches(self, request, count):
+        self.asked.append(count)
+        for text in self.branch_texts[:count]:
+            yield RewriteResult(text=text, answer="", stats=Stats(output_tokens=4, finish_reason="stop"))
+
+
+def finish(engine, branches: int, sampling: SamplingParams | None = None) -> Finished:
+    session = EditSession(engine, Target.whole(FILE), "Add type hints", "python", branches=branches,
+                          sampling=sampling, integrity=FileIntegrity(FILE, "python"))
+    (finished,) = [event for event in session.run() if isinstance(event, Finished)]
+    return finished
+
+
+def test_the_first_branch_that_changes_the_code_and_passes_every_check_is_kept():
+    engine = BranchingEngine([FILE, LOST, BROKEN, HINTED, FILE.replace("w * h", "h * w")])
+    finished = finish(engine, branches=4)
+    assert finished.decision.status == Status.APPLIED and finished.decision.text == HINTED
+    assert finished.branches == 4 and finished.restart  # what streamed was the unchanged answer
+    assert engine.asked == [4]
+
+
+@pytest.mark.parametrize("texts, count", [([LOST, BROKEN, FILE], 3), ([HINTED], 0)])
+def test_no_branch_passing_leaves_the_answer_unchanged(texts, count):
+    engine = BranchingEngine(texts)
+    finished = finish(engine, branches=count)
+    assert finished.decision.text == FILE and finished.branches == (3 if count else 0)
+    assert engine.asked == ([3] if count else [])
+
+
+def test_a_sampled_request_is_not_branched():
+    engine = BranchingEngine([HINTED])
+    assert finish(engine, branches=2, sampling=SamplingParams(temperature=0.7)).decision.text == FILE
+    assert engine.asked == []
+
+
+def test_apply_with_branches_reports_the_branch_that_changed_the_file(tmp_path):
+    path = tmp_path / "shapes.py"
+    path.write_text(FILE)
+    engine = BranchingEngine([LOST, HINTED])
+    code = apply_command([str(path)], Options("Add type hints", write=True, branches=2), lambda: engine,
+                         quiet=True, say=lambda message: None)
+    assert code == 0 and path.read_text() == HINTED
+
+
+def test_the_cli_refuses_negative_branches_and_branches_for_a_remote_engine(tmp_path, capsys):
+    from rewriter import cli
+
+    path = tmp_path / "shapes.py"
+    path.write_text(FILE)
+    assert cli.main(["apply", str(path), "-i", "Add type hints", "--branches", "-1"]) == 2
+    assert "--branches takes a number" in capsys.readouterr().err
+    assert cli.main(["apply", str(path), "-i", "Add type hints", "--endpoint", "http://127.0.0.1:9/v1",
+                     "--branches", "2"]) == 2
+    assert "--branches apply to the local model" in capsys.readouterr().err
+    assert path.read_text() == FILE
