@@ -6,7 +6,7 @@ while the answer streams), then one `Finished` with the pipeline's Decision (app
 or refused, see pipeline.py) and the hunks that take the span to the decided text. The language
 server applies the hunks as they come, the service sends them, `rewriter apply` waits for the
 decision; all of them judge an answer the same way because they all go through here. An answer
-the syntax guard or the lint check refused gets one more try, the reason in the instruction,
+the integrity check, the syntax guard or the lint check refused gets one more try, the reason in the instruction,
 here, so that every front end gives the model the same second chance. A check made outside
 (`rewriter apply --test`: the user's tests) asks again the same way: a session started with
 `Feedback` sends the earlier answer and why it failed along with the instruction.
@@ -24,9 +24,9 @@ from .hunks import Hunk, HunkStream
 from .pipeline import Decision, Refusal, TargetEdit, dedent
 from .target import Target
 
-# Refusals a model may mend when told the reason (a name it forgot to import, a missing colon);
-# a cut or a lost definition is not asked again.
-RETRIED_REFUSALS = (Refusal.SYNTAX, Refusal.LINT)
+# Refusals a model may mend when told the reason (a name it forgot to import, a missing colon, a
+# function it left out because it answered only what it changed); a cut answer is not asked again.
+RETRIED_REFUSALS = (Refusal.SYNTAX, Refusal.LINT, Refusal.INTEGRITY)
 
 
 @dataclass
@@ -105,8 +105,8 @@ class EditSession:
     def run(self, context_window: int | None = None, *, force: bool = False, allow_syntax_errors: bool = False,
             stopped: Callable[[], bool] = lambda: False,
             feedback: Feedback | None = None) -> Generator[Delta | Finished, None, None]:
-        """Deltas while the engine answers, then one Finished. An answer refused by the syntax
-        guard or the lint check is asked for once more, the reason added to the instruction; the
+        """Deltas while the engine answers, then one Finished. An answer refused by the integrity
+        check, the syntax guard or the lint check is asked for once more, the reason added to the instruction; the
         second answer's deltas settle no hunks, and its Finished restarts from the original.
         Engine errors (RewriteError, NoCodeBlock, ServiceError, ...) pass through. Closing this
         iterator, or `stopped()` turning true, stops the engine at once; nothing is finished then.

@@ -18,6 +18,7 @@ describe('initializationOptions', () => {
       presets: ['Add docstrings', 'Add type hints', 'Simplify', 'Fix the diagnostic here'],
       maxRewriteLines: 400,
       contextChars: 0,
+      branches: 4,
       streamEdits: 'auto',
       prefillAhead: true,
       review: true, // the extension shows the review; the server's default (off) is for clients without one
