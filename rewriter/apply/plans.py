@@ -95,6 +95,7 @@ class Unit:
     stats: Stats | None = None
     part_of: str = ""  # the scope this span was cut from to fit the model's context
     branches: int = 0  # branches decoded after the answer came back unchanged
+    retried: str = ""  # why the first answer was refused, when a second one was asked for
 
 
 @dataclass

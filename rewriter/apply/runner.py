@@ -128,13 +128,13 @@ class Runner:
         if decision.refused:
             override = "--allow-syntax-errors" if decision.refusal == Refusal.SYNTAX else "--force"
             return Unit(span, UnitStatus.REFUSED, f"{decision.reason}; not applied ({override} applies it anyway)",
-                        refused_text=decision.refused_text, stats=stats)
+                        refused_text=decision.refused_text, stats=stats, retried=finished.retried)
         reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
         if finished.branches and decision.text != session.original:
             reason = "; ".join(filter(None, (reason, f"the answer came back unchanged; branch {finished.branches} "
                                                       "changed it and passed every check")))
         return Unit(span, UnitStatus.CHANGED if decision.text != session.original else UnitStatus.UNCHANGED, reason,
-                    new_text=decision.text, stats=stats, branches=finished.branches)
+                    new_text=decision.text, stats=stats, branches=finished.branches, retried=finished.retried)
 
     def _assemble(self, job: FilePlan, text: str, integrity: FileIntegrity) -> None:
         new = text

@@ -62,17 +62,22 @@ def names(text: str) -> list[str]:
     return [d.name for d in definitions(SyntaxTree(text, "python"))]
 
 
-def test_docstrings_that_replace_a_class_body_are_refused(tmp_path, embedded_rewriter, capsys):
+def test_docstrings_that_replace_a_class_body_are_refused_and_asked_again(tmp_path, embedded_rewriter, capsys):
     # The "Add docstrings" preset on a small class: the model answers with the class and a
     # docstring only, __init__ and area gone.
     path = tmp_path / "rectangle.py"
     path.write_text(RECTANGLE)
     code, report = apply_json(path, embedded_rewriter, capsys, instruction="Add docstrings", each="class")
     span = report["files"][0]["spans"][0]
-    assert code == 1 and span["status"] == "refused", span
-    assert "it would lose method Rectangle.__init__, method Rectangle.area" in span["reason"]
-    assert "-    def __init__(self, width, height):" in span["refused_diff"]
-    assert path.read_text() == RECTANGLE
+    lost = "it would lose method Rectangle.__init__, method Rectangle.area"
+    # Refused, then asked once more, told so: the second answer is refused too or keeps every method.
+    assert lost in span.get("retried", "") or lost in span["reason"], span
+    if span["status"] == "refused":
+        assert code == 1 and path.read_text() == RECTANGLE
+    else:
+        written = path.read_text()
+        assert names(written) == names(RECTANGLE)
+        assert all(d.body == "full" for d in definitions(SyntaxTree(written, "python")))
 
 
 def test_a_method_asked_to_stay_as_it_is_does_not_come_back_as_the_whole_file(tmp_path, embedded_rewriter, capsys):
@@ -99,9 +104,11 @@ def test_docstrings_on_idna_intranges_never_write_a_function_without_its_body(tm
     code, report = apply_json(path, embedded_rewriter, capsys, instruction="Add a one-line docstring to each function.",
                               each="function")
     spans = {span["name"]: span for span in report["files"][0]["spans"]}
-    assert spans["_encode_range"]["status"] == "refused", spans["_encode_range"]
-    assert "it would lose the body of function _encode_range" in spans["_encode_range"]["reason"]
-    assert code == 1
+    encode_range = spans["_encode_range"]
+    # Refused, then asked once more, told so: refused again, or an answer that keeps the body.
+    lost = "it would lose the body of function _encode_range"
+    assert lost in encode_range.get("retried", "") or lost in encode_range["reason"], encode_range
+    assert code == (1 if any(span["status"] == "refused" for span in spans.values()) else 0)
     written = path.read_text()
     assert compiles(written)
     assert all(d.body == "full" for d in definitions(SyntaxTree(written, "python")))

@@ -132,11 +132,11 @@ def test_a_refused_merge_is_an_error_and_nothing_else(tiny_loaded, tiny_rewriter
         assert loses_main.requests == []  # refused by the deterministic merge: no model asked
         by_the_check = client.post(CHAT, json=body(message(TWICE, update)))  # ambiguous: the model's answer
         assert "would lose function load, function main" in error_of(by_the_check, 422, "merge_refused")
-        assert len(loses_main.requests) == 1
+        assert len(loses_main.requests) == 2  # asked once more, told what it lost; lost again
         # a snippet that matches nothing goes to the model too, whose answer the checks judge
         matches_nothing = client.post(CHAT, json=body(message(update="x = compute()\ny = x + 1\n")))
         assert "would lose function main" in error_of(matches_nothing, 422, "merge_refused")
-        assert len(loses_main.requests) == 2
+        assert len(loses_main.requests) == 4
 
 
 def test_a_merge_bringing_an_undefined_name_is_refused_by_the_lint_check_either_way(tiny_loaded, tiny_rewriter):
