@@ -183,6 +183,10 @@ def add_bench(commands) -> argparse.ArgumentParser:
     quality.add_argument("--feedback", action="store_true",
                          help="with --tests, a second try where the first answer did not pass, shown the end of "
                               "its test output or why nothing was applied; blind and after-feedback pass rates")
+    quality.add_argument("--tries", type=int, default=1, metavar="N",
+                         help="with --tests, take each case as `apply --test --tries N` does: an answer that fails "
+                              "its tests is asked for again with the failure, up to N answers; passes within "
+                              "1..N tries, side by side")
     quality.add_argument("--test-timeout", type=float, default=30.0, metavar="S",
                          help="time limit for one case's tests (default 30 s)")
     servers = bench.add_argument_group("servers instead of a local model")

@@ -71,6 +71,7 @@ class RewriteResult:
     text: str  # the edited code, in the original's line endings
     answer: str  # the model's raw answer
     stats: Stats
+    mean_log_prob: float | None = None  # a branch's, from its branch point on (decoding/branches.py)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from ..engine import EditRequest
 from ..passes import has_row_independent_prompts
 from ..prompt import SourceText
 from ..results import Stats
+from .branch_choice import branched
 from .cases import Case, run_cases
 from .feedback import feedback_prompt, output_tail
 from .summary import (
@@ -37,6 +38,7 @@ from .summary import (
     summarize_tests,
 )
 from .testrun import DEFAULT_TIMEOUT_S, run_tests
+from .tries import later_tries, passed_on_try
 
 
 class FenceCriteria(StoppingCriteria):
@@ -269,10 +271,12 @@ def judge_answer(case: Case, answer: str, refusal: Refusal | None = None,
 
 def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, baselines: bool = False,
                    refusal: Refusal | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                   feedback: bool = False, branches: int = 0) -> dict:
+                   feedback: bool = False, branches: int = 0, tries: int = 1) -> dict:
     """One case decoded and judged; with `feedback`, a first answer that did not pass gets a
     second try (feedback.py), judged the same way, under "feedback"; with `branches`, an
-    unchanged answer is branched (`apply --branches`), chosen blind, under "branched"."""
+    unchanged answer is branched (`apply --branches`), chosen blind, under "branched"; with
+    `tries` above 1, a blind answer that fails its tests is asked again as `apply --test --tries`
+    asks (tries.py), under "tries", and "passed_on_try" says which answer passed."""
     if baselines:
         row, tokens = _measure_case(rewriter, case, max_new_tokens)
     else:
@@ -292,8 +296,14 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
     answer: str = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)  # type: ignore[assignment]  # one sequence
     row = {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
     if branches:
-        row["branched"] = _branched(rewriter, case, row, max_new_tokens, branches, refusal, timeout_s)
+        row["branched"] = branched(rewriter, case, row, max_new_tokens, branches, refusal,
+                                   lambda case, answer: judge_answer(case, answer, refusal, timeout_s))
         row["after_branches"] = row["branched"].get("outcome", row["outcome"])
+    if tries > 1:
+        blind = row["branched"] if row.get("branched", {}).get("outcome") else row
+        row["tries_allowed"] = tries
+        row["tries"] = later_tries(rewriter, case, blind, tries, branches, max_new_tokens, timeout_s)
+        row["passed_on_try"] = passed_on_try(blind["outcome"], row["tries"])
     if feedback and row["outcome"] != "passed":
         row["feedback"] = _second_try(rewriter, case, answer, row, max_new_tokens, refusal, timeout_s)
     if feedback:
@@ -312,36 +322,15 @@ def _second_try(rewriter: Rewriter, case: Case, first_answer: str, verdict: dict
             "finish_reason": stats.finish_reason, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
 
 
-def _branched(rewriter: Rewriter, case: Case, first: dict, max_new_tokens: int | None, count: int,
-              refusal: Refusal | None, timeout_s: float) -> dict:
-    """`apply --branches` on an unchanged answer: the first branch that changes the code and that
-    the checks let through, chosen without its tests, then judged by them; {} for other answers."""
-    if first["outcome"] != "unchanged":
-        return {}
-    from ..engine import EditRequest
-
-    started = time.perf_counter()
-    request = EditRequest(SourceText.from_text(case.before).code, case.instruction, case.language,
-                          max_new_tokens=max_new_tokens)
-    tried = 0
-    for branch in rewriter.branches(request, count):
-        tried += 1
-        edited = SourceText.from_text(case.before).restore(branch.text)
-        if edited != case.before and not (refusal and refusal(case, edited)):
-            return {"tried": tried, "seconds": time.perf_counter() - started, "answer": branch.answer,
-                    **judge_answer(case, branch.answer, refusal, timeout_s)}
-    return {"tried": tried, "seconds": time.perf_counter() - started}
-
-
 def run_tests_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
                     baselines: bool = False, refusal: Refusal | None = None,
                     timeout_s: float = DEFAULT_TIMEOUT_S, out=sys.stdout, feedback: bool = False,
-                    branches: int = 0) -> dict:
+                    branches: int = 0, tries: int = 1) -> dict:
     warm_up(rewriter)
     columns = TESTS_TABLE_COLUMNS + (FEEDBACK_COLUMNS if feedback else [])
     print(" | ".join(title for title, _, _ in columns), file=out, flush=True)
 
     def one(case: Case) -> dict:
-        return run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s, feedback, branches)
+        return run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s, feedback, branches, tries)
 
     return run_cases(cases, one, format_tests_row, summarize_tests, format_tests_summary, json_path, out)

@@ -56,6 +56,9 @@ def _counts_fit(args: argparse.Namespace, say: Say) -> bool:
     if args.feedback and not args.tests:
         say("--feedback is for --tests: a second try after the first answer's test output")
         return False
+    if args.tries < 1 or (args.tries > 1 and not args.tests):
+        say("--tries takes a whole number of at least 1, and more than 1 only with --tests")
+        return False
     return True
 
 
@@ -140,7 +143,7 @@ def _snippet_styles_bench(args: argparse.Namespace, paths: list[Path], load: Loa
     """Each reference edit cut in each style (snippet_styles.py), each style reported apart; with
     --model-merge, the model then merges what the deterministic merges left to it."""
     from .snippet_cases import load_reference_edits
-    from .snippet_style_bench import format_style_report, parse_styles, style_bench
+    from .snippet_style_bench import format_style_report, parse_styles, pass_judge, style_bench
     from .snippet_styles import style_cases
 
     try:
@@ -154,16 +157,17 @@ def _snippet_styles_bench(args: argparse.Namespace, paths: list[Path], load: Loa
         return 2
     say(f"{len(rows)} reference edits ({', '.join(str(path) for path in paths)}), each cut in {len(styles)} "
         f"snippet styles and merged without a model; tests run on inexact merges ({args.test_timeout:g}s limit)")
-    report = style_bench(rows, styles, args.test_timeout, say)
+    judge = pass_judge(rows, args.test_timeout)
+    report = style_bench(rows, styles, args.test_timeout, say, judge)
     print(format_style_report(report), flush=True)
     if args.model_merge:
         from .snippet_model import format_model_report, run_model_merges
 
-        cases = style_cases(rows, styles)
-        assert [(case.id, case.style) for case in cases] == [(row["id"], row["style"]) for row in report["cases"]]
+        by_key = {(case.id, case.style): case for case in style_cases(rows, styles)}
+        cases = [by_key[row["id"], row["style"]] for row in report["cases"]]  # the report's rows go style by style
         say("the model merges the cases the deterministic merges leave to it, as `rewriter apply --snippet` does")
         report["model"] = run_model_merges(load(args), cases, report["cases"], every_case=False,
-                                           max_new_tokens=args.max_new_tokens, say=say)
+                                           max_new_tokens=args.max_new_tokens, say=say, judge=judge)
         print(format_model_report(report["model"]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -284,10 +288,11 @@ def _tests_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case]
         name = model or "embedded"
         say(f"{len(cases)} cases on {name} in {rewriter.loaded.dtype}, decoded by {ways}; "
             f"tests run on each edit ({args.test_timeout:g}s limit)"
-            + ("; a second try after feedback where the first did not pass" if args.feedback else ""))
+            + ("; a second try after feedback where the first did not pass" if args.feedback else "")
+            + (f"; up to {args.tries} tries as `apply --test --tries {args.tries}`" if args.tries > 1 else ""))
         report = run_tests_bench(rewriter, cases, args.max_new_tokens, None if args.compare else args.json,
                                  baselines=args.baselines, refusal=integrity_refusal, timeout_s=args.test_timeout,
-                                 feedback=args.feedback, branches=args.branches)
+                                 feedback=args.feedback, branches=args.branches, tries=args.tries)
         reports.append({"model": name, **report})
     if args.compare:
         from .summary import cascade, format_cascade, format_tests_side_by_side

@@ -5,11 +5,14 @@ the answer is judged by the one edit pipeline.
 
 Three counts of exact merges come out: the deterministic merge's, the model's alone (on the
 cases it was given), and both together (the deterministic merge where it merged, the model's
-where it found the snippet ambiguous), which is what `apply --snippet` delivers.
+where it found the snippet ambiguous), which is what `apply --snippet` delivers. Given the style
+bench's judge, the same three counts of right merges (exact, or passing the case's tests) come
+out too, per style.
 """
 from __future__ import annotations
 
 import time
+from collections import Counter, defaultdict
 from collections.abc import Callable
 
 from ..answer import NoCodeBlock
@@ -20,6 +23,7 @@ from ..engine import Engine
 from ..prompt import merge_instruction
 from ..results import RewriteError
 from .snippet_cases import SnippetCase, code_damage, normalized
+from .snippet_style_bench import PassJudge
 
 
 def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = None) -> dict:
@@ -38,6 +42,7 @@ def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = 
     decision, stats = finished.decision, finished.result.stats
     if not decision.refused:  # what an applied merge lost or duplicated, as for the deterministic one
         row["lost"], row["duplicated"] = code_damage(case.before, case.after, decision.text)
+        row["text"] = decision.text
     return {**row, "outcome": "refused" if decision.refused else "applied", "reason": decision.reason,
             "exact": not decision.refused and normalized(decision.text) == normalized(case.after),
             "output_tokens": stats.output_tokens, "accepted_prediction_tokens": stats.accepted_prediction_tokens,
@@ -45,29 +50,54 @@ def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = 
 
 
 def run_model_merges(engine: Engine, cases: list[SnippetCase], rows: list[dict], every_case: bool,
-                     max_new_tokens: int | None = None, say: Callable[[str], None] = lambda message: None) -> dict:
+                     max_new_tokens: int | None = None, say: Callable[[str], None] = lambda message: None,
+                     judge: PassJudge | None = None) -> dict:
     """The model's merges of the ambiguous cases (every case with `every_case`); `rows` are the
-    deterministic merge's measurements of the same cases, in the same order."""
+    deterministic merge's measurements of the same cases, in the same order (with `judge`, the
+    style bench's, whose rows say whether each merge was right)."""
     merges: list[dict] = []
     both = 0
+    by_style: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(RIGHT_COUNTS, 0))
     for number, (case, row) in enumerate(zip(cases, rows, strict=True), 1):
         model_row = None
         if every_case or row["outcome"] == "to_model":
             model_row = model_merge(engine, case, max_new_tokens)
+            text = model_row.pop("text", None)
+            if judge is not None:
+                passes = judge.passes(case, text, model_row["exact"])
+                model_row["right"] = model_row["exact"] or bool(passes)
             merges.append(model_row)
             say(f"{number}/{len(cases)} {case.id}: model {model_row['outcome']}"
-                f"{', exact' if model_row['exact'] else ''} in {model_row['seconds']:.1f}s")
+                f"{', exact' if model_row['exact'] else ', right' if model_row.get('right') else ''} "
+                f"in {model_row['seconds']:.1f}s")
         if row["outcome"] == "merged":
             both += row["exact"]
         elif row["outcome"] == "to_model" and model_row is not None:
             both += model_row["exact"]
+        if judge is not None:
+            _count_right(by_style[case.style], row, model_row)
     return {"cases": len(cases), "deterministic_exact": sum(row["exact"] for row in rows),
             "model_cases": len(merges), "model_exact": sum(m["exact"] for m in merges),
             "model_refused": sum(m["outcome"] == "refused" for m in merges),
             "model_failed": sum(m["outcome"] == "failed" for m in merges),
             "model_lost_code": sum(bool(m["lost"]) for m in merges),
             "model_duplicated_code": sum(bool(m["duplicated"]) for m in merges),
-            "both_exact": both, "merges": merges}
+            "both_exact": both, "merges": merges,
+            **({"right_by_style": {style: dict(counts) for style, counts in by_style.items()}} if judge else {})}
+
+
+RIGHT_COUNTS = ("cases", "right_without_model", "to_model", "model_right", "right")
+
+
+def _count_right(counts: dict[str, int], row: dict, model_row: dict | None) -> None:
+    """One case in its style's counts: right without the model, handed to it, right by it, right in all."""
+    counts["cases"] += 1
+    counts["right_without_model"] += row["outcome"] == "merged" and row["right"]
+    if row["outcome"] == "to_model" and model_row is not None:
+        counts["to_model"] += 1
+        counts["model_right"] += model_row["right"]
+    counts["right"] += row["right"] if row["outcome"] == "merged" else bool(
+        row["outcome"] == "to_model" and model_row is not None and model_row["right"])
 
 
 def format_model_report(summary: dict) -> str:
@@ -80,4 +110,18 @@ def format_model_report(summary: dict) -> str:
         f"({summary['model_refused']} refused, {summary['model_failed']} failed; applied merges that lost code "
         f"{summary['model_lost_code']}, duplicated code {summary['model_duplicated_code']})",
         f"exact, both (the model where the merge is ambiguous): {share(summary['both_exact'], summary['cases'])}",
+        *_right_lines(summary.get("right_by_style", {}), share),
     ])
+
+
+def _right_lines(by_style: dict[str, dict[str, int]], share: Callable[[int, int], str]) -> list[str]:
+    """Per style and in all: right (exact, or passing the tests) without the model, the model alone on
+    the cases handed to it, and both together."""
+    if not by_style:
+        return []
+    total: Counter[str] = Counter()
+    for counts in by_style.values():
+        total.update(counts)
+    return ["right (exact or passing the tests): style, without the model, the model alone, both"] + [
+        f"  {style:<16} {share(c['right_without_model'], c['cases']):>16}  {share(c['model_right'], c['to_model']):>16}"
+        f"  {share(c['right'], c['cases']):>16}" for style, c in [*by_style.items(), ("all", total)]]

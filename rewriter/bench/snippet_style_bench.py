@@ -183,11 +183,16 @@ def parse_styles(text: str | None) -> list[str]:
     return styles
 
 
+def pass_judge(rows: list[dict], timeout_s: float = DEFAULT_TIMEOUT_S) -> PassJudge:
+    """The judge of merges of the reference edits `rows`, by the tests of those that have them."""
+    return PassJudge({str(row["id"]): row["tests"] for row in rows if row.get("tests")}, timeout_s)
+
+
 def style_bench(rows: list[dict], styles: list[str], timeout_s: float = DEFAULT_TIMEOUT_S,
-                say: Callable[[str], None] = lambda message: None) -> dict:
-    """The report on the reference edits `rows` (id, before, after; tests where they have them)."""
-    tests = {str(row["id"]): row["tests"] for row in rows if row.get("tests")}
-    return run_style_bench(style_cases(rows, styles), PassJudge(tests, timeout_s), say)
+                say: Callable[[str], None] = lambda message: None, judge: PassJudge | None = None) -> dict:
+    """The report on the reference edits `rows` (id, before, after; tests where they have them);
+    `judge` (pass_judge's, by default) keeps the tests' results for later merges of the same cases."""
+    return run_style_bench(style_cases(rows, styles), judge or pass_judge(rows, timeout_s), say)
 
 
 def main(argv: list[str] | None = None) -> int:

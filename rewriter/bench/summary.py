@@ -145,6 +145,10 @@ def summarize_tests(rows: list[dict]) -> dict:
         summary["feedback"] = summarize_feedback(rows)
     if rows and "after_branches" in rows[0]:
         summary["branches"] = summarize_branches(rows)
+    if rows and "passed_on_try" in rows[0]:
+        from .tries import summarize_tries
+
+        summary["tries"] = summarize_tries(rows, rows[0]["tries_allowed"])
     return summary
 
 
@@ -160,6 +164,23 @@ def summarize_branches(rows: list[dict]) -> dict:
         "changed_by_a_branch": sum("outcome" in b for b in branched),
         "branches_decoded": sum(b["tried"] for b in branched),
         "branch_s": sum(b["seconds"] for b in branched),
+        **(_rules_side_by_side(rows) if any("rules" in b for b in branched) else {}),
+    }
+
+
+def _rules_side_by_side(rows: list[dict]) -> dict:
+    """Passes in all if each blind rule chose among every branch (bench/branch_choice.py), and
+    what decoding them all cost."""
+    branched = [row["branched"] for row in rows if row["branched"]]
+    rules = next(b["rules"] for b in branched if "rules" in b)
+    return {
+        "passed_by_rule": {name: sum(row["branched"]["rules"][name] == "passed" if row["branched"]
+                                     else row["outcome"] == "passed" for row in rows) for name in rules},
+        "candidates": sum(len(b["candidates"]) for b in branched),
+        "passing_candidates": sum(c["outcome"] == "passed" for b in branched for c in b["candidates"]),
+        "cases_with_a_passing_candidate": sum(any(c["outcome"] == "passed" for c in b["candidates"]) for b in branched),
+        "all_branches_decoded": sum(b["decoded"] for b in branched),
+        "all_branch_s": sum(b["all_seconds"] for b in branched),
     }
 
 
@@ -191,7 +212,15 @@ def format_branches(branches: dict) -> str:
     return (f"after branching unchanged answers: passed {branches['passed']}, unchanged {branches['unchanged']}, "
             f"refused {branches['refused']} ({branches['false_refusals']} false); {branches['cases_branched']} "
             f"cases branched, {branches['changed_by_a_branch']} changed, {branches['branches_decoded']} branches "
-            f"decoded in {branches['branch_s']:.1f} s")
+            f"decoded in {branches['branch_s']:.1f} s"
+            + (_format_rules(branches) if "passed_by_rule" in branches else ""))
+
+
+def _format_rules(branches: dict) -> str:
+    rules = ", ".join(f"{name} {passed}" for name, passed in branches["passed_by_rule"].items())
+    return (f"\nblind rules over every branch, passed in all: {rules}; {branches['candidates']} candidates "
+            f"({branches['passing_candidates']} passing, in {branches['cases_with_a_passing_candidate']} cases) from "
+            f"{branches['all_branches_decoded']} branches decoded in {branches['all_branch_s']:.1f} s")
 
 
 def format_tests_summary(summary: dict) -> str:
@@ -221,6 +250,10 @@ def format_tests_summary(summary: dict) -> str:
                      f"{after['decode_s']:.1f}s")
     if "branches" in summary:
         lines.append(format_branches(summary["branches"]))
+    if "tries" in summary:
+        from .tries import format_tries
+
+        lines.append(format_tries(summary["tries"]))
     return "\n".join(lines)
 
 

@@ -21,13 +21,14 @@ from .verify import GreedyVerifier
 
 @dataclass(frozen=True)
 class Hesitation:
-    """At answer position `position` the model chose `chosen`; `runner_up` came `margin` behind
-    (a difference of logits, so of log-probabilities: 0 is a tie)."""
+    """At answer position `position` the model chose `chosen` (at `log_prob`); `runner_up` came
+    `margin` behind (a difference of logits, so of log-probabilities: 0 is a tie)."""
 
     position: int
     chosen: int
     runner_up: int
     margin: float
+    log_prob: float = 0.0
 
 
 class HesitationRecorder(GreedyVerifier):
@@ -46,9 +47,11 @@ class HesitationRecorder(GreedyVerifier):
         return accepted, following
 
     def _note(self, rows: torch.Tensor) -> None:
-        values, tokens = rows.float().topk(2, dim=-1)
-        for (best, second), (chosen, runner_up) in zip(values.tolist(), tokens.tolist()):
-            self.hesitations.append(Hesitation(len(self.hesitations), chosen, runner_up, best - second))
+        rows = rows.float()
+        values, tokens = rows.topk(2, dim=-1)
+        totals = torch.logsumexp(rows, dim=-1)
+        for (best, second), (chosen, runner_up), total in zip(values.tolist(), tokens.tolist(), totals.tolist()):
+            self.hesitations.append(Hesitation(len(self.hesitations), chosen, runner_up, best - second, best - total))
 
     def answer(self, length: int) -> list[int]:
         """The answer's first `length` tokens (a stop may have kept fewer than were verified)."""
@@ -64,3 +67,12 @@ class HesitationRecorder(GreedyVerifier):
     def forced(self, point: Hesitation) -> list[int]:
         """The answer up to `point`, then its runner-up: what a branch decodes on from."""
         return [h.chosen for h in self.hesitations[: point.position]] + [point.runner_up]
+
+
+def mean_log_prob(point: Hesitation, follower: HesitationRecorder, length: int) -> float:
+    """A branch's mean log-probability per token from its branch point on, `length` its answer's
+    tokens: the forced runner-up's (from the answer it branched from), then those decoded after it
+    (`follower`, the branch's own recorder; its first entry is the forced position's, not taken)."""
+    after = follower.hesitations[1: length - point.position]
+    values = [point.log_prob - point.margin, *(h.log_prob for h in after)]
+    return sum(values) / len(values)

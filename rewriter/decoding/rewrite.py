@@ -12,7 +12,7 @@ from ..answer import AnswerStream, NoCodeBlock, closing_fence_end, echo_scan
 from ..engine import EditRequest, SamplingParams, Turn, require_instruction
 from ..prompt import RewritePrompt, build_prompt, first_turn, prediction_ids
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
-from .branches import HesitationRecorder
+from .branches import HesitationRecorder, mean_log_prob
 from .decode import Decoder, Stats, StopCheck
 from .prefix_cache import PREFIX_CACHE_BYTES
 from .sampling import make_verifier, model_drafter
@@ -227,10 +227,12 @@ class Rewriter:
         recorder = HesitationRecorder()
         first = _result(self.stream(request, verifier=recorder))
         for point in recorder.branch_points(first.stats.output_tokens, count, self.decoder.eos_ids):
+            follower = HesitationRecorder()  # verifies greedily too: it only adds the tokens' log-probabilities
             try:
-                yield _result(self.stream(request, forced=recorder.forced(point)))
+                branch = _result(self.stream(request, forced=recorder.forced(point), verifier=follower))
             except NoCodeBlock:
                 continue  # a branch that closed its code block before it opened: no answer
+            yield replace(branch, mean_log_prob=mean_log_prob(point, follower, branch.stats.output_tokens))
 
     def prefill(self, request: EditRequest, stopped: Callable[[], bool] = lambda: False,
                 code_known: bool = True) -> int:

@@ -99,21 +99,50 @@ def test_feedback_is_for_tests(tmp_path):
     assert_clean_failure(run_cli("bench", str(cases), "--feedback"), "--feedback is for --tests")
 
 
+def judged(case, answer):
+    return judge_answer(case, answer, integrity_refusal, 30.0)
+
+
+class Branching:
+    """Branches answering `texts` in turn, scored `scores` (None: no score)."""
+
+    def __init__(self, texts, scores=None):
+        self.texts, self.scores = texts, scores or [None] * len(texts)
+
+    def branches(self, request, count):
+        from rewriter.results import RewriteResult, Stats
+
+        assert request.code == BEFORE and request.instruction == INSTRUCTION
+        for text, score in list(zip(self.texts, self.scores))[:count]:
+            yield RewriteResult(text=text, answer=fenced(text), stats=Stats(), mean_log_prob=score)
+
+
 def test_an_unchanged_answer_is_branched_and_the_first_changed_branch_the_checks_pass_is_tested():
-    from rewriter.bench.bench import _branched
-    from rewriter.results import RewriteResult, Stats
+    from rewriter.bench.branch_choice import branched
 
     lost = AFTER  # loses total: the integrity check refuses it
     texts = [BEFORE, lost, AFTER + TOTAL, AFTER.replace("0.0", "1.0") + TOTAL]
+    chosen = branched(Branching(texts), CASE, {"outcome": "unchanged"}, None, 4, integrity_refusal, judged)
+    assert chosen["tried"] == 3 and chosen["outcome"] == "passed" and chosen["decoded"] == 4
+    assert [c["outcome"] for c in chosen["candidates"]] == ["passed", "failed"]
+    none = branched(Branching(texts), CASE, {"outcome": "unchanged"}, None, 2, integrity_refusal, judged)
+    assert none["tried"] == 2 and "outcome" not in none and none["rules"]["closest"] is None
+    assert branched(Branching(texts), CASE, {"outcome": "failed"}, None, 4, integrity_refusal, judged) == {}
 
-    class Branching:
-        def branches(self, request, count):
-            assert request.code == BEFORE and request.instruction == INSTRUCTION
-            for text in texts[:count]:
-                yield RewriteResult(text=text, answer=fenced(text), stats=Stats())
 
-    chosen = _branched(Branching(), CASE, {"outcome": "unchanged"}, None, 4, integrity_refusal, 30.0)
-    assert chosen["tried"] == 3 and chosen["outcome"] == "passed"
-    none = _branched(Branching(), CASE, {"outcome": "unchanged"}, None, 2, integrity_refusal, 30.0)
-    assert none["tried"] == 2 and "outcome" not in none
-    assert _branched(Branching(), CASE, {"outcome": "failed"}, None, 4, integrity_refusal, 30.0) == {}
+def test_each_blind_rule_picks_among_every_branch_and_the_summary_sets_them_side_by_side():
+    from rewriter.bench.branch_choice import branched
+
+    wrong = AFTER.replace("0.0", "1.0") + TOTAL
+    texts = [AFTER + TOTAL, wrong, wrong.replace("values)\n", "values)  # sum\n", 1), wrong]
+    picked = branched(Branching(texts, [-2.0, -1.5, -0.5, -1.0]), CASE, {"outcome": "unchanged"}, None, 4,
+                      integrity_refusal, judged)
+    # closest: the first; likeliest: the third (-0.5); agreed: the second, given twice
+    assert picked["rules"] == {"closest": "passed", "likeliest": "failed", "agreed": "failed"}
+    assert picked["tried"] == 1 and picked["seconds"] <= picked["all_seconds"]
+    rows = [row("unchanged", branched=picked, after_branches="passed"),
+            row("passed", branched={}, after_branches="passed")]
+    branches = summarize_tests(rows)["branches"]
+    assert branches["passed_by_rule"] == {"closest": 2, "likeliest": 1, "agreed": 1}
+    assert "blind rules over every branch, passed in all: closest 2, likeliest 1, agreed 1" in \
+        format_tests_summary(summarize_tests(rows))

@@ -157,3 +157,25 @@ def test_servers_merge_every_case_side_by_side_and_each_ones_exact_merges_are_co
 def test_options_that_do_not_go_with_servers_are_refused_for_snippets_too(edits, args, words):
     code, said = bench("--snippets", str(edits), "--endpoint", "http://127.0.0.1:9/v1", *args)
     assert code == 2 and words in said[-1]
+
+
+def test_model_merges_count_right_by_their_tests_per_style(tmp_path):
+    # The model's merge of "simplify" is not the reference, yet passes its tests: right, not exact.
+    # Its merge of "hints" loses the hints: neither.
+    tests = "assert perimeter(2, 3) == 10\nassert area(2, 3) == 6\n"
+    path = tmp_path / "edits.jsonl"
+    path.write_text("".join(json.dumps({**edit, "tests": tests}) + "\n" for edit in EDITS))
+    other = BEFORE.replace("    total = 0\n    total += 2 * width\n    total += 2 * height\n    return total\n",
+                           "    return width + width + height + height\n")
+    engine = ScriptedEngine([{"instruction": EDITS[0]["instruction"], "replace": [[BEFORE, other]]},
+                             {"instruction": EDITS[1]["instruction"], "replace": []}])
+    report_path = tmp_path / "report.json"
+    code, said = bench("--snippets", str(path), "--styles", "hunks_0", "--model-merge", "--json", str(report_path),
+                       engine=engine)
+    assert code == 0, said
+    report = json.loads(report_path.read_text())
+    by_id = {merge["id"]: merge for merge in report["model"]["merges"]}
+    assert by_id["simplify"]["right"] and not by_id["simplify"]["exact"]
+    assert "hints" not in by_id or not by_id["hints"]["right"]
+    counts = report["model"]["right_by_style"]["hunks_0"]
+    assert counts["cases"] == 2 and counts["model_right"] == 1 and counts["right"] == counts["right_without_model"] + 1

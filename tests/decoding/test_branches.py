@@ -3,9 +3,10 @@ greedy decoding after its forced tokens, drafted by the prediction at its usual 
 import random
 
 import pytest
+import torch
 
 from drafters import PredictionDrafter
-from rewriter.decoding.branches import Hesitation, HesitationRecorder
+from rewriter.decoding.branches import Hesitation, HesitationRecorder, mean_log_prob
 from rewriter.decoding.decode import Decoder
 from rewriter.engine import SamplingParams
 from tests.helpers.exactness import edited
@@ -60,6 +61,25 @@ def test_a_branch_is_greedy_decoding_after_its_forced_tokens(setup, at):
     tokens, stats = decode(decoder, prompt, PredictionDrafter(reference), LENGTH, forced=forced)
     assert tokens == forced + up_to_end(greedy_reference(model, prompt + forced, LENGTH - len(forced)), decoder)
     assert stats.output_tokens == len(tokens)
+
+
+@pytest.mark.parametrize("at", [0, 7, 30])
+def test_a_branch_scores_its_tokens_by_the_model_s_own_log_probabilities(setup, at):
+    """The score is the mean of what one plain forward pass over prompt and answer gives the
+    branch's tokens, from the forced runner-up on."""
+    model, prompt, reference, _ = setup
+    recorder = HesitationRecorder()
+    decode(Decoder(model, CharTokenizer()), prompt, PredictionDrafter(reference), LENGTH, verifier=recorder)
+    point = recorder.hesitations[at]
+    follower = HesitationRecorder()
+    tokens, _ = decode(Decoder(model, CharTokenizer()), prompt, PredictionDrafter(reference), LENGTH,
+                       forced=recorder.forced(point), verifier=follower)
+    with torch.inference_mode():
+        logits = model(torch.tensor([prompt + tokens])).logits[0].float()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    expected = [log_probs[len(prompt) + i - 1, tokens[i]].item() for i in range(at, len(tokens))]
+    assert mean_log_prob(point, follower, len(tokens)) == pytest.approx(sum(expected) / len(expected), abs=1e-4)
+    assert point.log_prob - point.margin <= point.log_prob <= 0
 
 
 def test_branch_points_come_closest_first_and_skip_end_tokens():
