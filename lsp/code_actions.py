@@ -1,6 +1,7 @@
 """textDocument/codeAction: the rewrites offered where the cursor or the selection is. Each action
 is a `rewriter.rewrite` command of the lines it covers (lsp/rewrite_commands.py): one from a
-rewrite comment above them, one per preset; the diagnostic preset names the diagnostics there."""
+rewrite comment above them, one per preset; the diagnostic preset names the diagnostics there.
+Where a proposal under review may be asked again, "Try another candidate" (rewriter.tryAnother)."""
 from __future__ import annotations
 
 import logging
@@ -9,13 +10,16 @@ from typing import Protocol
 from lsprotocol import types
 from pygls.workspace import Workspace
 
+from .open_reviews import Reviews
 from .options import DIAGNOSTIC_PRESET, InitializationOptions
+from .proposal_commands import TRY_ANOTHER
 from .rewrite_commands import REWRITE
 from .targets import comment_instruction, enclosing_definition, lines_after_comment, selection_lines
 
 log = logging.getLogger(__name__)
 
 ACTION_KIND = types.CodeActionKind.RefactorRewrite
+TRY_ANOTHER_TITLE = "Try another candidate"
 
 
 class PrefillAhead(Protocol):
@@ -27,6 +31,7 @@ class RewriterServer(Protocol):
 
     options: InitializationOptions
     prefill_ahead: PrefillAhead
+    reviews: Reviews
 
     @property
     def workspace(self) -> Workspace: ...
@@ -34,12 +39,31 @@ class RewriterServer(Protocol):
     def language_of(self, document) -> str: ...
 
 
-def rewrite_actions(ls: RewriterServer, params: types.CodeActionParams,
-                    literal: bool) -> list[types.CodeAction | types.Command] | None:
+def code_actions(ls: RewriterServer, params: types.CodeActionParams,
+                 literal: bool) -> list[types.CodeAction | types.Command] | None:
     """The actions for `params`; CodeActions when the client takes them (`literal`), else Commands."""
     only = params.context.only
     if only and not any(ACTION_KIND == kind or ACTION_KIND.startswith(f"{kind}.") for kind in only):
         return None
+    return [*review_actions(ls, params, literal), *(rewrite_actions(ls, params, literal) or [])] or None
+
+
+def review_actions(ls: RewriterServer, params: types.CodeActionParams,
+                   literal: bool) -> list[types.CodeAction | types.Command]:
+    """Try another candidate, where the range touches the lines of a final proposal that may be asked again."""
+    proposal = ls.reviews.by_uri.get(params.text_document.uri)
+    if proposal is None or proposal.id in ls.reviews.writing or proposal.why_not_asked_again() is not None:
+        return []
+    region, rng = proposal.region, params.range
+    if rng.end.line < region.start or rng.start.line >= max(region.stop, region.start + 1):
+        return []
+    command = types.Command(title=TRY_ANOTHER_TITLE, command=TRY_ANOTHER, arguments=[{"proposal": proposal.id}])
+    return [types.CodeAction(title=TRY_ANOTHER_TITLE, kind=ACTION_KIND, command=command) if literal else command]
+
+
+def rewrite_actions(ls: RewriterServer, params: types.CodeActionParams,
+                    literal: bool) -> list[types.CodeAction | types.Command] | None:
+    """The rewrites offered for `params`."""
     document = ls.workspace.get_text_document(params.text_document.uri)
     text = document.source
     lines = document.lines

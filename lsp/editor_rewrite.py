@@ -35,13 +35,15 @@ from .edit_applier import EditApplier
 from .host import RewriteHost
 from .open_reviews import ProposalCollector, Reviews
 from .options import InitializationOptions
-from .proposal import Proposal
+from .proposal import Asked, Proposal
 from .statuses import RewriteStatus
 from .targets import document_context, document_target
 
 log = logging.getLogger(__name__)
 
 REPORT_INTERVAL_S = 0.25
+NO_CANDIDATES = ("this engine offers no other candidates: only the local model, decoding greedily, "
+                 "decodes the branches where it hesitated")
 _ids = itertools.count(1)
 
 
@@ -116,13 +118,16 @@ class EditorRewrite:
     """A rewrite the editor asked for: its target's session, run in a worker thread and streamed
     into the open document, or, given `reviews` and a `proposal`, into the proposal (then `base`,
     when given, is what the model rewrites instead of the document's lines: a refine's proposed
-    text). `judged_instruction` is what the integrity check reads (a snippet merge's hint)."""
+    text). `judged_instruction` is what the integrity check reads (a snippet merge's hint).
+    `other_than`: try another, a candidate other than these texts of the target."""
 
     def __init__(self, server: RewriteHost, uri: str, lines: range, instruction: str, stream: bool,
                  announce_end: bool = False, *, reviews: Reviews | None = None, proposal: Proposal | None = None,
                  base: Target | None = None, judged_instruction: str | None = None,
-                 conversation: tuple[Turn, ...] = ()):
+                 conversation: tuple[Turn, ...] = (), other_than: tuple[str, ...] | None = None):
         self.id = next(_ids)
+        self.other_than = other_than
+        self.decided: str | None = None  # the target's text the answer gave, once decided
         self.conversation = conversation  # a refine: the proposal's turns so far
         self.turn: Turn | None = None  # this rewrite's own turn, once its session is made
         self.announce_end = announce_end  # nobody waits for the outcome: say every ending
@@ -140,7 +145,8 @@ class EditorRewrite:
         self.judged_instruction = judged_instruction
         self.language = server.language_of(document)
         self.context = document_context(document.source, lines, len(document.lines), server.options.context_chars)
-        source = SourceText.from_text("".join(document.lines[lines.start:lines.stop]))  # its line endings
+        self.region_text = "".join(document.lines[lines.start:lines.stop])
+        source = SourceText.from_text(self.region_text)  # its line endings
         self.sync = DocumentSync(document.source, lines, on_conflict=self.cancel)
         self.applier: EditApplier | ProposalCollector
         if reviews is not None and proposal is not None:
@@ -217,6 +223,8 @@ class EditorRewrite:
                                       self.context, judged_instruction=self.judged_instruction,
                                       conversation=self.conversation)
             self.turn = session.turn()
+            if self.other_than is not None and not session.offers_candidates():
+                return Outcome(RewriteStatus.REFUSED, NO_CANDIDATES)
             worker = threading.Thread(target=self._work, name=f"rewrite-{self.id}", daemon=True, args=(session,))
             worker.start()
             try:
@@ -248,7 +256,7 @@ class EditorRewrite:
     def _work(self, session: EditSession) -> None:
         put = lambda item: self.loop.call_soon_threadsafe(self.queue.put_nowait, item)  # noqa: E731
         # No context (window 0) unless the document goes along whole (self.context).
-        events = session.run(context_window=0, stopped=self.cancelled.is_set)
+        events = session.run(context_window=0, stopped=self.cancelled.is_set, other_than=self.other_than)
         try:
             for event in events:
                 put(event)
@@ -307,14 +315,23 @@ class EditorRewrite:
                            refused_text=verdict.refused_text if verdict.may_force else None)
         if self.sync.conflict:
             return self._conflict()
+        self.decided = verdict.text
         edits = self.applier.edits
+        if self.other_than is not None and not edits:
+            return Outcome(RewriteStatus.UNCHANGED, f"no other candidate passed the checks ({finished.branches} "
+                           "decoded); the proposal stays as it was", stats=result_stats)
         status = RewriteStatus.DONE if edits else RewriteStatus.UNCHANGED
         summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == Status.STRIPPED else "")
+        if self.other_than is not None:
+            summary += f"; branch {finished.branches}"
         return Outcome(status, ("rewrote" if edits else "no changes") + f": {summary}", stats=result_stats)
 
     def _proposed(self, outcome: Outcome, collector: ProposalCollector) -> Outcome:
         """The outcome with review on: the proposal's hunks are under review, nothing was applied."""
         hunks = collector.conclude(outcome.status, outcome.message, outcome.stats)
+        if self.other_than is not None and outcome.status != RewriteStatus.DONE:
+            outcome.edits = 0  # no other candidate: the proposal stays as it was
+            return outcome
         if outcome.status not in (RewriteStatus.DONE, RewriteStatus.UNCHANGED) or not hunks:
             if outcome.status == RewriteStatus.DONE:  # nothing left to review (a new rewrite superseded it)
                 return Outcome(RewriteStatus.UNCHANGED, "no changes to review", stats=outcome.stats)
@@ -322,6 +339,10 @@ class EditorRewrite:
             return outcome
         if self.turn is not None:  # a refine of this proposal goes on from this turn
             collector.proposal.conversation = (*self.conversation, self.turn)
+        if self.decided is not None:
+            shown = (*(self.other_than or ()), self.decided)
+            collector.proposal.asked = Asked(self.target, self.instruction, self.judged_instruction,
+                                             self.conversation, self.region_text, shown)
         message = f"proposed {hunks} change(s) for review: " + outcome.message.partition(": ")[2]
         return Outcome(RewriteStatus.PROPOSED, message, hunks, outcome.stats, proposal=collector.proposal.id)
 

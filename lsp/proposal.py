@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field, replace
 
+from rewriter.edits.target import Target
 from rewriter.engine import Turn
 
 from .document_sync import changed_lines
@@ -56,6 +57,18 @@ def line_hunks(old: list[str], new: list[str], first: int = 0) -> list[tuple[int
             for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
 
 
+@dataclass(frozen=True)
+class Asked:
+    """The request that made a proposal's text, as "try another" asks it again."""
+
+    target: Target  # what the model rewrote: the document's lines, or a refine's proposed text
+    instruction: str
+    judged_instruction: str | None
+    conversation: tuple[Turn, ...]  # the turns before it
+    region_text: str  # the region's lines in the document then: edited since, there is no asking again
+    shown: tuple[str, ...]  # the target's texts the candidates shown so far gave
+
+
 @dataclass
 class Proposal:
     """The hunks of one rewrite of `uri` still under review, over the lines `region` of the document."""
@@ -71,6 +84,7 @@ class Proposal:
     accepted: int = 0  # hunks the user accepted so far
     # The requests that made the proposed text, first to last: a refine asks the model as their next turn.
     conversation: tuple[Turn, ...] = ()
+    asked: Asked | None = None  # None: not the model's answer (a merged snippet, a refused answer applied anyway)
     _ids: int = 0
 
     # --- building -------------------------------------------------------------------------
@@ -106,6 +120,20 @@ class Proposal:
     def proposed_region(self) -> range:
         """The region's lines in `proposed_text`."""
         return range(self.region.start, self.region.stop + sum(h.growth for h in self.hunks))
+
+    def region_text(self) -> str:
+        """The region's lines in the document as the proposal last saw it."""
+        return "".join(self.text.splitlines(keepends=True)[self.region.start:self.region.stop])
+
+    def why_not_asked_again(self) -> str | None:
+        """Why try another may not ask the request that made the proposal again; None: it may."""
+        if self.asked is None:
+            return "it is not the model's answer (a merged snippet, or a refused answer applied anyway)"
+        if self.accepted or self.pending is not None:
+            return "a change of it was accepted already"
+        if self.region_text() != self.asked.region_text:
+            return "its lines were edited since it was made"
+        return None
 
     def hunk(self, hunk_id: str) -> ReviewHunk | None:
         return next((h for h in self.hunks if h.id == hunk_id), None)

@@ -1,4 +1,4 @@
-"""The commands on proposals under review (accept or reject one hunk or all, refine) and
+"""The commands on proposals under review (accept or reject one hunk or all, refine, try another) and
 `rewriter.applySnippet`, which proposes a merged snippet (or, review off, applies it), registered
 on the language server by lsp/server.py. The protocol is in docs/editors.md."""
 from __future__ import annotations
@@ -16,13 +16,14 @@ from rewriter.prompt import SourceText, merge_instruction
 from .arguments import argument, invalid
 from .edit_applier import line_range, workspace_edit
 from .host import RewriteHost
-from .open_reviews import Reviews
+from .open_reviews import Reviews, answer
 from .proposal import Proposal
 from .statuses import ReviewAnswer, RewriteStatus
 
 ACCEPT_HUNK, REJECT_HUNK = "rewriter.acceptHunk", "rewriter.rejectHunk"
 ACCEPT_ALL, REJECT_ALL = "rewriter.acceptAll", "rewriter.rejectAll"
 REFINE, APPLY_SNIPPET = "rewriter.refine", "rewriter.applySnippet"
+TRY_ANOTHER = "rewriter.tryAnother"
 SNIPPET_LABEL = "apply the snippet"
 
 
@@ -33,7 +34,8 @@ class RewriterServer(RewriteHost, Protocol):
     jobs: dict  # the rewrites running, by id
 
     async def start_rewrite(self, uri: str, lines: range, instruction: str, wait: bool = False, *,
-                            refine: Proposal | None = None, judged_instruction: str | None = None) -> dict: ...
+                            refine: Proposal | None = None, another: Proposal | None = None,
+                            judged_instruction: str | None = None) -> dict: ...
 
 
 def register_proposal_commands(server: LanguageServer) -> None:
@@ -62,15 +64,24 @@ def register_proposal_commands(server: LanguageServer) -> None:
         proposal_id = argument(args, "proposal", str)
         instruction = argument(args, "instruction", str)
         wait = bool(argument(args, "wait", bool, required=False))
-        proposal = ls.reviews.find(proposal_id)
+        proposal, refused = final_proposal(ls.reviews, proposal_id, "refine it once it is final")
         if proposal is None:
-            return {"status": ReviewAnswer.UNKNOWN, "message": f"no proposal {proposal_id} is under review",
-                    "remaining": 0}
-        if proposal.id in ls.reviews.writing:
-            return {"status": ReviewAnswer.STALE,
-                    "message": "the proposal is still being written; refine it once it is final",
-                    "remaining": len(proposal.hunks)}
+            return refused
         return await ls.start_rewrite(proposal.uri, proposal.region, instruction, wait, refine=proposal)
+
+    @server.command(TRY_ANOTHER)
+    async def try_another(ls, *args):
+        """{proposal, wait?}: ask the request that made the proposal again for a candidate it has not
+        shown (the engine's branches); the answer is a rewrite's (status "proposed": the same id)."""
+        wait = bool(argument(args, "wait", bool, required=False))
+        proposal, refused = final_proposal(ls.reviews, argument(args, "proposal", str), "try another once it is final")
+        if proposal is None:
+            return refused
+        asked, why_not = proposal.asked, proposal.why_not_asked_again()
+        if asked is None or why_not is not None:
+            return answer(ReviewAnswer.STALE, f"no other candidate for this proposal: {why_not}", proposal)
+        return await ls.start_rewrite(proposal.uri, proposal.region, asked.instruction, wait, another=proposal,
+                                      judged_instruction=asked.judged_instruction)
 
     @server.command(APPLY_SNIPPET)
     async def apply_snippet(ls, *args):
@@ -79,6 +90,17 @@ def register_proposal_commands(server: LanguageServer) -> None:
         return await merge_into_document(ls, argument(args, "uri", str), argument(args, "snippet", str),
                                          argument(args, "instruction", str, required=False) or "",
                                          bool(argument(args, "wait", bool, required=False)))
+
+
+def final_proposal(reviews: Reviews, proposal_id: str, doing: str) -> tuple[Proposal | None, dict]:
+    """The proposal under review, final; else None and the answer that says why not."""
+    proposal = reviews.find(proposal_id)
+    if proposal is None:
+        return None, answer(ReviewAnswer.UNKNOWN, f"no proposal {proposal_id} is under review")
+    if proposal.id in reviews.writing:
+        return None, answer(ReviewAnswer.STALE, f"the proposal is still being written; {doing}",
+                            proposal)
+    return proposal, {}
 
 
 async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: str, wait: bool) -> dict:

@@ -20,7 +20,7 @@ from rewriter.engine import instruction_is_empty
 from rewriter.prompt import language_for
 
 from .arguments import invalid
-from .code_actions import ACTION_KIND, rewrite_actions
+from .code_actions import ACTION_KIND, code_actions
 from .editor_rewrite import EditorRewrite, Outcome
 from .engine_choice import EngineError, make_engine
 from .open_reviews import Reviews
@@ -119,10 +119,12 @@ class RewriterServer(LanguageServer):
         self.jobs_by_token.pop(token, None)
 
     async def start_rewrite(self, uri: str, lines: range, instruction: str, wait: bool = False, *,
-                            refine: Proposal | None = None, judged_instruction: str | None = None) -> dict:
+                            refine: Proposal | None = None, another: Proposal | None = None,
+                            judged_instruction: str | None = None) -> dict:
         """Start a rewrite and answer at once ({status: "started", job}); the end comes through
         progress and window/showMessage. With `wait` (or rewriter.wait), answer with its outcome.
-        With review on, the rewrite becomes a proposal; `refine` rewrites one's proposed text."""
+        With review on, the rewrite becomes a proposal; `refine` rewrites one's proposed text;
+        `another` asks its request again for a candidate it has not shown (try another)."""
         if uri not in self.workspace.text_documents:
             raise invalid(f"{uri} is not open in the editor")
         if instruction_is_empty(instruction):
@@ -143,6 +145,11 @@ class RewriterServer(LanguageServer):
             refine.instruction = instruction.strip()
             base = document_target(refine.proposed_text(), refine.proposed_region())
             review = {"reviews": self.reviews, "proposal": refine, "base": base, "conversation": refine.conversation}
+        elif another is not None:
+            asked = another.asked
+            assert asked is not None  # rewriter.tryAnother asks again only what the model answered
+            review = {"reviews": self.reviews, "proposal": another, "base": asked.target,
+                      "conversation": asked.conversation, "other_than": asked.shown}
         elif self.options.review:
             review = {"reviews": self.reviews, "proposal": self.reviews.open(uri, lines, instruction.strip())}
         job = EditorRewrite(self, uri, lines, instruction.strip(), self.streams(), announce_end=not wait,
@@ -272,9 +279,9 @@ def progress_cancelled(ls: RewriterServer, params: types.WorkDoneProgressCancelP
 
 
 @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[ACTION_KIND]))
-def code_actions(ls: RewriterServer, params: types.CodeActionParams):
+def code_action(ls: RewriterServer, params: types.CodeActionParams):
     literal = ls._capability("text_document", "code_action", "code_action_literal_support") is not None
-    return rewrite_actions(ls, params, literal)
+    return code_actions(ls, params, literal)
 
 
 register_rewrite_commands(server)

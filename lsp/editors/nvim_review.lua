@@ -7,6 +7,7 @@
 --   :RewriteReject     <localleader>r   reject it
 --   :RewriteAcceptAll  <localleader>A   :RewriteRejectAll  <localleader>R
 --   :RewriteRefine [instruction]       rewrite the proposal with a follow-up instruction
+--   :RewriteTryAnother                 replace the proposal with the model's next candidate answer
 --   :RewriteSnippet                    merge a chat model's snippet from the clipboard (register +)
 --                                      into this buffer; :[range]RewriteSnippet takes the range's
 --                                      lines as the snippet, into the alternate buffer (#)
@@ -158,6 +159,21 @@ function M.setup(run)
       if instruction and vim.trim(instruction) ~= '' then refine(instruction) end
     end)
   end, { nargs = '*' })
+  command('RewriteTryAnother', function()
+    local bufnr = vim.api.nvim_get_current_buf()
+    local proposal = M.proposals[bufnr]
+    if not proposal then
+      return vim.notify('rewriter: no proposal under review in this buffer', vim.log.levels.WARN)
+    end
+    execute(bufnr, 'rewriter.tryAnother', { { proposal = proposal.id, wait = true } }, function(err, result)
+      -- a refusal ("refused": no other candidates from this engine) the server shows itself
+      if not err and result and (result.status == 'unchanged' or result.status == 'stale'
+          or result.status == 'unknown') then
+        vim.notify('rewriter: ' .. result.message, vim.log.levels.WARN)
+      end
+      if M.on_decided then M.on_decided(err, result) end
+    end)
+  end)
   command('RewriteSnippet', function(opts)
     local snippet, target = snippet_and_target(opts)
     if target < 0 or vim.trim(snippet) == '' then

@@ -9,14 +9,16 @@ decision; all of them judge an answer the same way because they all go through h
 the integrity check, the syntax guard or the lint check refused gets one more try, the reason in the instruction,
 here, so that every front end gives the model the same second chance. A check made outside
 (`rewriter apply --test`: the user's tests) asks again the same way: a session started with
-`Feedback` sends the earlier answer and why it failed along with the instruction.
+`Feedback` sends the earlier answer and why it failed along with the instruction. Asked for
+another candidate than the answers shown already (a review's "try another"), a session answers
+the first of the engine's branches that passes every check and is none of them.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Collection, Generator
 from dataclasses import dataclass, field, replace
 
-from ..engine import EditRequest, Engine, SamplingParams, Turn
+from ..engine import DEFAULT_BRANCHES, EditRequest, Engine, SamplingParams, Turn
 from ..prompt import fence_for
 from ..results import RewriteResult, Stats
 from .checks.integrity import FileIntegrity, Status
@@ -50,7 +52,7 @@ class Finished:
     hunks: list[Hunk]
     restart: bool = False
     retried: str = ""  # why the first answer was refused, when this is the second one's
-    branches: int = 0  # branches decoded after the greedy answer came back unchanged
+    branches: int = 0  # branches decoded after the greedy answer came back unchanged (or for another candidate)
 
 
 @dataclass(frozen=True)
@@ -103,15 +105,19 @@ class EditSession:
         return Turn(self.edit.code, self.edit.instruction)
 
     def run(self, context_window: int | None = None, *, force: bool = False, allow_syntax_errors: bool = False,
-            stopped: Callable[[], bool] = lambda: False,
-            feedback: Feedback | None = None) -> Generator[Delta | Finished, None, None]:
+            stopped: Callable[[], bool] = lambda: False, feedback: Feedback | None = None,
+            other_than: Collection[str] | None = None) -> Generator[Delta | Finished, None, None]:
         """Deltas while the engine answers, then one Finished. An answer refused by the integrity
         check, the syntax guard or the lint check is asked for once more, the reason added to the instruction; the
         second answer's deltas settle no hunks, and its Finished restarts from the original.
         Engine errors (RewriteError, NoCodeBlock, ServiceError, ...) pass through. Closing this
         iterator, or `stopped()` turning true, stops the engine at once; nothing is finished then.
-        `feedback`: this is a later try after an answer failed a check made outside."""
+        `feedback`: this is a later try after an answer failed a check made outside. `other_than`:
+        the span's texts shown already: the answer is another candidate, without deltas."""
         request = self.request(context_window, feedback)
+        if other_than is not None:
+            yield from self._another(request, other_than, allow_syntax_errors, stopped)
+            return
         hunks = HunkStream(self.edit.original)
         result = yield from self._answer(request, hunks, stopped)
         if result is None:
@@ -129,7 +135,7 @@ class EditSession:
                                         allow_syntax_errors=allow_syntax_errors)
         branched, tried = False, 0
         if decision.status == Status.APPLIED and decision.text == self.edit.original and not retried:
-            chosen, tried = self._branch(request, allow_syntax_errors, stopped)
+            chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches)
             if chosen is not None:
                 (decision, result), branched = chosen, True
         if decision.status == Status.APPLIED and not retried and not branched:
@@ -140,21 +146,44 @@ class EditSession:
         rest = [] if decision.refused else HunkStream(self.edit.original).feed(decision.text, final=True)
         yield Finished(decision, result, rest, restart=True, retried=retried, branches=tried)
 
-    def _branch(self, request: EditRequest, allow_syntax_errors: bool,
-                stopped: Callable[[], bool]) -> tuple[tuple[Decision, RewriteResult] | None, int]:
-        """The first branch whose answer changes the code and passes every check (--force
-        overrides none of them here), or None; and how many branches were decoded."""
-        branches = getattr(self.engine, "branches", None)
-        if not self.branches or branches is None or (request.sampling is not None and not request.sampling.greedy):
+    def offers_candidates(self) -> bool:
+        """Whether the engine decodes other candidates (branches) for this session: a local
+        engine decoding greedily does; an endpoint, or sampling, does not."""
+        return hasattr(self.engine, "branches") and (self.sampling is None or self.sampling.greedy)
+
+    def _another(self, request: EditRequest, other_than: Collection[str], allow_syntax_errors: bool,
+                 stopped: Callable[[], bool]) -> Generator[Finished, None, None]:
+        """A candidate other than `other_than`: the first branch that qualifies, or, none does, the
+        original unchanged; either way with how many branches were decoded. The greedy answer is
+        not taken as it is (it was shown, or it changed nothing)."""
+        chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches or DEFAULT_BRANCHES,
+                                     other_than)
+        if chosen is None:
+            if stopped():
+                return
+            original = self.edit.original
+            chosen = Decision(Status.APPLIED, original), RewriteResult(original, "", Stats(finish_reason="stop"))
+        decision, result = chosen
+        hunks = HunkStream(self.edit.original).feed(decision.text, final=True)
+        yield Finished(decision, result, hunks, restart=True, branches=tried)
+
+    def _branch(self, request: EditRequest, allow_syntax_errors: bool, stopped: Callable[[], bool], count: int,
+                other_than: Collection[str] = ()) -> tuple[tuple[Decision, RewriteResult] | None, int]:
+        """The first of `count` branches whose answer changes the code, passes every check (--force
+        overrides none of them here) and is none of `other_than`, or None; and how many branches
+        were decoded."""
+        branches = getattr(self.engine, "branches", None) if self.offers_candidates() else None
+        if not count or branches is None:
             return None, 0
         tried = 0
-        for branch in branches(request, self.branches):
+        for branch in branches(request, count):
             tried += 1
             if stopped():
                 break
             candidate = self.edit.finish(branch.text, branch.stats.finish_reason, force=False,
                                          allow_syntax_errors=allow_syntax_errors)
-            if candidate.status == Status.APPLIED and candidate.text != self.edit.original:
+            if (candidate.status == Status.APPLIED and candidate.text != self.edit.original
+                    and candidate.text not in other_than):
                 return (candidate, branch), tried
         return None, tried
 

@@ -82,3 +82,48 @@ def test_the_cli_refuses_negative_branches_and_branches_for_a_remote_engine(tmp_
                      "--branches", "2"]) == 2
     assert "--branches apply to the local model" in capsys.readouterr().err
     assert path.read_text() == FILE
+
+
+# Another candidate (a review's "try another"): the branches only, none of the texts shown already.
+SWAPPED = FILE.replace("w * h", "h * w")
+
+
+def another(engine, other_than, branches: int = 4, sampling: SamplingParams | None = None) -> Finished:
+    session = EditSession(engine, Target.whole(FILE), "Add type hints", "python", branches=branches,
+                          sampling=sampling, integrity=FileIntegrity(FILE, "python"))
+    events = list(session.run(other_than=other_than))
+    assert len(events) == 1 and isinstance(events[0], Finished)  # no deltas: branches come whole
+    return events[0]
+
+
+def test_another_candidate_skips_the_texts_shown_and_the_refused_branches():
+    engine = BranchingEngine([HINTED, LOST, FILE, BROKEN, SWAPPED])
+    finished = another(engine, [HINTED], branches=5)
+    assert finished.decision.status == Status.APPLIED and finished.decision.text == SWAPPED
+    assert finished.branches == 5 and finished.restart and finished.hunks
+    assert engine.requests == [] and engine.asked == [5]  # the greedy answer is not asked as it is
+
+
+def test_another_candidate_without_branches_asked_for_decodes_the_default_number():
+    from rewriter.engine import DEFAULT_BRANCHES
+
+    engine = BranchingEngine([HINTED] * (DEFAULT_BRANCHES + 2))
+    assert another(engine, [], branches=0).decision.text == HINTED and engine.asked == [DEFAULT_BRANCHES]
+
+
+def test_no_other_candidate_leaves_the_original_and_says_how_many_were_decoded():
+    engine = BranchingEngine([HINTED, LOST, BROKEN, FILE])
+    finished = another(engine, [HINTED])
+    assert finished.decision.status == Status.APPLIED and finished.decision.text == FILE
+    assert finished.branches == 4 and finished.hunks == []
+
+
+def test_an_engine_without_branches_or_sampling_offers_no_other_candidates():
+    plain = AnsweringEngine(lambda request: HINTED)
+    session = EditSession(plain, Target.whole(FILE), "Add type hints", "python", branches=4)
+    assert not session.offers_candidates()
+    finished = another(plain, [])
+    assert finished.decision.text == FILE and finished.branches == 0 and plain.requests == []
+    engine = BranchingEngine([HINTED])
+    assert another(engine, [], sampling=SamplingParams(temperature=0.7)).decision.text == FILE
+    assert engine.asked == []

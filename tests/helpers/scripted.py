@@ -15,6 +15,9 @@ fenced block, streamed `chunk_chars` characters at a time, `delay_s` apart. "Tok
 stats are characters: accepted while the answer still equals the prediction, rejected after;
 `max_new_tokens` (the `maxNewTokens` option) cuts the answer there, as a model's limit would.
 `load_s` > 0 makes the first rewrite wait that long for a "model" to load, reporting as it goes.
+A rule's `branches`, lists of replacements each, are the engine's other candidates (the local
+model's branches where it hesitated: `Rewriter.branches`), in order; `"branches": false` at the
+top makes an engine without branches (an endpoint's).
 """
 from __future__ import annotations
 
@@ -42,8 +45,9 @@ class ScriptedEngine:
     @classmethod
     def from_file(cls, path: str) -> ScriptedEngine:
         script = json.loads(Path(path).read_text())
-        return cls(script.get("rules", []), script.get("delay_s", 0.0), script.get("chunk_chars", 8),
-                   script.get("concurrent", False), script.get("load_s", 0.0))
+        kind = BranchingScriptedEngine if script.get("branches", True) else cls
+        return kind(script.get("rules", []), script.get("delay_s", 0.0), script.get("chunk_chars", 8),
+                    script.get("concurrent", False), script.get("load_s", 0.0))
 
     def load(self, say) -> None:
         """Like EmbeddedEngine's: a slow first load, with progress."""
@@ -58,16 +62,24 @@ class ScriptedEngine:
     def close(self) -> None:
         pass
 
-    def stream(self, request):
-        text, instruction, language, context, max_new_tokens = (
-            request.code, request.instruction, request.language, request.context, request.max_new_tokens)
-        require_instruction(instruction)
-        source = SourceText.from_text(text)
-        code = source.code
-        rule = next((r for r in self.rules if r.get("instruction", "") in instruction), {})
+    def rule(self, request) -> dict:
+        require_instruction(request.instruction)
+        rule = next((r for r in self.rules if r.get("instruction", "") in request.instruction), {})
         if "error" in rule:
             raise RewriteError(rule["error"])
-        for old, new in rule.get("replace", []):
+        return rule
+
+    def stream(self, request):
+        rule = self.rule(request)
+        yield from self.answer(request, rule, rule.get("replace", []))
+
+    def answer(self, request, rule: dict, replacements: list):
+        """The answer with `replacements` applied to the code, streamed at the rule's pace."""
+        text, instruction, language, context, max_new_tokens = (
+            request.code, request.instruction, request.language, request.context, request.max_new_tokens)
+        source = SourceText.from_text(text)
+        code = source.code
+        for old, new in replacements:
             code = code.replace(old, new)
         prediction = build_prompt(source.code, instruction, language, context).prediction + "\n"
         answer = build_prompt(code, instruction, language, context).prediction + "\n"
@@ -94,6 +106,15 @@ class ScriptedEngine:
             yield Progress(chunk, stats)
         stats.finish_reason = "length" if cut else "stop"
         yield RewriteResult(text=source.restore(extract_code(answer)), answer=answer, stats=stats)
+
+
+class BranchingScriptedEngine(ScriptedEngine):
+    def branches(self, request, count):
+        """The rule's `branches`, up to `count`, each answered whole."""
+        rule = self.rule(request)
+        for replacements in rule.get("branches", [])[:count]:
+            *_, result = self.answer(request, rule, replacements)
+            yield result
 
 
 SCRIPT_ENV = "REWRITER_LSP_TEST_SCRIPT"

@@ -53,7 +53,9 @@ def run_nvim(tmp_path: Path, script_name: str, options: dict, **settings: str) -
     source.write_text(SAMPLE)
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"delay_s": 0.01, "chunk_chars": 5,
-                                  "rules": [{"instruction": "Add docstrings", "replace": DOCSTRINGS},
+                                  # its one branch is the answer itself: no other candidate
+                                  "rules": [{"instruction": "Add docstrings", "replace": DOCSTRINGS,
+                                             "branches": [DOCSTRINGS]},
                                             {"instruction": "Square", "replace": [["self.r * self.r", "self.r ** 2"]]}]}))
     out = tmp_path / "report.json"
     env = {
@@ -101,12 +103,13 @@ def test_the_readme_setup_rewrite_command_prompts_for_the_instruction(tmp_path):
 
 def test_the_review_previews_a_proposal_and_applies_only_what_is_accepted(tmp_path):
     # lsp/editors/nvim.lua with vim.g.rewriter_review: the proposal shows as virtual lines, the
-    # buffer stays as it was; ,a accepts the first change, ,r rejects the next, ,A accepts the rest.
+    # buffer stays as it was; :RewriteTryAnother finds no other candidate, ,a accepts the first
+    # change, ,r rejects the next, ,A accepts the rest.
     report = run_nvim(tmp_path, "review.lua", {})
     assert report["status"] == "finished", report
     assert report["result"]["status"] == "proposed" and report["hunks"] == 3, report
     assert report["unchanged_while_proposed"] and report["previews"] == 3
-    assert report["decisions"] == ["ok", "ok", "ok"]
+    assert report["decisions"] == ["unchanged", "ok", "ok", "ok"] and report["hunks_after_try"] == 3
     steps = ["\n".join(lines) + "\n" for lines in report["steps"]]
     assert steps[0] == SAMPLE.replace(*DOCSTRINGS[0])
     assert steps[1] == steps[0]  # a reject changes nothing

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from lsp.proposal import Proposal, ReviewHunk
+from lsp.proposal import Asked, Proposal, ReviewHunk
+from rewriter.edits.target import Target
 
 TEXT = "".join(f"line {i}\n" for i in range(10))
 
@@ -35,6 +36,21 @@ def test_typing_outside_the_hunks_moves_them_inside_ends_the_review():
     assert made.document_changed(after, 3) is None and [(h.start, h.end) for h in made.hunks] == [(3, 4), (6, 6)]
     assert made.placed() and made.version == 3
     assert made.document_changed(after.replace("line 2\n", "line two\n"), 4) is not None  # inside a hunk
+
+
+def test_try_another_asks_again_only_the_models_answer_unaccepted_and_unedited():
+    made = proposal(region=range(2, 8))
+    assert "not the model's answer" in made.why_not_asked_again()
+    lines = made.text.splitlines(keepends=True)
+    made.asked = Asked(Target.of_lines(made.text, range(2, 8)), "edit", None, (), "".join(lines[2:8]), ("shown",))
+    assert made.why_not_asked_again() is None
+    assert made.document_changed("new\n" + made.text, 2) is None  # above it: the region moves, its text stays
+    assert made.why_not_asked_again() is None
+    edited = made.text.replace("line 3\n", "line three\n")  # in the region, outside the hunks
+    assert made.document_changed(edited, 3) is None and "edited since" in made.why_not_asked_again()
+    made.document_changed(made.text.replace("line three\n", "line 3\n"), 4)
+    made.accept([made.hunks[0].id])
+    assert "accepted already" in made.why_not_asked_again()
 
 
 def test_an_insertion_hunk_collides_only_with_a_change_around_its_point():

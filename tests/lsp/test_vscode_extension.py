@@ -21,7 +21,7 @@ OPTION_SETTINGS = {name.removeprefix("rewriter."): schema for name, schema in SE
 SERVER_COMMANDS = {rewrite_commands.REWRITE, rewrite_commands.REWRITE_FILE, rewrite_commands.CANCEL,
                    rewrite_commands.WAIT, proposal_commands.ACCEPT_HUNK, proposal_commands.REJECT_HUNK,
                    proposal_commands.ACCEPT_ALL, proposal_commands.REJECT_ALL, proposal_commands.REFINE,
-                   proposal_commands.APPLY_SNIPPET}
+                   proposal_commands.TRY_ANOTHER, proposal_commands.APPLY_SNIPPET}
 # The extension shows the review, so it asks for it; the server's default (off) is for clients without one.
 EXTENSION_DEFAULTS = {"review": True}
 

@@ -1,5 +1,6 @@
 -- Headless Neovim with lsp/editors/nvim.lua and the review on: `:RewriteFile` proposes, the preview
--- shows, `:RewriteAccept` / `:RewriteReject` / `:RewriteAcceptAll` decide; writes a JSON report.
+-- shows, `:RewriteTryAnother` asks for another candidate, `:RewriteAccept` / `:RewriteReject` /
+-- `:RewriteAcceptAll` decide; writes a JSON report.
 local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)')
 local start = dofile(here .. 'start.lua')({ proposals = 0, decisions = {}, steps = {} })
 local report = start.report
@@ -47,9 +48,13 @@ local function decide(keys, count)
   vim.wait(200) -- the proposal's next notification
   table.insert(report.steps, vim.api.nvim_buf_get_lines(0, 0, -1, false))
 end
-decide(',a', 1) -- the mapping of :RewriteAccept
-decide(',r', 2) -- :RewriteReject
-decide(',A', 3) -- :RewriteAcceptAll
+vim.cmd('RewriteTryAnother')
+wait_for('another candidate', function() return decided >= 1 end)
+vim.wait(200)
+report.hunks_after_try = #final.hunks
+decide(',a', 2) -- the mapping of :RewriteAccept
+decide(',r', 3) -- :RewriteReject
+decide(',A', 4) -- :RewriteAcceptAll
 wait_for('the end of the review', function() return report.ended ~= nil end)
 report.marks_left = #vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {})
 vim.wait(300)

@@ -18,6 +18,7 @@ export const SERVER_COMMANDS = {
   acceptAll: 'rewriter.acceptAll',
   rejectAll: 'rewriter.rejectAll',
   refine: 'rewriter.refine',
+  tryAnother: 'rewriter.tryAnother',
   applySnippet: 'rewriter.applySnippet',
 } as const;
 

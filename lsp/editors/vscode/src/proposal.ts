@@ -19,7 +19,7 @@ export interface Proposal {
 
 export interface ProposalEnded { id: string; uri: string; reason: string; message: string }
 
-/** What rewriter.acceptHunk / rejectHunk / acceptAll / rejectAll / refine answer. */
+/** What rewriter.acceptHunk / rejectHunk / acceptAll / rejectAll / refine / tryAnother answer. */
 export interface ReviewAnswer { status: 'ok' | 'stale' | 'unknown' | string; message?: string; remaining?: number }
 
 /** A piece of the proposed text shown after `at` (a position in the document). */

@@ -14,6 +14,7 @@ export const REVIEW_COMMANDS = {
   acceptAll: 'rewriter.client.acceptAll',
   rejectAll: 'rewriter.client.rejectAll',
   refine: 'rewriter.client.refine',
+  tryAnother: 'rewriter.client.tryAnother',
   showDiff: 'rewriter.client.showProposal',
 } as const;
 
@@ -140,6 +141,7 @@ export class Review implements vscode.CodeLensProvider, vscode.TextDocumentConte
         lenses.push(new vscode.CodeLens(at, { title: 'Accept All', command: REVIEW_COMMANDS.acceptAll, arguments: [] }));
         lenses.push(new vscode.CodeLens(at, { title: 'Reject All', command: REVIEW_COMMANDS.rejectAll, arguments: [] }));
         lenses.push(new vscode.CodeLens(at, { title: 'Refine…', command: REVIEW_COMMANDS.refine, arguments: [] }));
+        lenses.push(new vscode.CodeLens(at, { title: 'Try Another', command: REVIEW_COMMANDS.tryAnother, arguments: [] }));
         if (!proposal.final) {
           lenses.push(new vscode.CodeLens(at, { title: '$(sync~spin) rewriting…', command: '' }));
         }
@@ -203,6 +205,12 @@ export class Review implements vscode.CodeLensProvider, vscode.TextDocumentConte
     }
     this.lastInstruction = instruction;
     return this.call(SERVER_COMMANDS.refine, { proposal: proposal.id, instruction });
+  }
+
+  /** Ask the server for the next candidate answer (the model's branches); it replaces the proposal. */
+  async tryAnother(editor = vscode.window.activeTextEditor): Promise<ReviewAnswer | undefined> {
+    const proposal = this.underReview(editor);
+    return proposal && this.call(SERVER_COMMANDS.tryAnother, { proposal: proposal.id });
   }
 
   /** A save writes the document, which holds only accepted hunks; the user hears once per
@@ -288,6 +296,7 @@ export function registerReview(review: Review): vscode.Disposable[] {
     vscode.commands.registerCommand(REVIEW_COMMANDS.acceptAll, () => review.decideAll(true)),
     vscode.commands.registerCommand(REVIEW_COMMANDS.rejectAll, () => review.decideAll(false)),
     vscode.commands.registerCommand(REVIEW_COMMANDS.refine, () => review.refine()),
+    vscode.commands.registerCommand(REVIEW_COMMANDS.tryAnother, () => review.tryAnother()),
     vscode.commands.registerCommand(REVIEW_COMMANDS.showDiff, () => review.showDiff()),
     vscode.languages.registerCodeLensProvider({ scheme: 'file' }, review),
     vscode.languages.registerCodeLensProvider({ scheme: 'untitled' }, review),

@@ -71,8 +71,10 @@ describe('a proposal under review', () => {
     review.onProposal(proposal());
     const lenses = review.provideCodeLenses(document as unknown as vscode.TextDocument);
     assert.deepStrictEqual(titles(lenses),
-      ['8:Accept', '8:Reject', '8:Accept All', '8:Reject All', '8:Refine…', '11:Accept', '11:Reject']);
-    assert.deepStrictEqual((lenses[6] as unknown as CodeLens).command,
+      ['8:Accept', '8:Reject', '8:Accept All', '8:Reject All', '8:Refine…', '8:Try Another', '11:Accept', '11:Reject']);
+    assert.deepStrictEqual((lenses[5] as unknown as CodeLens).command,
+      { title: 'Try Another', command: REVIEW_COMMANDS.tryAnother, arguments: [] });
+    assert.deepStrictEqual((lenses[7] as unknown as CodeLens).command,
       { title: 'Reject', command: REVIEW_COMMANDS.rejectHunk, arguments: [{ proposal: 'p1', hunk: 'h2' }] });
   });
 
@@ -106,7 +108,7 @@ describe('a proposal under review', () => {
     const { document, review } = setUp();
     review.onProposal(proposal({ id: 'p2' }));
     review.onProposalEnded({ id: 'p1', uri: URI, reason: 'superseded', message: '' });
-    assert.strictEqual(review.provideCodeLenses(document as never).length, 7);
+    assert.strictEqual(review.provideCodeLenses(document as never).length, 8);
     assert.deepStrictEqual(ui.shown, []);
   });
 });
@@ -156,13 +158,21 @@ describe('accept, reject and refine', () => {
     assert.deepStrictEqual(calls, []);
   });
 
+  it('try another candidate for the proposal of the active file', async () => {
+    const { review, calls } = setUp();
+    review.onProposal(proposal());
+    await review.tryAnother();
+    assert.deepStrictEqual(calls, [{ command: SERVER_COMMANDS.tryAnother, args: [{ proposal: 'p1' }] }]);
+  });
+
   it('say so when nothing is under review, and call nothing', async () => {
     const { review, calls } = setUp();
     await review.decideAll(true);
     await review.decideHunk(true);
     await review.refine();
+    await review.tryAnother();
     assert.deepStrictEqual(calls, []);
-    assert.strictEqual(ui.shown.length, 3);
+    assert.strictEqual(ui.shown.length, 4);
     assert.match(ui.shown[0].message, /no rewrite is under review/);
   });
 
@@ -171,7 +181,7 @@ describe('accept, reject and refine', () => {
     const { document, review } = setUp(() => ({ status, message: `the proposal is ${status}`, remaining: 2 }));
     review.onProposal(proposal());
     await review.decideHunk(true, { proposal: 'p1', hunk: 'h1' });
-    assert.strictEqual(review.provideCodeLenses(document as never).length, 7); // still under review
+    assert.strictEqual(review.provideCodeLenses(document as never).length, 8); // still under review
     status = 'unknown';
     await review.decideAll(false);
     assert.deepStrictEqual(review.provideCodeLenses(document as never), []);
