@@ -96,6 +96,7 @@ class Unit:
     part_of: str = ""  # the scope this span was cut from to fit the model's context
     branches: int = 0  # branches decoded after the answer came back unchanged
     retried: str = ""  # why the first answer was refused, when a second one was asked for
+    failed_before: tuple[str, ...] = ()  # --test: this span's texts of the earlier tries, which the tests failed
 
 
 @dataclass

@@ -56,7 +56,7 @@ class Runner:
                 self.report.span_done(job)
             elif unit.status == UnitStatus.CHANGED and unit.new_text is not None:
                 done += self._rewrite_unit(job, text, tree, integrity, unit.target, unit.part_of,
-                                           Feedback(unit.new_text, failed_check))
+                                           Feedback(unit.new_text, failed_check, unit.failed_before))
             else:
                 done.append(unit)  # not part of the failed edit
         job.units = done
@@ -72,6 +72,7 @@ class Runner:
             try:
                 unit = self._request(job, text, integrity, span, window, feedback)
                 unit.part_of = part_of
+                unit.failed_before = feedback.failed() if feedback is not None else ()
                 self.report.unit_done(job, unit)
                 return [unit]
             except Interrupted:
@@ -131,7 +132,8 @@ class Runner:
                         refused_text=decision.refused_text, stats=stats, retried=finished.retried)
         reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
         if finished.branches and decision.text != session.original:
-            reason = "; ".join(filter(None, (reason, f"the answer came back unchanged; branch {finished.branches} "
+            came_back = "unchanged" if feedback is None else "unchanged or as an edit the tests failed"
+            reason = "; ".join(filter(None, (reason, f"the answer came back {came_back}; branch {finished.branches} "
                                                       "changed it and passed every check")))
         return Unit(span, UnitStatus.CHANGED if decision.text != session.original else UnitStatus.UNCHANGED, reason,
                     new_text=decision.text, stats=stats, branches=finished.branches, retried=finished.retried)

@@ -52,7 +52,8 @@ def later_tries(engine: Engine, case: Case, first: dict, tries: int, branches: i
         session = EditSession(engine, Target.whole(source.code), case.instruction, case.language, grammar=grammar,
                               integrity=FileIntegrity(source.code, grammar), max_new_tokens=max_new_tokens,
                               branches=branches)
-        feedback = Feedback(SourceText.from_text(last["edited"]).code, failure_reason(last, timeout_s))
+        feedback = Feedback(SourceText.from_text(last["edited"]).code, failure_reason(last, timeout_s),
+                            tuple(SourceText.from_text(answer["edited"]).code for answer in [first, *answers][:-1]))
         last = {"try": attempt, **_judged(session, feedback, source, case, timeout_s)}
         answers.append(last)
     return answers

@@ -52,7 +52,9 @@ class Finished:
     hunks: list[Hunk]
     restart: bool = False
     retried: str = ""  # why the first answer was refused, when this is the second one's
-    branches: int = 0  # branches decoded after the greedy answer came back unchanged (or for another candidate)
+    # branches decoded after the answer came back unchanged or as an edit that failed (Feedback), or
+    # for another candidate
+    branches: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,11 @@ class Feedback:
 
     answer: str  # the span's text that answer gave
     reason: str  # why it failed, as the model is told
+    earlier: tuple[str, ...] = ()  # the span's texts of the answers that failed the same check before it
+
+    def failed(self) -> tuple[str, ...]:
+        """Every text of the span the check failed so far."""
+        return (*self.earlier, self.answer)
 
 
 class EditSession:
@@ -134,8 +141,12 @@ class EditSession:
             decision = self.edit.finish(result.text, result.stats.finish_reason, force=force,
                                         allow_syntax_errors=allow_syntax_errors)
         branched, tried = False, 0
-        if decision.status == Status.APPLIED and decision.text == self.edit.original and not retried:
-            chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches)
+        # An unchanged answer, or one that repeats an edit the outside check failed (told of the
+        # failure, a small model often answers with its earlier edit again): branch for another.
+        failed = feedback.failed() if feedback is not None else ()
+        if decision.status == Status.APPLIED and not retried and (decision.text == self.edit.original
+                                                                   or decision.text in failed):
+            chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches, failed)
             if chosen is not None:
                 (decision, result), branched = chosen, True
         if decision.status == Status.APPLIED and not retried and not branched:

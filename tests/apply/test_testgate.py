@@ -66,6 +66,26 @@ def test_an_edit_still_failing_after_its_tries_is_put_back_byte_for_byte(project
     assert not [p for p in project.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_later_try_that_repeats_the_failed_edit_takes_a_branch_that_did_not_fail(project, capsys):
+    from rewriter.results import RewriteResult, Stats
+
+    class Repeating(AnsweringEngine):
+        """Answers every request with the same broken edit; its branches hold the fix."""
+
+        def branches(self, request, count):
+            fixed = request.code.replace("def add(a, b):", "def add(a: int, b: int) -> int:")
+            for text in [request.code.replace("a + b", "a - b"), fixed][:count]:
+                yield RewriteResult(text=text, answer="", stats=Stats(output_tokens=4, finish_reason="stop"))
+
+    engine = Repeating(lambda request: request.code.replace("a + b", "a - b"))
+    code, report = apply(engine, json_output=True, capsys=capsys, branches=2)
+    assert code == 0
+    assert (project / "m.py").read_bytes() == ORIGINAL.replace(b"def add(a, b):", b"def add(a: int, b: int) -> int:")
+    (file,) = report["files"]
+    assert file["status"] == "written" and file["test"]["tries"] == 2
+    assert "as an edit the tests failed; branch 2 changed it" in file["spans"][0]["reason"]
+
+
 def test_the_summary_says_tries_and_outcome_and_shows_the_output_tail(project, capsys):
     engine = AnsweringEngine(lambda request: request.code.replace("x * 2", "x * 3"))
     options = Options(instruction="Add type hints", write=True, test=TEST, tries=1)

@@ -127,3 +127,32 @@ def test_an_engine_without_branches_or_sampling_offers_no_other_candidates():
     engine = BranchingEngine([HINTED])
     assert another(engine, [], sampling=SamplingParams(temperature=0.7)).decision.text == FILE
     assert engine.asked == []
+
+
+# A later try under `apply --test`: told its edit failed the tests, a small model often answers
+# with that edit again; the session branches for another, none of the edits that failed.
+def later_try(engine, failed: list[str]) -> Finished:
+    from rewriter.edits.session import Feedback
+
+    session = EditSession(engine, Target.whole(FILE), "Add type hints", "python", branches=4,
+                          integrity=FileIntegrity(FILE, "python"))
+    feedback = Feedback(failed[-1], "the tests failed", tuple(failed[:-1]))
+    return [event for event in session.run(feedback=feedback) if isinstance(event, Finished)][-1]
+
+
+def test_an_answer_that_repeats_a_failed_edit_is_branched_for_one_that_did_not_fail():
+    engine = BranchingEngine([HINTED, SWAPPED])
+    engine.answer = lambda request: HINTED  # the edit of the try before, again
+    finished = later_try(engine, [SWAPPED.replace("w, h", "w,  h"), HINTED])
+    assert finished.decision.text == SWAPPED and finished.branches == 2
+    engine = BranchingEngine([SWAPPED, HINTED])
+    engine.answer = lambda request: HINTED  # an edit that failed two tries ago: none of those either
+    assert later_try(engine, [HINTED, SWAPPED]).decision.text == HINTED  # no branch qualifies: as answered
+    assert engine.asked == [4]
+
+
+def test_an_answer_that_differs_from_the_failed_edits_is_not_branched():
+    engine = BranchingEngine([SWAPPED])
+    engine.answer = lambda request: HINTED
+    finished = later_try(engine, [SWAPPED])
+    assert finished.decision.text == HINTED and finished.branches == 0 and engine.asked == []
