@@ -33,8 +33,9 @@ from pathlib import Path
 
 from ..edits.checks.lint import FileLint
 from ..edits.checks.syntax import compile_regression
+from ..edits.markers import is_marker
 from ..edits.scopes import SyntaxTree, expand_to_nodes
-from ..edits.snippets.lines import Node, definition_tree, indent_of, is_marker
+from ..edits.snippets.lines import Node, definition_tree, indent_of
 from ..edits.snippets.merge import Merged, MergeOutcome, merge_snippet
 from ..edits.target import Target
 from .cases import read_jsonl

@@ -577,3 +577,24 @@ def test_a_removal_instruction_empties_a_minority_of_bodies_not_all():
     assert integrity.check(0, len(MODULE), emptied("dead"), "Remove the os call.").status == Status.APPLIED
     verdict = integrity.check(0, len(MODULE), emptied("load", "save", "dead"), "Remove the file access.")
     assert verdict.status == Status.REFUSED and "body" in verdict.reason
+
+
+# An answer that writes a comment standing for code ("# ... existing code ...") in place of the code.
+TYPED = "from typing import List\n\n\ndef total(values: List[int]) -> int:\n    return sum(values)\n"
+
+
+@pytest.mark.parametrize("elision", ["# ... existing code ...", "# ...", "// ... rest of the code unchanged",
+                                     "# rest of the file unchanged", "# … existing code …"])
+def test_an_answer_that_writes_an_elision_in_place_of_code_is_refused(elision):
+    answer = TYPED.replace("from typing import List", elision)
+    verdict = FileIntegrity(TYPED, "python").check(0, len(TYPED), answer, "Add a docstring to total.")
+    assert verdict.status == Status.REFUSED and repr(elision) in verdict.reason
+
+
+@pytest.mark.parametrize("comment", ["# Use the existing total", "# Keep the rest of the values", "# TODO: more..."])
+def test_ordinary_comments_and_the_file_s_own_markers_are_no_elision(comment):
+    answer = TYPED.replace("    return sum(values)", f"    {comment}\n    return sum(values)")
+    assert FileIntegrity(TYPED, "python").check(0, len(TYPED), answer, "Comment total.").status == Status.APPLIED
+    kept = TYPED + "\n# ... existing code ...\n"
+    edited = kept.replace("return sum(values)", "return sum(values, 0)")
+    assert FileIntegrity(kept, "python").check(0, len(kept), edited, "Start the sum at 0.").status == Status.APPLIED

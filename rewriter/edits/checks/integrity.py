@@ -31,6 +31,7 @@ from enum import StrEnum
 
 from ...prompt import common_indent
 from ..definitions import Definition, definitions
+from ..markers import added_elisions
 from ..scopes import SyntaxTree
 from .documentation_only import changed_code_line, instruction_asks_documentation_only
 from .lint import FileLint
@@ -135,6 +136,10 @@ class FileIntegrity:
                 if changed is not None:
                     problems.append("the instruction asks for documentation only, and it would change code "
                                     f"(first at {changed!r})")
+        elided = added_elisions(self.text[start:end], text)
+        if elided:
+            problems.append(f"it would write {elided[0]!r} where code was: the answer must write out the code "
+                            "it keeps, not a comment for it")
         duplicated = self.duplicated_lines(start, end, text, new_definitions)
         if duplicated:
             shown = ", ".join(repr(line) for line in duplicated[:3])

@@ -6,40 +6,17 @@ a stub or a Protocol), so it is only a candidate here; the merge decides by what
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ..definitions import Definition, definitions
+from ..markers import COMMENT_LINE, ELLIPSES
 from ..node_kinds import WRAPPERS, walk
 from ..scopes import SyntaxTree, definitions_around
 
-# A comment line (any common comment style), the comment's words in group 1.
-_COMMENT = re.compile(r"(?:#(?![\[!])|//+|--|/\*+|<!--|;+)\s*(.*?)\s*(?:\*+/|-->)?")
-_MARKER_WORDS = re.compile(
-    r"\b(existing|unchanged|remains? the same|same as before|rest of (the )?\w+|omitted|"
-    r"other (methods|functions|code)|previous code|keep(ing)? (the )?(rest|existing))\b", re.IGNORECASE)
-ELLIPSES = ("...", "…")
 # What holds a definition and belongs to it: decorators, `export`, the declaration naming a value.
 _HOLDERS = WRAPPERS | {"variable_declarator", "lexical_declaration", "variable_declaration"}
 # Where a marker line is replaced before the snippet is parsed: a comment the grammar knows.
 LINE_COMMENTS = {"python": "#", "ruby": "#", "bash": "#", "r": "#", "lua": "--", "sql": "--", "haskell": "--"}
-
-
-def is_marker(line: str) -> bool:
-    """A comment that stands for code left out: it starts with an ellipsis or says so in words."""
-    comment = _COMMENT.fullmatch(line.strip())
-    if comment is None:
-        return False
-    words = comment.group(1)
-    return words.startswith(ELLIPSES) or bool(_MARKER_WORDS.search(words))
-
-
-def says_more(line: str) -> bool:
-    """A marker by its leading ellipsis alone, with words after it ("# ...but then it fails"):
-    the file's own comment where the file holds it word for word."""
-    comment = _COMMENT.fullmatch(line.strip())
-    words = comment.group(1).lstrip("".join(ELLIPSES)).strip(" .…") if comment is not None else ""
-    return bool(words) and not _MARKER_WORDS.search(words)
 
 
 def is_bare_ellipsis(line: str) -> bool:
@@ -51,7 +28,7 @@ def indent_of(line: str) -> str:
 
 
 def is_comment(line: str) -> bool:
-    return _COMMENT.fullmatch(line.strip()) is not None
+    return COMMENT_LINE.fullmatch(line.strip()) is not None
 
 
 @dataclass

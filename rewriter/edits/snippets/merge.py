@@ -22,6 +22,7 @@ from ...prompt import common_indent
 from ..checks.integrity import FileIntegrity
 from ..checks.lost_code import instruction_allows_removal
 from ..checks.syntax import compiles
+from ..markers import is_marker, says_more
 from ..node_kinds import grammar_for
 from ..scopes import SyntaxTree
 from .by_definitions import DefinitionMerge
@@ -33,8 +34,6 @@ from .lines import (
     definition_tree,
     indent_of,
     is_bare_ellipsis,
-    is_marker,
-    says_more,
 )
 
 DEFINITIONS, LINES = "definitions", "lines"  # which merge merged (Merged.path)
