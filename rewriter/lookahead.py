@@ -20,6 +20,8 @@ from .passes import CPU_PRIOR, GPU_PASS_SIZES, GPU_PRIOR, PASS_SIZES, PassCosts
 
 # Context bands: lengths of the same bit length share one table of measured costs; below 512, one.
 SHORTEST_BAND = 9
+# Plain steps in a row, a draft at hand, before its best length is verified once anyway (Lookahead.window).
+PLAIN_STEPS = 8
 
 
 class _Draft(Protocol):
@@ -59,6 +61,7 @@ class Lookahead:
         self.max_window = self.sizes[-1] - 1 if max_window is None else min(max_window, self.sizes[-1] - 1)
         self.smoothing = smoothing
         self.tables: dict[int, dict[int, float]] = {}  # context band -> pass size -> smoothed seconds
+        self.plain_steps = 0  # plain steps chosen in a row while a draft was at hand
 
     def _bucket(self, pass_tokens: int) -> int:
         for size in self.sizes:
@@ -74,11 +77,13 @@ class Lookahead:
         return self.tables[min(self.tables, key=lambda measured: abs(measured - band))]
 
     def record(self, pass_tokens: int, seconds: float, context: int = 0) -> None:
-        """A pass over `pass_tokens` took `seconds` with `context` tokens before it."""
+        """A pass over `pass_tokens` took `seconds` with `context` tokens before it. Load only adds
+        time: a pass faster than its size's smoothed cost is taken as the cost at once; slower ones
+        are smoothed in."""
         table = self.tables.setdefault(_band(context), {})
         bucket = self._bucket(pass_tokens)
         old = table.get(bucket)
-        table[bucket] = seconds if old is None else old + self.smoothing * (seconds - old)
+        table[bucket] = seconds if old is None or seconds < old else old + self.smoothing * (seconds - old)
 
     def cost(self, pass_tokens: int, context: int = 0) -> float:
         bucket = self._bucket(pass_tokens)
@@ -92,17 +97,33 @@ class Lookahead:
         return self.prior[bucket] * scale
 
     def window(self, acceptance: float, available: int, context: int = 0) -> int:
-        """The draft length to verify next (0 means a plain one-token step), `context` tokens in."""
+        """The draft length to verify next (0 means a plain one-token step), `context` tokens in.
+
+        After PLAIN_STEPS plain steps in a row where a draft was at hand, the best draft length is
+        verified once anyway: a wide pass measured while another process held the core stays
+        measured dear until a wide pass runs again, and would otherwise keep drafts off for good."""
         best_length, best_rate = 0, 1.0 / self.cost(1, context)
+        widest_best, widest_rate = 0, 0.0  # the best draft length of at least one token
         limit = min(available, self.max_window)
         for size in self.sizes[1:]:
             length = min(size - 1, limit)
+            if length < 1:
+                break
             rate = expected_tokens(acceptance, length) / self.cost(length + 1, context)
+            if rate > widest_rate:
+                widest_best, widest_rate = length, rate
             if rate > best_rate:
                 best_length, best_rate = length, rate
             if length == limit:
                 break
-        return best_length
+        if best_length or not widest_best:
+            self.plain_steps = 0
+            return best_length
+        self.plain_steps += 1
+        if self.plain_steps <= PLAIN_STEPS:
+            return 0
+        self.plain_steps = 0
+        return widest_best
 
     def fit(self, draft: DraftT | None, room: int, context: int = 0) -> DraftT | None:
         """`draft` cut to the window worth verifying next (at most `room` tokens), or None for a

@@ -59,3 +59,28 @@ def test_costs_are_kept_per_band_of_context_length():
     assert lookahead.window(0.9, 500, context=300) > lookahead.window(0.9, 500, context=2500)
     # A band not measured yet takes the nearest band's costs.
     assert lookahead.cost(128, 6000) == pytest.approx(1.28)
+
+
+def test_a_wide_pass_measured_under_load_does_not_keep_drafts_off_for_good():
+    # Wide passes timed while another process held the core: plain steps look best for now, but
+    # the best draft length is tried again after PLAIN_STEPS of them, and its new measurement (a
+    # quiet core) brings drafting back.
+    from rewriter.lookahead import PLAIN_STEPS
+
+    lookahead = Lookahead("cpu")
+    lookahead.record(1, 0.1)
+    for size in (8, 16, 32, 64):
+        lookahead.record(size, 60.0)  # 600x a one-token pass: stale measurements
+    windows = [lookahead.window(0.99, 63) for _ in range(PLAIN_STEPS + 1)]
+    assert windows[:PLAIN_STEPS] == [0] * PLAIN_STEPS and windows[-1] > 0
+    lookahead.record(windows[-1] + 1, 0.12)  # the tried pass, on a quiet core
+    assert lookahead.window(0.99, 63) > 0
+
+
+def test_drafts_that_do_not_pay_stay_off_but_for_the_rare_try():
+    lookahead = Lookahead("cpu")
+    from rewriter.lookahead import PLAIN_STEPS
+
+    windows = [lookahead.window(0.1, 64) for _ in range(3 * (PLAIN_STEPS + 1))]
+    assert windows.count(0) == len(windows) - 3 and all(w <= 1 for w in windows)
+    assert lookahead.window(0.9, 0) == 0  # nothing at hand: nothing to try
