@@ -155,3 +155,44 @@ def test_rewriter_apply_refuses_after_the_second_try_and_force_applies(tmp_path)
     assert span["status"] == "refused" and "undefined name 'radius_default'" in span["reason"]
     assert "--force applies it anyway" in span["reason"] and path.read_text() == SHAPES
     assert apply(force=True)["status"] == "written" and "Circle(radius_default)" in path.read_text()
+
+
+# "Fix indent." on a file that does not compile: pyflakes cannot read it, so the names it binds
+# (read by tree-sitter) stand for what it had.
+UNINDENTED = "from typing import List\n\n\ndef total(xs: List[int]) -> int:\n  n = 0\n    for x in xs:\n        n += x\n    return n\n"
+INDENTED = "def total(xs: List[int]) -> int:\n    n = 0\n    for x in xs:\n        n += x\n    return n\n"
+
+
+def fix_indent(text: str) -> TargetEdit:
+    assert lint_errors(text) is None  # the original does not compile
+    return TargetEdit(Target.whole(text), "Fix indent.", "python")
+
+
+def test_an_import_lost_from_a_file_that_did_not_compile_is_refused_naming_it():
+    decision = fix_indent(UNINDENTED).finish(INDENTED, "stop")
+    assert decision.refused and decision.refusal == Refusal.LINT
+    assert decision.reason == "the rewrite would fail when run: undefined name 'List' at line 1"
+
+
+def test_a_fixed_file_that_keeps_its_bindings_is_applied():
+    answer = "from typing import List\n\n\n" + INDENTED
+    assert fix_indent(UNINDENTED).finish(answer, "stop").status == Status.APPLIED
+
+
+def test_a_name_the_file_that_did_not_compile_never_bound_may_be_its_own():
+    text = UNINDENTED.replace("return n", "return foo(n)")
+    answer = "from typing import List\n\n\n" + INDENTED.replace("return n", "return foo(n)")
+    assert fix_indent(text).finish(answer, "stop").status == Status.APPLIED
+    # Nor a name it binds in another scope only, still bound there: it may have been undefined where used.
+    text = UNINDENTED + "\n\ndef report():\n    return n\n"
+    assert fix_indent(text).finish(answer.replace("foo(n)", "n") + "\n\ndef report():\n    return n\n",
+                                   "stop").status == Status.APPLIED
+
+
+def test_a_lost_parameter_or_assignment_of_a_file_that_did_not_compile_is_refused():
+    lint = FileLint(UNINDENTED)
+    lost_parameter = "from typing import List\n\n\n" + INDENTED.replace("xs: List[int]", "")
+    assert [e.name for e in lint.new_errors(0, len(UNINDENTED), lost_parameter)] == ["xs"]
+    lost_assignment = "from typing import List\n\n\n" + INDENTED.replace("    n = 0\n", "")
+    assert [(e.kind, e.name) for e in lint.new_errors(0, len(UNINDENTED), lost_assignment)] == [
+        ("undefined name", "n")]

@@ -4,9 +4,15 @@ pyflakes, in-process, reads the whole file with the new span and the file as it 
 error-class messages count (an undefined name, a local used before it is assigned, an undefined
 name in `__all__`), never its style warnings (unused imports, redefinitions). Errors are compared
 by kind and name, not by line (lines move): an error the file already had is not new, and only a
-new one refuses the edit. Where pyflakes cannot judge, nothing is refused: a file that does not
-compile (the syntax guard's to judge), and names in a file with `from x import *` (pyflakes
+new one refuses the edit. Where pyflakes cannot judge, nothing is refused: an edited file that does
+not compile (the syntax guard's to judge), and names in a file with `from x import *` (pyflakes
 reports those as perhaps star-imported, which this check does not count).
+
+A file that did not compile before ("Fix indent") has no errors pyflakes could find: there, an
+undefined name (in code or in `__all__`) is new where the file bound that name and the edited file
+binds it nowhere, as tree-sitter reads both (bindings.py): an import, a def or an assignment the
+edit lost. Any other may be the file's own error (a name it never bound, or bound in another
+scope), and is not refused.
 
 Where the edit's caller has the edited file parsed by tree-sitter and compiled (a snippet's merge,
 snippets/merge.py), pyflakes reads outlines of both texts (lint_outline.py): the functions the edit left
@@ -19,15 +25,13 @@ import ast
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from pyflakes import messages
 from pyflakes.checker import Checker
 
+from ..scopes import SyntaxTree
+from .bindings import bound_names
 from .lint_outline import ModuleNames, cut_as_expected, outline
-
-if TYPE_CHECKING:
-    from ..scopes import SyntaxTree
 
 # pyflakes' messages for code that compiles but fails when it runs, and how a refusal names each.
 ERROR_KINDS: dict[type, str] = {
@@ -35,6 +39,9 @@ ERROR_KINDS: dict[type, str] = {
     messages.UndefinedLocal: "local variable used before assignment",
     messages.UndefinedExport: "undefined name in __all__",
 }
+# Those judged where the file did not compile: by the name alone. A local used before assignment
+# is bound in its function by definition, so the file's binding it says nothing.
+UNBOUND_KINDS = {ERROR_KINDS[messages.UndefinedName], ERROR_KINDS[messages.UndefinedExport]}
 
 
 @dataclass(frozen=True)
@@ -88,22 +95,39 @@ class FileLint:
 
     def new_errors(self, start: int, end: int, new: str, parsed: SyntaxTree | None = None) -> list[LintError]:
         """Errors of the file with text[start:end] replaced by `new` that the file did not have,
-        the first occurrence of each; empty where pyflakes cannot judge. `parsed`: that file
-        parsed by tree-sitter, given only where Python compiles it (then outlines may be read)."""
+        the first occurrence of each (where the file did not compile: for names the edit unbound);
+        empty where pyflakes cannot judge. `parsed`: that file parsed by tree-sitter, given only
+        where Python compiles it (then outlines may be read)."""
         after = self._outlined(start, end, new, parsed) if parsed is not None else None
+        edited = self.text[:start] + new + self.text[end:]
         if after is None:
-            after = lint_errors(self.text[:start] + new + self.text[end:])
+            after = lint_errors(edited)
         if not after:  # no error at all (most edits): the file's own need not be found
             return []
-        known = self.known
-        if known is None:
-            return []
+        known = self.known if self.known is not None else self._own_guessed(after, edited, parsed)
         new_errors: dict[tuple[str, str], LintError] = {}
         for error in after:
             key = (error.kind, error.name)
             if key not in known:
                 new_errors.setdefault(key, error)
         return list(new_errors.values())
+
+    @cached_property
+    def bound(self) -> set[str]:
+        """The names the file binds anywhere, as tree-sitter reads it (for a file that does not compile)."""
+        return bound_names(self.tree if self.tree is not None else SyntaxTree(self.text, "python"))
+
+    def _own_guessed(self, after: list[LintError], edited: str, parsed: SyntaxTree | None) -> set[tuple[str, str]]:
+        """Which of the edited file's errors `after` to take for the file's own where it did not
+        compile (pyflakes never read it): all but an undefined name that the file bound and the
+        edited file binds nowhere, a binding the edit lost. A name still bound somewhere may have
+        been undefined where it is used before the edit too; we cannot tell."""
+        lost = {(e.kind, e.name) for e in after if e.kind in UNBOUND_KINDS and e.name in self.bound}
+        if lost:
+            tree = parsed if parsed is not None and parsed.text == edited else SyntaxTree(edited, "python")
+            still = bound_names(tree)
+            lost = {(kind, name) for kind, name in lost if name not in still}
+        return {(e.kind, e.name) for e in after} - lost
 
     def _outlined(self, start: int, end: int, new: str, parsed: SyntaxTree) -> list[LintError] | None:
         """The edited file's errors in its outline that the file's outline did not have (so not
