@@ -152,3 +152,66 @@ def test_the_file_s_lines_indented_otherwise_are_a_change_not_the_file_as_it_sta
     snippet = "# ...\n    data = json.loads(response.text)\n    return data\n# ...\n"
     outcome = merge_snippet(FILE, snippet, "python")
     assert isinstance(outcome, Merged) and outcome.text == FILE
+
+
+CHECKSUM = '''def sha1_file(data):
+    checksum = sha1()
+    chunk = data.read(SIZE)
+    while chunk:
+        checksum.update(chunk)
+        chunk = data.read(SIZE)
+    else:
+        checksum.update(chunk)
+    return checksum
+'''
+
+
+def test_a_context_line_the_hunk_dedents_is_changed_not_an_anchor():
+    # the line after the removed `else:` matches the file's by its words, indented otherwise
+    snippet = ("# ... existing code ...\n        checksum.update(chunk)\n        chunk = data.read(SIZE)\n"
+               "    checksum.update(chunk)\n    return checksum\n")
+    assert merged_by_lines(snippet, CHECKSUM) == CHECKSUM.replace(
+        "    else:\n        checksum.update(chunk)\n", "    checksum.update(chunk)\n")
+
+
+UNWRAP = '''def check(client, url):
+    url = str(url)
+    if True:
+        response = client.get(url)
+        assert response.ok
+    response = client.get(url, user="foo")
+    if response.status != 403:
+        raise Exception(
+            "status %s" % (
+                response.status))
+
+    response = client.get(url, user="bar")
+    if True:
+        rows = response.rows
+        assert rows
+    return response
+'''
+
+
+def test_a_bare_snippet_that_dedents_two_blocks_keeps_the_lines_between_its_hunks():
+    # no markers: the blank line between the hunks stands for the file's lines there, which stay
+    snippet = ('    url = str(url)\n    response = client.get(url)\n    assert response.ok\n'
+               '    response = client.get(url, user="foo")\n\n'
+               '    response = client.get(url, user="bar")\n    rows = response.rows\n    assert rows\n'
+               '    return response\n')
+    expected = UNWRAP.replace("    if True:\n", "").replace("        response = client.get(url)\n        assert",
+                                                             "    response = client.get(url)\n    assert")
+    expected = expected.replace("        rows = response.rows\n        assert rows", "    rows = response.rows\n    assert rows")
+    assert merged_by_lines(snippet, UNWRAP) == expected
+
+
+IMPORTS = "import os\nimport sys\nimport json\nimport re\nimport glob\n\nfrom pathlib import Path\nimport shutil\n\n" \
+          "\ndef copy(a, b):\n    shutil.copy(Path(a), b)\n"
+
+
+def test_a_bare_snippet_s_blank_line_for_lines_the_instruction_removes_goes_to_the_model():
+    # the blank line after `import os` may be the gap between two hunks or the four imports
+    # there removed, and the instruction names two of them
+    snippet = "import os\n\nfrom pathlib import Path\nimport shutil\n\n\ndef copy(a, b):\n"
+    outcome = merge_snippet(IMPORTS, snippet, "python", "Remove the unused imports: import sys, import json")
+    assert isinstance(outcome, ToModel) and "instruction asks to remove" in outcome.reason

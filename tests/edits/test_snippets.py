@@ -528,8 +528,9 @@ def test_lines_from_inside_a_block_placed_only_by_a_marker_are_unclear(snippet):
 
 def test_the_file_s_lines_shown_again_next_to_a_marker_are_not_copied():
     snippet = '...\n\n    for item in items:\n        if item > 0:\n            total += item\n    return total\n'
-    outcome = merge_snippet(RUN, snippet, "python")
-    assert isinstance(outcome, ToModel)
+    # placed by its first and last lines, the line it indents into the new block is changed, not copied
+    assert merged(snippet, RUN) == RUN.replace("        total += item\n",
+                                               "        if item > 0:\n            total += item\n")
     # inside a definition the merge keeps behind a marker, as in a file whose indentation is broken
     broken = "import os\n\n\ndef sizes(paths):\n      found = []\n  for path in paths:\n" \
              "      found.append(os.path.getsize(path))\nreturn found\n"

@@ -2,7 +2,9 @@
 is placed where its first lines (the context before the change) and its last lines (the context
 after it) stand in the file, and the file's lines between those anchors give way to the
 snippet's. This reads what the definition merge cannot: fragments that start mid-expression or
-mid-block, hunks with or without markers, context with or without the file's indentation.
+mid-block, hunks with or without markers, context with or without the file's indentation, and
+lines the snippet indents otherwise than the file (out of a removed `else:`, into a new block):
+those are changed lines, paired with the file's by their words.
 
 It is sure or it says why not (Unclear): a stretch placed in more than one place, a change with
 no anchor on one side, an indentation that does not follow the file's, a stretch that would
@@ -60,6 +62,7 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
                        to_end=number == len(stretches) - 1 and not stretch.marker_after)
         if place is None:  # the stretch is all the file's lines already: nothing changes there
             continue
+        place = _reindented_inside(file_lines, file_code, lines, code, place)
         if place.p == len(keys):
             _shift(file_lines, file_code, lines, code, place)  # the same lines, indented otherwise: a change
             cursor = place.a + place.p
@@ -77,7 +80,7 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
         out += file_lines[copied:low]
         new = [_shifted(line, shift) for line in lines[middle_low:middle_high]]
         out += _aligned(file_lines[low:high], new, {head - low for head in heads if low <= head < high},
-                        marked=bool(markers))
+                        marked=bool(markers), removals=removals)
         copied = high
         cursor = place.b + place.s if place.s else len(file_code)
     return out + file_lines[copied:]
@@ -198,6 +201,26 @@ def _longest_run(file_keys: list[str], keys: list[str], cursor: int, stop: int |
     return best, starts
 
 
+def _reindented_inside(file_lines: list[str], file_code: list[int], lines: list[str], code: list[int],
+                       place: _Place) -> _Place:
+    """The place with its anchors cut back to the lines at the outermost anchors' shift: a line
+    next to the change that the snippet indents otherwise (out of a removed `else:`, into a new
+    block) is changed, not context. Outermost anchors at two shifts are left to _shift to refuse."""
+    def shift(m: int, f: int) -> int:
+        return len(indent_of(file_lines[f])) - len(indent_of(lines[m]))
+    prefix = [shift(code[k], file_code[place.a + k]) for k in range(place.p)]
+    suffix = [shift(code[len(code) - place.s + k], file_code[place.b + k]) for k in range(place.s)]
+    if place.p == len(code):  # every line is the file's: the first and the last anchor it
+        suffix = prefix
+    if not prefix or not suffix or prefix[0] != suffix[-1] or len(set(prefix + suffix)) == 1:
+        return place
+    wanted = prefix[0]
+    p = next((k for k, value in enumerate(prefix) if value != wanted), len(prefix))
+    s = next((k for k, value in enumerate(reversed(suffix)) if value != wanted), len(suffix))
+    end = place.b + place.s if place.s else place.a + place.p
+    return _Place(place.a, p, end - s, s)
+
+
 def _shift(file_lines: list[str], file_code: list[int], lines: list[str], code: list[int],
            place: _Place) -> tuple[str, int]:
     """What to put before the snippet's lines, or how many columns to take from them, to stand
@@ -221,38 +244,53 @@ def _shifted(line: str, shift: tuple[str, int]) -> str:
     return added + line[taken:]
 
 
-def _aligned(file_lines: list[str], lines: list[str], heads: set[int], marked: bool) -> list[str]:
-    """The new lines for a stretch of the file: runs of two or more code lines that both hold in
-    the same order stay the file's; between them the snippet's lines replace the file's, except,
-    in a snippet without markers, where it has only blank lines against more than a few of the
-    file's code lines and no definition (the gap between two hunks). A snippet with markers
-    marks what it leaves out. `heads`: the lines that start a definition."""
+def _aligned(file_lines: list[str], lines: list[str], heads: set[int], marked: bool, removals: str) -> list[str]:
+    """The new lines for a stretch of the file: runs of two or more code lines, and lines each
+    side holds once, that both hold in the same order (by their words) stay the file's, at the
+    snippet's indentation; between them the snippet's lines replace the file's, except, in a
+    snippet without markers, where it has only blank lines against more than a few of the file's
+    code lines and no definition (the gap between two hunks; unclear where the instruction asks
+    to remove one of them). A snippet with markers marks what it leaves out. `heads`: the lines that start a definition; `removals`: the
+    instruction, where it asks for removals."""
     file_code = [i for i, line in enumerate(file_lines) if line.strip()]
     code = [i for i, line in enumerate(lines) if line.strip()]
-    # the snippet's lines stand at the file's indentation by now: an indentation changed is a change
-    matcher = SequenceMatcher(None, [file_lines[i].rstrip() for i in file_code], [lines[i].rstrip() for i in code],
-                              autojunk=False)
-    blocks = [block for block in matcher.get_matching_blocks() if block.size >= 2 or not block.size]
+    # lines pair by their words, so a block the snippet indents otherwise still shows what it
+    # leaves out; a paired line the snippet indents otherwise takes the snippet's indentation
+    file_keys, keys = [file_lines[i].strip() for i in file_code], [lines[i].strip() for i in code]
+    matcher = SequenceMatcher(None, file_keys, keys, autojunk=False)
+    # a line each side holds once is as sure an anchor as a run: it keeps a gap between hunks apart
+    once = _held_once(file_keys) & _held_once(keys)
+    blocks = [block for block in matcher.get_matching_blocks()
+              if block.size >= 2 or not block.size or file_keys[block.a] in once]
     out: list[str] = []
     file_at, at = 0, 0  # lines of each side taken so far
     for block in blocks:
         file_to = file_code[block.a] if block.size else len(file_lines)
         to = code[block.b] if block.size else len(lines)
         out += _replaced(file_lines[file_at:file_to], lines[at:to], any(file_at <= h < file_to for h in heads),
-                         marked)
+                         marked, removals)
         if block.size:
             file_end, end = file_code[block.a + block.size - 1] + 1, code[block.b + block.size - 1] + 1
-            out += file_lines[file_to:file_end]
+            paired = dict(zip(file_code[block.a:block.a + block.size], code[block.b:block.b + block.size]))
+            out += [line if i not in paired or line.rstrip() == lines[paired[i]].rstrip() else lines[paired[i]]
+                    for i, line in enumerate(file_lines[file_to:file_end], file_to)]
             file_at, at = file_end, end
     return out
 
 
-def _replaced(file_lines: list[str], lines: list[str], defines: bool, marked: bool) -> list[str]:
+def _held_once(keys: list[str]) -> set[str]:
+    return {key for key, n in Counter(keys).items() if n == 1}
+
+
+def _replaced(file_lines: list[str], lines: list[str], defines: bool, marked: bool, removals: str) -> list[str]:
     old = sum(1 for line in file_lines if line.strip())
     new = sum(1 for line in lines if line.strip())
     if not new and lines and old > EDGE_LINES and not marked:
         if defines:
             raise Unclear("the snippet leaves out lines that hold a definition, with no marker in their place")
+        if removals and any(line.strip() and line.strip() in removals for line in file_lines):
+            raise Unclear("the snippet has a blank line, and no marker, for lines of the file the instruction asks "
+                          "to remove: the gap between two hunks, or those lines removed, is unclear")
         return file_lines  # a blank line between hunks, not a removal
     held = Counter(line.strip() for line in file_lines if any(c.isalnum() for c in line))
     if again := next((line.strip() for line in lines if held[line.strip()] > 1), None):
