@@ -68,8 +68,8 @@ class Options:
     max_new_tokens: int | None = None
     force: bool = False  # apply answers the integrity or the lint check refuses
     show_refused: bool = False  # print the diff of each refused answer
-    # --snippet: the snippet the model merges into the whole file (the instruction is then an
-    # optional hint); set only once the deterministic merge found it ambiguous
+    # --snippet: the snippet the model merges into the region it goes in (the instruction is then
+    # an optional hint); set only once the deterministic merge found it ambiguous
     snippet: str | None = None
     # --test: a shell command that must pass after each file's edit, or the edit is put back
     test: str | None = None

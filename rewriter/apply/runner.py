@@ -82,7 +82,7 @@ class Runner:
                     unit = Unit(span, UnitStatus.FAILED, _describe(error), part_of=part_of)
                     self.report.unit_done(job, unit)
                     return [unit]
-        if self.options.snippet is not None:  # merged into the whole file: never into pieces of it
+        if self.options.snippet is not None:  # merged into its region as one: never into pieces of it
             unit = Unit(span, UnitStatus.FAILED, "the file and the snippet do not fit the model's context together")
             self.report.unit_done(job, unit)
             return [unit]

@@ -4,10 +4,10 @@ such as `# ... existing code ...` for what stays) into one file.
 The deterministic merges (edits/snippets/merge.py) go first and need no model: Merged gives the
 file's new text at once (judged as any edit is: integrity, syntax, lint); Refused (a snippet
 that is not text, or only markers) leaves the file alone with the reason. Whatever they are not
-sure of (ToModel) loads the model, which merges it as any rewrite of the whole file goes
-(batch.py's run: the file is the target and the prediction, the snippet rides in the
-instruction, the answer is judged by the one edit pipeline, and --force applies what only the
-lint check refused). Either way the result is shown,
+sure of (ToModel) loads the model, which merges it as any rewrite of a span goes (batch.py's
+run: the region the snippet goes in, edits/snippets/region.py, is the target and the prediction,
+the whole file where that cannot be told; the snippet rides in the instruction, the answer is
+judged by the one edit pipeline, and --force applies what only the lint check refused). Either way the result is shown,
 written or checked, and reported, as `rewriter apply -i` does it. With --test, the merge is
 written only if the user's tests pass with it (testgate.py); the model's merge that fails them
 is asked again with their output, a deterministic one is put back (it would come out the same).
@@ -21,11 +21,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
+from ..edits.scopes import SyntaxTree
 from ..edits.snippets.merge import Merged, Refused, ToModel, merge_snippet
+from ..edits.snippets.region import snippet_region
 from ..engine import Engine
 from .batch import MAX_FILE_BYTES, check_options, conclude, deliver, plan_all, progress_report, run
 from .collect import collect
-from .plans import BatchError, FilePlan, FileStatus, MergePath, Options, UnitStatus
+from .plans import BatchError, FilePlan, FileStatus, MergePath, Options, Unit, UnitStatus
 from .report import Report
 from .testgate import EditGate, check_baseline
 
@@ -75,6 +77,8 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
         # before the model loads: what fails already is said first
         tests_before = check_baseline(options, say) if options.test else None
         model_options = replace(options, snippet=snippet.decode("utf-8"))  # the merge decoded it already
+        tree = SyntaxTree(job.source.text, job.grammar) if job.grammar else None
+        job.units = [Unit(snippet_region(job.source.text, model_options.snippet or "", tree))]
         engine = make_engine()
         try:
             completed = run(jobs, engine, model_options, progress_report(stderr, quiet, json_output),

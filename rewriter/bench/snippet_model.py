@@ -1,7 +1,8 @@
 """`rewriter bench --snippets --model-merge`: the snippet cases the deterministic merge leaves to a
 model (with `--model-only`, every case) merged by the model, as `rewriter apply --snippet` merges
-them: the whole file is the target and the prediction, the snippet rides in the instruction, and
-the answer is judged by the one edit pipeline.
+them: the region the snippet goes in (edits/snippets/region.py; the whole file where that cannot
+be told) is the target and the prediction, the rest of the file its context, the snippet rides in
+the instruction, and the answer is judged by the one edit pipeline.
 
 Three counts of exact merges come out: the deterministic merge's, the model's alone (on the
 cases it was given), and both together (the deterministic merge where it merged, the model's
@@ -17,8 +18,9 @@ from collections.abc import Callable
 
 from ..answer import NoCodeBlock
 from ..edits.node_kinds import grammar_for
+from ..edits.scopes import SyntaxTree
 from ..edits.session import EditSession, Finished
-from ..edits.target import Target
+from ..edits.snippets.region import snippet_region
 from ..engine import Engine
 from ..prompt import merge_instruction
 from ..results import RewriteError
@@ -28,9 +30,11 @@ from .snippet_style_bench import PassJudge
 
 def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = None) -> dict:
     """One case's snippet merged by the model: applied, refused (and why) or failed, and whether exact."""
-    session = EditSession(engine, Target.whole(case.before), merge_instruction(case.snippet, case.language,
+    grammar = grammar_for(case.language)
+    region = snippet_region(case.before, case.snippet, SyntaxTree(case.before, grammar) if grammar else None)
+    session = EditSession(engine, region, merge_instruction(case.snippet, case.language,
                                                                               case.instruction),
-                          case.language, grammar=grammar_for(case.language), max_new_tokens=max_new_tokens,
+                          case.language, grammar=grammar, max_new_tokens=max_new_tokens,
                           judged_instruction=case.instruction)
     began = time.perf_counter()
     row = {"id": case.id, "style": case.style, "exact": False, "reason": "", "output_tokens": 0,
@@ -40,11 +44,13 @@ def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = 
     except (NoCodeBlock, RewriteError) as error:
         return {**row, "outcome": "failed", "reason": str(error), "seconds": time.perf_counter() - began}
     decision, stats = finished.decision, finished.result.stats
+    text = case.before[:region.start] + decision.text + case.before[region.end:]
     if not decision.refused:  # what an applied merge lost or duplicated, as for the deterministic one
-        row["lost"], row["duplicated"] = code_damage(case.before, case.after, decision.text)
-        row["text"] = decision.text
+        row["lost"], row["duplicated"] = code_damage(case.before, case.after, text)
+        row["text"] = text
     return {**row, "outcome": "refused" if decision.refused else "applied", "reason": decision.reason,
-            "exact": not decision.refused and normalized(decision.text) == normalized(case.after),
+            "region_lines": len(region.lines),
+            "exact": not decision.refused and normalized(text) == normalized(case.after),
             "output_tokens": stats.output_tokens, "accepted_prediction_tokens": stats.accepted_prediction_tokens,
             "seconds": time.perf_counter() - began}
 

@@ -17,9 +17,12 @@ from ..decoding.decode import Decoder, StopCheck
 from ..decoding.rewrite import RewriteError, Rewriter
 from ..edits.checks.integrity import Status
 from ..edits.hunks import Hunk
+from ..edits.node_kinds import grammar_for
 from ..edits.pipeline import grammar_of
+from ..edits.scopes import SyntaxTree
 from ..edits.session import Delta, EditSession
 from ..edits.snippets.merge import Merged
+from ..edits.snippets.region import snippet_region
 from ..edits.target import Target
 from ..engine_factory import local_engine
 from ..prompt import language_for, merge_instruction, prediction_ids
@@ -282,11 +285,15 @@ class Backend:
         return ChatDelta(merge.text, stats, True)
 
     def prepare_apply(self, apply: ApplyRequest, max_tokens: int | None) -> PreparedRewrite:
-        """The apply model's ambiguous update, planned as a rewrite of the whole code: the update in
-        the instruction, the user's own instruction alone read by the integrity check."""
+        """The apply model's ambiguous update, planned as a rewrite of the region it goes in (the
+        whole code where that cannot be told, edits/snippets/region.py): the update in the
+        instruction, the user's own instruction alone read by the integrity check."""
         instruction = merge_instruction(apply.update, apply.language, apply.instruction)
+        grammar = grammar_for(apply.language) if apply.language else None
+        region = snippet_region(apply.code, apply.update, SyntaxTree(apply.code, grammar) if grammar else None)
+        lines = None if region.start == 0 and region.end == len(apply.code) else region.lines
         return self.prepare_rewrite(RewriteRequest(apply.code, instruction, apply.language, max_tokens=max_tokens,
-                                                   judged_instruction=apply.instruction))
+                                                   judged_instruction=apply.instruction, lines=lines))
 
     def apply(self, prepared: PreparedRewrite) -> Iterator[ChatDelta]:
         """The model's merge for the apply model: empty deltas while it decodes (a cancel stops it
@@ -300,7 +307,9 @@ class Backend:
             completion = self.tokenizer.encode(event.result.answer, add_special_tokens=False)
             rejected = rejected_prediction_tokens(prepared.prediction, completion)
             self._count(event.result.stats, rejected)
-            yield ChatDelta(event.decision.text, dataclasses.replace(event.result.stats), True, rejected)
+            target = prepared.session.edit.target  # the region: the code around it stays as sent
+            merged = target.text[:target.start] + event.decision.text + target.text[target.end:]
+            yield ChatDelta(merged, dataclasses.replace(event.result.stats), True, rejected)
 
 
 def target_of(request: RewriteRequest) -> Target:

@@ -134,6 +134,20 @@ def test_an_ambiguous_snippet_goes_to_the_model_with_the_whole_file(source):
     assert source.read_text() == FILE.replace(*RENAMED)
 
 
+def test_the_model_merges_into_the_definition_that_holds_the_snippet_s_lines(source):
+    # the new line repeats the one before it: a copy or a move, the merges cannot tell
+    snippet = '# ... existing code ...\n    with open(path, "w") as handle:\n        handle.write(text)\n' \
+              '        handle.write(text)\n'
+    save, write = FILE[FILE.index("def save"):], "        handle.write(text)\n"
+    engine = Recording(ScriptedEngine([{"instruction": "Merge this update",
+                                        "replace": [[write, write * 2]]}]))
+    code = snippet_command([str(source)], snippet.encode(), Options(instruction="", write=True), lambda: engine, json_output=True,
+                           stdout=io.StringIO(), stderr=io.StringIO(), say=lambda message: None)
+    [request] = engine.requests
+    assert request.code == save and "def load(path):" in (request.context or "")  # load is context only
+    assert code == 0 and source.read_text() == FILE.replace(write, write * 2)
+
+
 def test_the_model_s_merge_may_not_lose_code_the_snippet_does_not_delete(source):
     # Without a hint that asks for the rename, losing `load` is refused, though the snippet says "Remove".
     code, report, _ = merge_with_engine(source, AMBIGUOUS, "")

@@ -123,6 +123,18 @@ def test_an_ambiguous_update_is_merged_by_the_model_with_the_code_as_its_predict
     assert [request["code"] for request in scripted.requests] == [TWICE, TWICE]
 
 
+def test_the_model_merges_only_the_definition_that_holds_the_update_s_lines(tiny_loaded, tiny_rewriter):
+    update = "# ...\n    return open(path).read()\n    return open(path).read()\n# ...\n"  # a copy, or moved?
+    load = "def load(path):\n    return open(path).read()\n"
+    scripted = ScriptedRewriter(tiny_rewriter, lambda code: code.replace("read()", "read().strip()"))
+    with client_for(tiny_loaded, scripted) as client:
+        answer = client.post(CHAT, json=body(message(CODE, update)))
+        assert answer.status_code == 200, answer.text
+        # the region is rewritten; the code around it comes back as sent
+        assert answer.json()["choices"][0]["message"]["content"] == CODE.replace("read()", "read().strip()")
+    assert [request["code"] for request in scripted.requests] == [load]
+
+
 def test_a_refused_merge_is_an_error_and_nothing_else(tiny_loaded, tiny_rewriter):
     loses_main = ScriptedRewriter(tiny_rewriter, lambda code: code[:code.index("\n\ndef main")] + "\n")
     update = "# ...\ndef load(path):\n    return ''\n# ...\n"
