@@ -250,8 +250,8 @@ def _aligned(file_lines: list[str], lines: list[str], heads: set[int], marked: b
     snippet's indentation; between them the snippet's lines replace the file's, except, in a
     snippet without markers, where it has only blank lines against more than a few of the file's
     code lines and no definition (the gap between two hunks; unclear where the instruction asks
-    to remove one of them). A snippet with markers marks what it leaves out. `heads`: the lines that start a definition; `removals`: the
-    instruction, where it asks for removals."""
+    to remove one of them). A snippet with markers marks what it leaves out. `heads`: the lines
+    that start a definition; `removals`: the instruction, where it asks for removals."""
     file_code = [i for i, line in enumerate(file_lines) if line.strip()]
     code = [i for i, line in enumerate(lines) if line.strip()]
     # lines pair by their words, so a block the snippet indents otherwise still shows what it
