@@ -43,7 +43,7 @@ def branched(rewriter, case: Case, first: dict, max_new_tokens: int | None, coun
     picks = {name: rule([Candidate(b["edited"], b["mean_log_prob"]) for b in candidates]) if candidates else None
              for name, rule in RULES.items()}
     row = {"decoded": len(branches), "all_seconds": branches[-1]["seconds"] if branches else 0.0,
-           "candidates": [{"mean_log_prob": b["mean_log_prob"], "outcome": v["outcome"]}
+           "candidates": [{"branch": branches.index(b), "mean_log_prob": b["mean_log_prob"], "outcome": v["outcome"]}
                           for b, v in zip(candidates, verdicts, strict=True)],
            "rules": {name: None if pick is None else verdicts[pick]["outcome"] for name, pick in picks.items()}}
     chosen = picks[closest.__name__]

@@ -124,7 +124,7 @@ def test_an_unchanged_answer_is_branched_and_the_first_changed_branch_the_checks
     texts = [BEFORE, lost, AFTER + TOTAL, AFTER.replace("0.0", "1.0") + TOTAL]
     chosen = branched(Branching(texts), CASE, {"outcome": "unchanged"}, None, 4, integrity_refusal, judged)
     assert chosen["tried"] == 3 and chosen["outcome"] == "passed" and chosen["decoded"] == 4
-    assert [c["outcome"] for c in chosen["candidates"]] == ["passed", "failed"]
+    assert [(c["branch"], c["outcome"]) for c in chosen["candidates"]] == [(2, "passed"), (3, "failed")]
     none = branched(Branching(texts), CASE, {"outcome": "unchanged"}, None, 2, integrity_refusal, judged)
     assert none["tried"] == 2 and "outcome" not in none and none["rules"]["closest"] is None
     assert branched(Branching(texts), CASE, {"outcome": "failed"}, None, 4, integrity_refusal, judged) == {}
