@@ -4,6 +4,9 @@ and takes the candidate's hunks. Refused once a change of it was accepted; an en
 branches, or no candidate left that passes the checks, leaves the proposal as it was."""
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
 
 from tests.helpers.lsp import DOCSTRINGS, SAMPLE, SCRIPT, URI, VSCODE, Editor, Watched, expected
@@ -20,17 +23,19 @@ RULES = [{"instruction": INSTRUCTION, "replace": DOCSTRINGS, "branches": [DOCSTR
          {"instruction": "use an f-string", "replace": FSTRING, "branches": [PERCENT]}]
 
 
-async def start(tmp_path, branches: bool = True) -> Watched:
+@asynccontextmanager
+async def proposing(tmp_path, branches: bool = True) -> AsyncIterator[tuple[Watched, str]]:
+    """An editor whose engine has (or lacks) branches, showing a proposal of SAMPLE's rewrite."""
     script = {**SCRIPT, "branches": branches, "rules": RULES}
-    return Watched(await Editor.start(VSCODE, script, tmp_path, {"review": True, "streamEdits": "always"}))
-
-
-async def propose(watched: Watched) -> str:
-    watched.editor.open(URI, SAMPLE)
-    result = await watched.editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": INSTRUCTION})
-    assert result["status"] == "proposed" and result["hunks"] == 3, result
-    await watched.settle()
-    return result["proposal"]
+    watched = Watched(await Editor.start(VSCODE, script, tmp_path, {"review": True, "streamEdits": "always"}))
+    try:
+        watched.editor.open(URI, SAMPLE)
+        result = await watched.editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": INSTRUCTION})
+        assert result["status"] == "proposed" and result["hunks"] == 3, result
+        await watched.settle()
+        yield watched, result["proposal"]
+    finally:
+        await watched.editor.stop()
 
 
 def proposed(watched: Watched) -> str:
@@ -44,10 +49,8 @@ def proposed(watched: Watched) -> str:
 
 
 async def test_each_try_takes_the_next_candidate_that_passes_until_none_is_left(tmp_path):
-    watched = await start(tmp_path)
-    editor = watched.editor
-    try:
-        proposal = await propose(watched)
+    async with proposing(tmp_path) as (watched, proposal):
+        editor = watched.editor
         actions = await editor.code_actions(URI, (3, 0), (5, 0))
         offered = [a for a in actions if a.title == "Try another candidate"]
         assert offered and offered[0].command.command == "rewriter.tryAnother"
@@ -71,15 +74,11 @@ async def test_each_try_takes_the_next_candidate_that_passes_until_none_is_left(
         assert watched.ended == [] and proposed(watched) == expected(SAMPLE, TWO)
         assert (await editor.execute("rewriter.acceptAll", {"proposal": proposal}))["status"] == "ok"
         assert editor.text(URI) == expected(SAMPLE, TWO) and editor.edits
-    finally:
-        await editor.stop()
 
 
 async def test_a_refined_proposal_asks_the_refines_request_again(tmp_path):
-    watched = await start(tmp_path)
-    editor = watched.editor
-    try:
-        proposal = await propose(watched)
+    async with proposing(tmp_path) as (watched, proposal):
+        editor = watched.editor
         refined = await editor.execute("rewriter.refine", {"proposal": proposal, "instruction": "use an f-string",
                                                           "wait": True})
         assert refined["status"] == "proposed", refined
@@ -88,15 +87,11 @@ async def test_a_refined_proposal_asks_the_refines_request_again(tmp_path):
         await watched.settle()
         assert watched.last()["instruction"] == "use an f-string"
         assert proposed(watched) == expected(expected(SAMPLE, DOCSTRINGS), PERCENT)
-    finally:
-        await editor.stop()
 
 
 async def test_try_another_is_refused_once_a_change_was_accepted(tmp_path):
-    watched = await start(tmp_path)
-    editor = watched.editor
-    try:
-        proposal = await propose(watched)
+    async with proposing(tmp_path) as (watched, proposal):
+        editor = watched.editor
         hunk = watched.last()["hunks"][0]
         assert (await editor.execute("rewriter.acceptHunk", {"proposal": proposal, "hunk": hunk["id"]}))["status"] == "ok"
         answer = await editor.execute("rewriter.tryAnother", {"proposal": proposal, "wait": True})
@@ -106,15 +101,11 @@ async def test_try_another_is_refused_once_a_change_was_accepted(tmp_path):
         assert not any(a.title == "Try another candidate" for a in actions or [])
         answer = await editor.execute("rewriter.tryAnother", {"proposal": "nope"})
         assert answer["status"] == "unknown"
-    finally:
-        await editor.stop()
 
 
 async def test_an_engine_without_branches_says_so_and_leaves_the_proposal(tmp_path):
-    watched = await start(tmp_path, branches=False)
-    editor = watched.editor
-    try:
-        proposal = await propose(watched)
+    async with proposing(tmp_path, branches=False) as (watched, proposal):
+        editor = watched.editor
         before = watched.last()["hunks"]
         answer = await editor.execute("rewriter.tryAnother", {"proposal": proposal, "wait": True})
         assert answer["status"] == "refused" and "offers no other candidates" in answer["message"], answer
@@ -122,5 +113,3 @@ async def test_an_engine_without_branches_says_so_and_leaves_the_proposal(tmp_pa
         assert watched.ended == [] and watched.last()["hunks"] == before
         assert (await editor.execute("rewriter.acceptAll", {"proposal": proposal}))["status"] == "ok"
         assert editor.text(URI) == expected(SAMPLE, DOCSTRINGS)
-    finally:
-        await editor.stop()
