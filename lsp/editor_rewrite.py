@@ -118,13 +118,15 @@ class EditorRewrite:
     """A rewrite the editor asked for: its target's session, run in a worker thread and streamed
     into the open document, or, given `reviews` and a `proposal`, into the proposal (then `base`,
     when given, is what the model rewrites instead of the document's lines: a refine's proposed
-    text). `judged_instruction` is what the integrity check reads (a snippet merge's hint).
+    text). `judged_instruction` is what the integrity check reads (a snippet merge's hint), and
+    `snippet` what a snippet merge must keep.
     `other_than`: try another, a candidate other than these texts of the target."""
 
     def __init__(self, server: RewriteHost, uri: str, lines: range, instruction: str, stream: bool,
                  announce_end: bool = False, *, reviews: Reviews | None = None, proposal: Proposal | None = None,
                  base: Target | None = None, judged_instruction: str | None = None,
-                 conversation: tuple[Turn, ...] = (), other_than: tuple[str, ...] | None = None):
+                 conversation: tuple[Turn, ...] = (), other_than: tuple[str, ...] | None = None,
+                 snippet: str | None = None):
         self.id = next(_ids)
         self.other_than = other_than
         self.decided: str | None = None  # the target's text the answer gave, once decided
@@ -143,6 +145,7 @@ class EditorRewrite:
         # along as context when it is small enough.
         self.target = base or document_target(document.source, lines)
         self.judged_instruction = judged_instruction
+        self.snippet = snippet
         self.language = server.language_of(document)
         self.context = document_context(document.source, lines, len(document.lines), server.options.context_chars)
         self.region_text = "".join(document.lines[lines.start:lines.stop])
@@ -221,7 +224,7 @@ class EditorRewrite:
                 return self._stopped()
             session = rewrite_session(engine, self.target, self.instruction, self.language, server.options,
                                       self.context, judged_instruction=self.judged_instruction,
-                                      conversation=self.conversation)
+                                      conversation=self.conversation, snippet=self.snippet)
             self.turn = session.turn()
             if self.other_than is not None and not session.offers_candidates():
                 return Outcome(RewriteStatus.REFUSED, NO_CANDIDATES)
@@ -342,7 +345,7 @@ class EditorRewrite:
         if self.decided is not None:
             shown = (*(self.other_than or ()), self.decided)
             collector.proposal.asked = Asked(self.target, self.instruction, self.judged_instruction,
-                                             self.conversation, self.region_text, shown)
+                                             self.conversation, self.region_text, shown, self.snippet)
         message = f"proposed {hunks} change(s) for review: " + outcome.message.partition(": ")[2]
         return Outcome(RewriteStatus.PROPOSED, message, hunks, outcome.stats, proposal=collector.proposal.id)
 

@@ -67,6 +67,7 @@ class Asked:
     conversation: tuple[Turn, ...]  # the turns before it
     region_text: str  # the region's lines in the document then: edited since, there is no asking again
     shown: tuple[str, ...]  # the target's texts the candidates shown so far gave
+    snippet: str | None = None  # a snippet merge's snippet, which the merge must keep
 
 
 @dataclass

@@ -35,7 +35,7 @@ class RewriterServer(RewriteHost, Protocol):
 
     async def start_rewrite(self, uri: str, lines: range, instruction: str, wait: bool = False, *,
                             refine: Proposal | None = None, another: Proposal | None = None,
-                            judged_instruction: str | None = None) -> dict: ...
+                            judged_instruction: str | None = None, snippet: str | None = None) -> dict: ...
 
 
 def register_proposal_commands(server: LanguageServer) -> None:
@@ -81,7 +81,7 @@ def register_proposal_commands(server: LanguageServer) -> None:
         if asked is None or why_not is not None:
             return answer(ReviewAnswer.STALE, f"no other candidate for this proposal: {why_not}", proposal)
         return await ls.start_rewrite(proposal.uri, proposal.region, asked.instruction, wait, another=proposal,
-                                      judged_instruction=asked.judged_instruction)
+                                      judged_instruction=asked.judged_instruction, snippet=asked.snippet)
 
     @server.command(APPLY_SNIPPET)
     async def apply_snippet(ls, *args):
@@ -120,7 +120,7 @@ async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: 
     if isinstance(outcome, ToModel):
         ls.show(f"{outcome.reason}; the model merges the snippet")
         return await ls.start_rewrite(uri, whole, merge_instruction(snippet, language, hint), wait,
-                                      judged_instruction=hint)
+                                      judged_instruction=hint, snippet=snippet)
     if not isinstance(outcome, Merged):
         message = f"the snippet was not merged: {outcome.reason}; the document is unchanged"
         ls.show(message, types.MessageType.Warning)

@@ -120,7 +120,7 @@ class RewriterServer(LanguageServer):
 
     async def start_rewrite(self, uri: str, lines: range, instruction: str, wait: bool = False, *,
                             refine: Proposal | None = None, another: Proposal | None = None,
-                            judged_instruction: str | None = None) -> dict:
+                            judged_instruction: str | None = None, snippet: str | None = None) -> dict:
         """Start a rewrite and answer at once ({status: "started", job}); the end comes through
         progress and window/showMessage. With `wait` (or rewriter.wait), answer with its outcome.
         With review on, the rewrite becomes a proposal; `refine` rewrites one's proposed text;
@@ -153,7 +153,7 @@ class RewriterServer(LanguageServer):
         elif self.options.review:
             review = {"reviews": self.reviews, "proposal": self.reviews.open(uri, lines, instruction.strip())}
         job = EditorRewrite(self, uri, lines, instruction.strip(), self.streams(), announce_end=not wait,
-                            judged_instruction=judged_instruction, **review)
+                            judged_instruction=judged_instruction, snippet=snippet, **review)
         self.jobs[job.id] = job
         self.runs[job.id] = asyncio.ensure_future(self._run(job))
         for old in list(self.runs)[:-KEEP_OUTCOMES]:

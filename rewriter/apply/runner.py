@@ -107,7 +107,8 @@ class Runner:
             instruction = merge_instruction(self.options.snippet, job.language, self.options.instruction)
         session = EditSession(self.engine, span, instruction, job.language, integrity=integrity,
                               max_new_tokens=self.options.max_new_tokens,
-                              judged_instruction=self.options.instruction, branches=self.options.branches)
+                              judged_instruction=self.options.instruction, branches=self.options.branches,
+                              snippet=self.options.snippet)
         finished = None
         stats = None
         try:

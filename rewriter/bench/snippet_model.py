@@ -35,7 +35,7 @@ def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = 
     session = EditSession(engine, region, merge_instruction(case.snippet, case.language,
                                                                               case.instruction),
                           case.language, grammar=grammar, max_new_tokens=max_new_tokens,
-                          judged_instruction=case.instruction)
+                          judged_instruction=case.instruction, snippet=case.snippet)
     began = time.perf_counter()
     row = {"id": case.id, "style": case.style, "exact": False, "reason": "", "output_tokens": 0,
            "accepted_prediction_tokens": 0, "lost": [], "duplicated": []}
@@ -72,6 +72,8 @@ def run_model_merges(engine: Engine, cases: list[SnippetCase], rows: list[dict],
             if judge is not None:
                 passes = judge.passes(case, text, model_row["exact"])
                 model_row["right"] = model_row["exact"] or bool(passes)
+            if text is not None and not model_row["exact"]:  # kept to be read over: what went wrong
+                model_row["merged_text"] = text
             merges.append(model_row)
             say(f"{number}/{len(cases)} {case.id}: model {model_row['outcome']}"
                 f"{', exact' if model_row['exact'] else ', right' if model_row.get('right') else ''} "

@@ -7,7 +7,8 @@ the span's trailing blank lines, and is judged in this order:
 
 - cut: an answer that stopped at the token limit is refused (unless it changed nothing);
 - integrity (checks/integrity.py): an echo of the surroundings is stripped; lost definitions,
-  duplicated code and an answer that is only a copy are refused;
+  duplicated code and an answer that is only a copy are refused; a model's merge of a snippet
+  that leaves out what the snippet keeps is refused too (checks/snippet_kept.py);
 - syntax (checks/syntax.py): an answer that does not parse where the file did is refused; a Python file
   that compiled must still compile (Python's compiler, not tree-sitter, has the last word);
 - lint (checks/lint.py): in a Python file, an answer that brings a new undefined name (or a local used
@@ -25,7 +26,8 @@ from enum import StrEnum
 
 from ..answer import NoCodeBlock, extract_code
 from ..prompt import SourceText, common_indent
-from .checks.integrity import FileIntegrity, Status
+from .checks.integrity import FileIntegrity, Status, Verdict
+from .checks.snippet_kept import merge_omissions, omission_reason
 from .definitions import guess_language
 from .node_kinds import grammar_for
 from .target import Target
@@ -69,11 +71,13 @@ class TargetEdit:
 
     `code` is what the model is sent; `finish(answer_text, finish_reason)` decides what of the
     answer may be applied. `integrity` may be shared by the targets of one file (parsed once);
-    `judged_instruction` replaces the instruction where the integrity check reads it.
+    `judged_instruction` replaces the instruction where the integrity check reads it; `snippet`,
+    where the model merges one, is what the merge must keep (checks/snippet_kept.py).
     """
 
     def __init__(self, target: Target, instruction: str, grammar: str | None = None,
-                 integrity: FileIntegrity | None = None, judged_instruction: str | None = None):
+                 integrity: FileIntegrity | None = None, judged_instruction: str | None = None,
+                 snippet: str | None = None):
         self.target = target
         self.file_text = target.text
         self.start, self.end = target.start, target.end
@@ -82,6 +86,7 @@ class TargetEdit:
         # What the integrity check reads for the removals and renames it permits: the instruction,
         # unless it carries other text (a snippet to merge, whose code may say "remove" anywhere).
         self.judged_instruction = instruction if judged_instruction is None else judged_instruction
+        self.snippet = snippet
         self.grammar = integrity.grammar if integrity is not None else grammar
         self._integrity = integrity
         self.source = SourceText.from_text(self.original)  # the span's line endings
@@ -120,11 +125,13 @@ class TargetEdit:
                allow_syntax_errors: bool = False) -> Decision:
         """Judge the engine's answer (its code, RewriteResult.text) for this span."""
         new = self.final_text(answer_text)
-        if new == self.original:
+        if new == self.original and not self.omissions(new):  # a merge's unchanged answer may still miss lines
             return Decision(Status.APPLIED, new)
         if finish_reason == "length":
             return Decision(Status.REFUSED, self.original, CUT_REASON, refused_text=new, refusal=Refusal.CUT)
         verdict = self.integrity.check(self.start, self.end, new, self.judged_instruction)
+        if not verdict.refused and (missing := self.omissions(verdict.text)):
+            verdict = Verdict(Status.REFUSED, verdict.text, omission_reason(missing))
         if verdict.refused and not force:
             return Decision(Status.REFUSED, self.original, verdict.reason, refused_text=verdict.text,
                             refusal=Refusal.INTEGRITY)
@@ -140,6 +147,10 @@ class TargetEdit:
         status = Status.STRIPPED if verdict.status == Status.STRIPPED else Status.APPLIED
         forced = "; ".join(reason for reason in (verdict.reason if verdict.refused else "", lint) if reason)
         return Decision(status, new, forced or verdict.reason, forced=bool(forced))
+
+    def omissions(self, new: str) -> list[str]:
+        """A snippet merge's: the lines `new`, as the span's text, leaves out of what the snippet keeps."""
+        return [] if self.snippet is None else merge_omissions(self.file_text, self.start, self.end, self.snippet, new)
 
     def lint_problem(self, new: str) -> str:
         """Why the lint check refuses `new` as the span's text; "" when it does not."""

@@ -73,13 +73,14 @@ class Feedback:
 
 class EditSession:
     """One target rewritten by `engine` as `instruction` says; `judged_instruction`, when given,
-    is what the integrity check reads instead (a snippet merge's: the user's hint alone)."""
+    is what the integrity check reads instead (a snippet merge's: the user's hint alone), and
+    `snippet`, a merge's, what the answer must keep."""
 
     def __init__(self, engine: Engine, target: Target, instruction: str,
                  language: str = "", *, grammar: str | None = None, integrity: FileIntegrity | None = None,
                  max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
                  context: str | None = None, judged_instruction: str | None = None,
-                 conversation: tuple[Turn, ...] = (), branches: int = 0):
+                 conversation: tuple[Turn, ...] = (), branches: int = 0, snippet: str | None = None):
         self.engine = engine
         # An unchanged answer: how many branches where the model hesitated to try (engines that
         # decode locally and greedily offer them), the first that changes the code and passes
@@ -87,7 +88,7 @@ class EditSession:
         self.branches = branches
         self.conversation = conversation  # a refine: the turns before this one (engine.EditRequest)
         self.given_context = context  # a client's own context, sent as it is instead of the file around the span
-        self.edit = TargetEdit(target, instruction, grammar, integrity, judged_instruction)
+        self.edit = TargetEdit(target, instruction, grammar, integrity, judged_instruction, snippet)
         self.language = language
         self.max_new_tokens = max_new_tokens
         self.sampling = sampling

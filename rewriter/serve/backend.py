@@ -215,7 +215,8 @@ class Backend:
         # The checks need a grammar: named, from the file name, else guessed from the code.
         session = EditSession(self.rewriter, target, request.instruction, language,
                               grammar=grammar_of(language, target.text), context=context,
-                              judged_instruction=request.judged_instruction, conversation=request.conversation)
+                              judged_instruction=request.judged_instruction, conversation=request.conversation,
+                              snippet=request.snippet)
         sent = session.request()  # the limits are checked on exactly what the session will send
         try:  # stream() plans again on the worker (tokenizing is cheap)
             prompt, prediction, budget = self.rewriter.plan(sent.code, sent.instruction, sent.language, sent.context,
@@ -293,7 +294,8 @@ class Backend:
         region = snippet_region(apply.code, apply.update, SyntaxTree(apply.code, grammar) if grammar else None)
         lines = None if region.start == 0 and region.end == len(apply.code) else region.lines
         return self.prepare_rewrite(RewriteRequest(apply.code, instruction, apply.language, max_tokens=max_tokens,
-                                                   judged_instruction=apply.instruction, lines=lines))
+                                                   judged_instruction=apply.instruction, lines=lines,
+                                                   snippet=apply.update))
 
     def apply(self, prepared: PreparedRewrite) -> Iterator[ChatDelta]:
         """The model's merge for the apply model: empty deltas while it decodes (a cancel stops it

@@ -97,6 +97,7 @@ class RewriteRequest:
     lines: range | None = None  # the body's `range`: the lines of `text` to rewrite; the rest is context
     file_name: str | None = None  # the file's name or path, for its language
     judged_instruction: str | None = None  # what the integrity check reads, where not `instruction`
+    snippet: str | None = None  # the apply model's update, which its merge must keep (not a body field)
     conversation: tuple[Turn, ...] = ()  # a refine: the turns before this one (engine.EditRequest)
 
 

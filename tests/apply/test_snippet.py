@@ -148,6 +148,26 @@ def test_the_model_merges_into_the_definition_that_holds_the_snippet_s_lines(sou
     assert code == 0 and source.read_text() == FILE.replace(write, write * 2)
 
 
+def test_the_model_s_merge_must_keep_what_the_snippet_s_markers_stand_for(source):
+    # The leading marker keeps save's header; the first answer changes it, is refused saying so,
+    # and the second try, told why, keeps it.
+    snippet = '# ... existing code ...\n    with open(path, "w") as handle:\n        handle.write(text)\n' \
+              '        handle.write(text)\n'
+    write = "        handle.write(text)\n"
+    engine = Recording(ScriptedEngine([
+        {"instruction": "the merge leaves out code the snippet keeps: 'def save(path, text):'",
+         "replace": [[write, write * 2]]},
+        {"instruction": "Merge this update",
+         "replace": [["def save(path, text):", "def save(path, text, mode):"], [write, write * 2]]}]))
+    out = io.StringIO()
+    code = snippet_command([str(source)], snippet.encode(), Options(instruction="", write=True), lambda: engine,
+                           json_output=True, stdout=out, stderr=io.StringIO(), say=lambda message: None)
+    assert code == 0 and len(engine.requests) == 2
+    assert json.loads(out.getvalue())["files"][0]["spans"][0]["retried"].startswith(
+        "the merge leaves out code the snippet keeps")
+    assert source.read_text() == FILE.replace(write, write * 2)
+
+
 def test_the_model_s_merge_may_not_lose_code_the_snippet_does_not_delete(source):
     # Without a hint that asks for the rename, losing `load` is refused, though the snippet says "Remove".
     code, report, _ = merge_with_engine(source, AMBIGUOUS, "")

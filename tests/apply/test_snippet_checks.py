@@ -102,12 +102,13 @@ def test_a_deterministic_merge_that_fails_the_tests_is_put_back_byte_for_byte_an
 def test_a_model_merge_that_fails_the_tests_is_asked_again_with_their_output(project):
     def answer(request):
         if not retried(request):
-            return request.code.replace("x * 2", "x * 3")
-        return request.code.replace("def add(a, b):", "def add(a: int, b: int) -> int:")
+            return request.code.replace("x * 2", "x * 3") + "\r\nLIMIT = 3\r\n"  # in the code's line endings
+        return request.code.replace("def add(a, b):", "def add(a: int, b: int) -> int:") + "\r\nLIMIT = 3\r\n"
     engine = AnsweringEngine(answer)
     code, report = merge("m.py", AMBIGUOUS, engine, test=TEST, write=True)
     [file] = report["files"]
-    assert code == 0 and file["merge"] == "model" and (project / "m.py").read_bytes() == HINTED
+    assert code == 0 and file["merge"] == "model"
+    assert (project / "m.py").read_bytes() == HINTED + b"\r\nLIMIT = 3\r\n"
     first, second = engine.requests
     assert "Merge this update" in second.instruction and "LIMIT = 3" in second.instruction
     assert "return x * 3" in second.instruction and "double(4) returned 12" in second.instruction

@@ -74,9 +74,9 @@ def test_the_model_merges_every_case_with_model_only(edits, tmp_path, capsys):
     assert model["model_cases"] == 2 and model["model_exact"] == 2 and model["both_exact"] == 2
 
 
-def test_a_model_merge_that_drops_a_line_counts_as_lost_code(edits, tmp_path):
-    # "hints" answered with area's hints but perimeter's `total += 2 * height` gone: applied (no
-    # definition lost), not exact, and counted as lost code.
+def test_a_model_merge_that_drops_a_line_the_snippet_keeps_is_refused_not_applied(edits, tmp_path):
+    # "hints" answered with area's hints but perimeter's `total += 2 * height` gone: a line the
+    # snippet's marker keeps, so the merge is refused (asked twice) and not counted as lost code.
     hints = EDITS[1]
     dropped = hints["after"].replace("    total += 2 * height\n", "")
     engine = ScriptedEngine([{"instruction": EDITS[0]["instruction"], "replace": [[BEFORE, EDITS[0]["after"]]]},
@@ -85,8 +85,9 @@ def test_a_model_merge_that_drops_a_line_counts_as_lost_code(edits, tmp_path):
     code, said = bench("--snippets", str(edits), "--model-only", "--json", str(report_path), engine=engine)
     assert code == 0, said
     model = json.loads(report_path.read_text())["model"]
-    assert model["model_exact"] == 1 and model["model_lost_code"] == 1 and model["model_duplicated_code"] == 0
-    assert [m["lost"] for m in model["merges"]] == [[], ["total += 2 * height"]]
+    assert model["model_exact"] == 1 and model["model_refused"] == 1 and model["model_lost_code"] == 0
+    refused = model["merges"][1]
+    assert refused["outcome"] == "refused" and "total += 2 * height" in refused["reason"]
 
 
 def test_model_merge_sends_only_the_cases_left_to_the_model(edits, tmp_path):
@@ -166,7 +167,7 @@ def test_model_merges_count_right_by_their_tests_per_style(tmp_path):
     path = tmp_path / "edits.jsonl"
     path.write_text("".join(json.dumps({**edit, "tests": tests}) + "\n" for edit in EDITS))
     other = BEFORE.replace("    total = 0\n    total += 2 * width\n    total += 2 * height\n    return total\n",
-                           "    return width + width + height + height\n")
+                           "    total = 0\n    return 2 * (width + height)\n")  # the snippet's line, and a stale one
     engine = ScriptedEngine([{"instruction": EDITS[0]["instruction"], "replace": [[BEFORE, other]]},
                              {"instruction": EDITS[1]["instruction"], "replace": []}])
     report_path = tmp_path / "report.json"

@@ -16,7 +16,11 @@ pytestmark = pytest.mark.asyncio
 
 FSTRING = [['"circle of radius " + str(r)', 'f"circle of radius {r:.2f}"']]
 MERGED = [["return 2 * math.pi * r", "return math.tau * r"]]
-REVIEW_SCRIPT = {**SCRIPT, "rules": [*SCRIPT["rules"], {"instruction": "Merge this update", "replace": MERGED}]}
+# The scripted model's merges of AMBIGUOUS: right, and (told to "keep area") one that leaves out a line it shows
+DESCRIBED = ['    # rewrite: use an f-string with two decimals\n    return "circle of radius " + str(r)', "    return str(r)"]
+MODEL_MERGED = [["return math.pi * r * r", "return math.pi * r ** 2"], DESCRIBED]
+REVIEW_SCRIPT = {**SCRIPT, "rules": [*SCRIPT["rules"], {"instruction": "keep area", "replace": [DESCRIBED]},
+                                     {"instruction": "Merge this update", "replace": MODEL_MERGED}]}
 
 
 async def start(tmp_path, profile=VSCODE, review=True, **kwargs) -> Watched:
@@ -217,10 +221,17 @@ async def test_apply_snippet_refusals_leave_the_document_and_ambiguity_goes_to_t
     await review.settle()
     assert any("not merged" in m for m in review.messages)
 
+    # the model's merge that leaves out a line the snippet shows is refused, saying which
+    result = await editor.execute("rewriter.applySnippet", {"uri": URI, "snippet": AMBIGUOUS, "wait": True,
+                                                            "instruction": "keep area"})
+    assert result["status"] == "refused", result
+    assert "leaves out code the snippet keeps: 'return math.pi * r ** 2'" in result["message"]
+    assert editor.text(URI) == SAMPLE
+
     result = await editor.execute("rewriter.applySnippet", {"uri": URI, "snippet": AMBIGUOUS, "wait": True})
     assert result["status"] == "proposed", result  # the scripted model merged it
     await editor.execute("rewriter.acceptAll", {"proposal": result["proposal"]})
-    assert editor.text(URI) == expected(SAMPLE, MERGED)
+    assert editor.text(URI) == expected(SAMPLE, MODEL_MERGED)
 
 
 BIG = "".join(f"def f{i}(r):\n    return {i} * r\n\n\n" for i in range(500))  # 2,000 lines

@@ -126,12 +126,13 @@ def test_an_ambiguous_update_is_merged_by_the_model_with_the_code_as_its_predict
 def test_the_model_merges_only_the_definition_that_holds_the_update_s_lines(tiny_loaded, tiny_rewriter):
     update = "# ...\n    return open(path).read()\n    return open(path).read()\n# ...\n"  # a copy, or moved?
     load = "def load(path):\n    return open(path).read()\n"
-    scripted = ScriptedRewriter(tiny_rewriter, lambda code: code.replace("read()", "read().strip()"))
+    copied = "read()\n    return open(path).read()\n"  # the model takes it for a copy
+    scripted = ScriptedRewriter(tiny_rewriter, lambda code: code.replace("read()\n", copied))
     with client_for(tiny_loaded, scripted) as client:
         answer = client.post(CHAT, json=body(message(CODE, update)))
         assert answer.status_code == 200, answer.text
         # the region is rewritten; the code around it comes back as sent
-        assert answer.json()["choices"][0]["message"]["content"] == CODE.replace("read()", "read().strip()")
+        assert answer.json()["choices"][0]["message"]["content"] == CODE.replace("read()\n", copied)
     assert [request["code"] for request in scripted.requests] == [load]
 
 
@@ -151,11 +152,25 @@ def test_a_refused_merge_is_an_error_and_nothing_else(tiny_loaded, tiny_rewriter
         assert len(loses_main.requests) == 4
 
 
+def test_a_model_merge_that_changes_what_a_marker_keeps_is_refused(tiny_loaded, tiny_rewriter):
+    # load's line twice (a copy, or moved?) goes to the model; main's body is the marker's to keep
+    update = "# ...\ndef load(path):\n    return open(path).read()\n    return open(path).read()\n\n\ndef main():\n# ...\n"
+    scripted = ScriptedRewriter(tiny_rewriter, lambda code: code.replace(
+        "read()\n", "read()\n    return open(path).read()\n").replace('"a.txt"', '"b.txt"'))
+    with client_for(tiny_loaded, scripted) as client:
+        reason = error_of(client.post(CHAT, json=body(message(CODE, update))), 422, "merge_refused")
+    assert "the merge leaves out code the snippet keeps: 'print(load(\"a.txt\"))'" in reason
+    assert len(scripted.requests) == 2  # asked once more with the reason, as any refused rewrite
+
+
 def test_a_merge_bringing_an_undefined_name_is_refused_by_the_lint_check_either_way(tiny_loaded, tiny_rewriter):
     # `json` is not imported: the merge compiles, but main would fail when run.
     broken = "# ... existing code ...\n\ndef main():\n    print(json.dumps(load('a.txt')))\n"
-    unlinted = TWICE.replace("return open(path).read()", "return json.loads(open(path).read())")
-    scripted = ScriptedRewriter(tiny_rewriter, lambda code: unlinted)
+    def merged_as_said(code: str) -> str:  # each snippet merged as it says
+        if "encoding" in code:  # TWICE: the first `load` reads json
+            return code.replace("path):\n    return open(path).read()", "path):\n    return json.loads(open(path).read())")
+        return code.replace('print(load("a.txt"))', "print(json.dumps(load('a.txt')))")
+    scripted = ScriptedRewriter(tiny_rewriter, merged_as_said)
     with client_for(tiny_loaded, scripted) as client:
         merged = client.post(CHAT, json=body(message(update=broken)))  # the model's turn, refused again
         assert "undefined name 'json'" in error_of(merged, 422, "merge_refused")

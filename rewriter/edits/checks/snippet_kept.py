@@ -1,0 +1,142 @@
+"""A model's merge of a snippet must hold what the snippet says stays: every code line the snippet
+shows, and every line of the original that the snippet leaves alone.
+
+A small model asked to merge "only what changes" sometimes drops a line the snippet shows as
+context (a closing `return None`), or rewrites code that a marker (`# ... existing code ...`)
+stands for. Neither loses a whole definition, so the integrity check lets them through; this
+check refuses them, naming the first missing lines.
+
+Which original lines the snippet leaves alone is read from the snippet's anchors: its lines that
+match the original's (runs of two or more, or a single line each side holds once). Between two
+anchors, or between an anchor and an end of the original, the snippet shows either
+- only markers: the lines there stay;
+- nothing: between anchors the lines there go (a removal); at an end of the original, the
+  snippet does not say (a model may have grown the region it merges into), so nothing there is
+  required;
+- lines of its own (new code, with or without markers): they replace what stood there, so
+  nothing there is required; the snippet's lines are.
+Lines are placed with their indentation, and counted without it or runs of spaces.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import Counter
+
+from ..markers import ELLIPSES, is_marker
+
+SHOWN_MISSING = 3  # lines named in the reason
+
+
+def normal(line: str) -> str:
+    return " ".join(line.split())
+
+
+def merge_omissions(text: str, start: int, end: int, snippet: str, merged: str) -> list[str]:
+    """The code lines (normalized) that merging `snippet` into the file `text`'s characters
+    [start, end) (whole lines: the region it goes in) should have kept and their new text `merged`
+    does not hold (as many times as required); empty when nothing is missing. The snippet is
+    placed in the whole file: its markers at the ends may stand for code around the region."""
+    lines = text.splitlines(keepends=True)
+    first = text.count("\n", 0, start)
+    last = first + len(text[start:end].splitlines())
+    held = {normal(line) for line in lines}
+    shown = [None if is_marker(line) and normal(line) not in held or line.strip() in ELLIPSES else line
+             for line in snippet.splitlines()]
+    required = Counter(normal(line) for line in shown if line is not None)
+    # Placed around the region only: a line the file repeats elsewhere (another test's setup)
+    # still anchors here; the snippet's blank context and end markers may reach past the region.
+    margin = len(shown)
+    window = max(0, first - margin)
+    for index in _left_alone(lines[window:last + margin], shown):
+        if first <= window + index < last:
+            required[normal(lines[window + index])] += 1
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = end if end == len(text) or text[end - 1] == "\n" else _end_of_line(text, end)
+    # the merge as whole lines: a region may start or end inside a line (a node in a long expression)
+    have = Counter(normal(line) for line in (text[line_start:start] + merged + text[end:line_end]).splitlines())
+    return [line for line, count in required.items() if line and have[line] < count]
+
+
+def _left_alone(lines: list[str], shown: list[str | None]) -> list[int]:
+    """Which of the file's lines stay by the snippet's anchors (see the module's docstring)."""
+    keys = [line.rstrip() for line in lines]
+    shown_keys = [None if line is None else line.rstrip() for line in shown]
+    anchors: list[tuple[int, int]] = []
+    _anchor(keys, shown_keys, (-1, -1), (len(keys), len(shown_keys)), anchors)
+    kept: list[int] = []
+    for (file_at, shown_at), (file_to, shown_to) in zip([(-1, -1), *sorted(anchors)],
+                                                        [*sorted(anchors), (len(keys), len(shown_keys))]):
+        stretch = shown_keys[shown_at + 1:shown_to]
+        if any(key is None for key in stretch) and all(not key for key in stretch):
+            kept += _between_blank_context(keys, file_at + 1, file_to, stretch)
+    return kept
+
+
+def _anchor(keys: list[str], shown: list[str | None], low: tuple[int, int], high: tuple[int, int],
+            anchors: list[tuple[int, int]]) -> None:
+    """Patience matching of the file's lines and the snippet's strictly between `low` and `high`
+    ((file, snippet) positions): the lines that occur once on each side, in their longest common
+    order, each grown to the equal lines next to it (blank ones too, no marker crossed); then
+    the same between each two. Lines are compared with their indentation, so that a line of
+    one block does not anchor its copy in another; blank lines never anchor alone."""
+    file_range, shown_range = range(low[0] + 1, high[0]), range(low[1] + 1, high[1])
+    file_counts = Counter(keys[i] for i in file_range)
+    shown_counts = Counter(shown[j] for j in shown_range)
+    where = {keys[i]: i for i in file_range if keys[i] and file_counts[keys[i]] == 1}
+    unique = _in_order([(where[key], j) for j in shown_range
+                        if (key := shown[j]) and shown_counts[key] == 1 and key in where])
+    if not unique:
+        return
+    grown: set[tuple[int, int]] = set()
+    for i, j in unique:
+        grown.add((i, j))
+        for step in (1, -1):
+            a, b = i + step, j + step
+            while (low[0] < a < high[0] and low[1] < b < high[1] and shown[b] is not None and keys[a] == shown[b]
+                   and (a, b) not in grown):
+                grown.add((a, b))
+                a, b = a + step, b + step
+    found = sorted(grown)
+    anchors += found
+    for (i0, j0), (i1, j1) in zip([low, *found], [*found, high]):
+        if i1 - i0 > 1 and j1 - j0 > 1:
+            _anchor(keys, shown, (i0, j0), (i1, j1), anchors)
+
+
+def _in_order(candidates: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest run of (file, snippet) positions, given in snippet order, increasing on both sides."""
+    tails: list[int] = []  # tails[n]: the candidate that ends the best run of length n + 1
+    ends: list[int] = []  # its file position
+    before: list[int] = []
+    for at, (file_at, _) in enumerate(candidates):
+        n = bisect_left(ends, file_at)
+        before.append(tails[n - 1] if n else -1)
+        tails[n:n + 1], ends[n:n + 1] = [at], [file_at]
+    run, at = [], tails[-1] if tails else -1
+    while at >= 0:
+        run.append(candidates[at])
+        at = before[at]
+    return run[::-1]
+
+
+def _between_blank_context(keys: list[str], start: int, end: int, stretch: list[str | None]) -> range:
+    """The file's lines [start, end) that a stretch of markers and blank lines keeps: all of them,
+    but those before the file's first blank line there where the stretch begins with a blank line,
+    and those after its last where it ends with one."""
+    blanks = [index for index in range(start, end) if not keys[index]]
+    if stretch[0] == "":
+        start = blanks[0] if blanks else end
+    if stretch[-1] == "":
+        end = blanks[-1] + 1 if blanks else start
+    return range(start, max(start, end))
+
+
+def _end_of_line(text: str, at: int) -> int:
+    newline = text.find("\n", at)
+    return len(text) if newline < 0 else newline
+
+
+def omission_reason(missing: list[str]) -> str:
+    named = ", ".join(repr(line) for line in missing[:SHOWN_MISSING])
+    more = f" and {len(missing) - SHOWN_MISSING} more" if len(missing) > SHOWN_MISSING else ""
+    return f"the merge leaves out code the snippet keeps: {named}{more}"
