@@ -19,9 +19,9 @@ Lines are placed with their indentation, and counted without it or runs of space
 """
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import Counter
 
+from ..in_order import in_order
 from ..markers import ELLIPSES, is_marker
 
 SHOWN_MISSING = 3  # lines named in the reason
@@ -83,8 +83,8 @@ def _anchor(keys: list[str], shown: list[str | None], low: tuple[int, int], high
     file_counts = Counter(keys[i] for i in file_range)
     shown_counts = Counter(shown[j] for j in shown_range)
     where = {keys[i]: i for i in file_range if keys[i] and file_counts[keys[i]] == 1}
-    unique = _in_order([(where[key], j) for j in shown_range
-                        if (key := shown[j]) and shown_counts[key] == 1 and key in where])
+    candidates = [(j, where[key]) for j in shown_range if (key := shown[j]) and shown_counts[key] == 1 and key in where]
+    unique = [(i, j) for j, i in in_order(candidates)]
     if not unique:
         return
     grown: set[tuple[int, int]] = set()
@@ -101,22 +101,6 @@ def _anchor(keys: list[str], shown: list[str | None], low: tuple[int, int], high
     for (i0, j0), (i1, j1) in zip([low, *found], [*found, high]):
         if i1 - i0 > 1 and j1 - j0 > 1:
             _anchor(keys, shown, (i0, j0), (i1, j1), anchors)
-
-
-def _in_order(candidates: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The longest run of (file, snippet) positions, given in snippet order, increasing on both sides."""
-    tails: list[int] = []  # tails[n]: the candidate that ends the best run of length n + 1
-    ends: list[int] = []  # its file position
-    before: list[int] = []
-    for at, (file_at, _) in enumerate(candidates):
-        n = bisect_left(ends, file_at)
-        before.append(tails[n - 1] if n else -1)
-        tails[n:n + 1], ends[n:n + 1] = [at], [file_at]
-    run, at = [], tails[-1] if tails else -1
-    while at >= 0:
-        run.append(candidates[at])
-        at = before[at]
-    return run[::-1]
 
 
 def _between_blank_context(keys: list[str], start: int, end: int, stretch: list[str | None]) -> range:

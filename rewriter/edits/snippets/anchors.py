@@ -3,9 +3,9 @@ patience matching, so that a line the file holds more than once anchors only whe
 next to it make the place unique, and otherwise the merge says it is unclear."""
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import Counter
 
+from ..in_order import in_order
 from .lines import DEF, MARKER, Item, Unclear
 
 
@@ -95,24 +95,8 @@ def _unique_in_order(items: list[Item], mine: list[int], file_items: list[Item],
     counts = Counter(items[i].key for i in mine)
     file_counts = Counter(file_items[i].key for i in theirs)
     where = {file_items[i].key: f for f, i in enumerate(theirs) if file_counts[file_items[i].key] == 1}
-    return _in_order([(k, where[items[i].key]) for k, i in enumerate(mine)
+    return in_order([(k, where[items[i].key]) for k, i in enumerate(mine)
                       if counts[items[i].key] == 1 and items[i].key in where])
-
-
-def _in_order(candidates: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The longest run of (snippet, file) positions increasing on both sides (patience sorting)."""
-    tails: list[int] = []  # tails[n]: the candidate that ends the best run of length n + 1
-    ends: list[int] = []  # its file position
-    before: list[int] = []
-    for at, (_, f) in enumerate(candidates):
-        n = bisect_left(ends, f)
-        before.append(tails[n - 1] if n else -1)
-        tails[n:n + 1], ends[n:n + 1] = [at], [f]
-    run, at = [], tails[-1] if tails else -1
-    while at >= 0:
-        run.append(candidates[at])
-        at = before[at]
-    return run[::-1]
 
 
 def _joined(items: list[Item], first: int, second: int, breaker: str) -> bool:
