@@ -6,16 +6,19 @@ context (a closing `return None`), or rewrites code that a marker (`# ... existi
 stands for. Neither loses a whole definition, so the integrity check lets them through; this
 check refuses them, naming the first missing lines.
 
-Which original lines the snippet leaves alone is read from the snippet's anchors: its lines that
-match the original's (runs of two or more, or a single line each side holds once). Between two
-anchors, or between an anchor and an end of the original, the snippet shows either
-- only markers: the lines there stay;
-- nothing: between anchors the lines there go (a removal); at an end of the original, the
-  snippet does not say (a model may have grown the region it merges into), so nothing there is
-  required;
+Which original lines the snippet leaves alone is read from its anchors, found by patience
+matching in the file's lines around the region: lines that occur once on each side, in their
+common order, grown to the equal lines next to them, then the same between each two. Lines are
+matched with their indentation (a line of one block does not anchor its copy in another) and
+counted without it or runs of spaces. Between two anchors, or an anchor and an end, the snippet
+shows either
+- only markers (blank lines aside): the file's lines there stay, but where a hunk's blank
+  context stands next to the marker, the lines between that anchor and the file's blank lines
+  went (a removal at the end of a hunk);
+- nothing: nothing there is required (between anchors a removal; at an end the snippet does not say);
 - lines of its own (new code, with or without markers): they replace what stood there, so
-  nothing there is required; the snippet's lines are.
-Lines are placed with their indentation, and counted without it or runs of spaces.
+  nothing there is required; the snippet's lines are. Where the snippet's lines do not pin
+  their place (repeated around the region), nothing anchors and only its lines are required.
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ def merge_omissions(text: str, start: int, end: int, snippet: str, merged: str) 
     """The code lines (normalized) that merging `snippet` into the file `text`'s characters
     [start, end) (whole lines: the region it goes in) should have kept and their new text `merged`
     does not hold (as many times as required); empty when nothing is missing. The snippet is
-    placed in the whole file: its markers at the ends may stand for code around the region."""
+    placed in the file's lines around the region: its blank context and its markers at the ends
+    may reach past it."""
     lines = text.splitlines(keepends=True)
     first = text.count("\n", 0, start)
     last = first + len(text[start:end].splitlines())
@@ -44,7 +48,7 @@ def merge_omissions(text: str, start: int, end: int, snippet: str, merged: str) 
              for line in snippet.splitlines()]
     required = Counter(normal(line) for line in shown if line is not None)
     # Placed around the region only: a line the file repeats elsewhere (another test's setup)
-    # still anchors here; the snippet's blank context and end markers may reach past the region.
+    # still anchors here.
     margin = len(shown)
     window = max(0, first - margin)
     for index in _left_alone(lines[window:last + margin], shown):
@@ -61,11 +65,11 @@ def _left_alone(lines: list[str], shown: list[str | None]) -> list[int]:
     """Which of the file's lines stay by the snippet's anchors (see the module's docstring)."""
     keys = [line.rstrip() for line in lines]
     shown_keys = [None if line is None else line.rstrip() for line in shown]
-    anchors: list[tuple[int, int]] = []
-    _anchor(keys, shown_keys, (-1, -1), (len(keys), len(shown_keys)), anchors)
+    found: list[tuple[int, int]] = []
+    _anchor(keys, shown_keys, (-1, -1), (len(keys), len(shown_keys)), found)
+    anchors = sorted(found)
     kept: list[int] = []
-    for (file_at, shown_at), (file_to, shown_to) in zip([(-1, -1), *sorted(anchors)],
-                                                        [*sorted(anchors), (len(keys), len(shown_keys))]):
+    for (file_at, shown_at), (file_to, shown_to) in zip([(-1, -1), *anchors], [*anchors, (len(keys), len(shown_keys))]):
         stretch = shown_keys[shown_at + 1:shown_to]
         if any(key is None for key in stretch) and all(not key for key in stretch):
             kept += _between_blank_context(keys, file_at + 1, file_to, stretch)
