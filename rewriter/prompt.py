@@ -57,11 +57,16 @@ class SourceText:
     final_newline: bool
 
     @classmethod
-    def from_text(cls, text: str) -> SourceText:
-        crlf = text.count("\r\n")
-        newline = "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
+    def from_text(cls, text: str, newline: str | None = None) -> SourceText:
+        """`text` as the model sees it; `newline`: the file's, when `text` is a part of it (a
+        one-line span shows no line ending of its own)."""
+        newline = newline or newline_of(text)
         code = text.replace("\r\n", "\n") if newline == "\r\n" else text
         return cls(code=code, newline=newline, final_newline=text.endswith("\n"))
+
+    def lf(self, text: str) -> str:
+        """Text in the original's line endings (a part of the file, an earlier answer) as LF."""
+        return text.replace("\r\n", "\n") if self.newline == "\r\n" else text
 
     def restore(self, code: str) -> str:
         """Give edited code the original's line endings and final-newline convention."""
@@ -71,8 +76,15 @@ class SourceText:
         return self.native(code)
 
     def native(self, text: str) -> str:
-        """LF text (the model's, a hunk's) in the original's line endings."""
-        return text.replace("\n", self.newline) if self.newline != "\n" else text
+        """LF text (the model's, a hunk's) in the original's line endings; text already in them
+        stays as it is."""
+        return self.lf(text).replace("\n", self.newline) if self.newline != "\n" else text
+
+
+def newline_of(text: str) -> str:
+    """The line ending most of `text`'s lines end with: "\r\n" or "\n"."""
+    crlf = text.count("\r\n")
+    return "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
 
 
 def common_indent(text: str) -> str:

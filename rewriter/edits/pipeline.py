@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..answer import NoCodeBlock, extract_code
-from ..prompt import SourceText, common_indent
+from ..prompt import SourceText, common_indent, newline_of
 from .checks.integrity import FileIntegrity, Status, Verdict
 from .checks.snippet_kept import merge_omissions, omission_reason
 from .definitions import guess_language
@@ -89,9 +89,10 @@ class TargetEdit:
         self.snippet = snippet
         self.grammar = integrity.grammar if integrity is not None else grammar
         self._integrity = integrity
-        self.source = SourceText.from_text(self.original)  # the span's line endings
+        # The model reads and writes LF; what it writes goes back in the file's line endings.
+        self.source = SourceText.from_text(self.original, newline_of(self.file_text))
         self.indent = common_indent(self.original)
-        self.code = dedent(self.original, self.indent)
+        self.code = self.as_sent(self.original)
 
     @property
     def integrity(self) -> FileIntegrity:
@@ -99,9 +100,14 @@ class TargetEdit:
             self._integrity = FileIntegrity(self.file_text, self.grammar)
         return self._integrity
 
+    def as_sent(self, span_text: str) -> str:
+        """A text of the span (the original, an earlier answer) as the model is sent it: dedented, LF."""
+        return dedent(self.source.lf(span_text), self.indent)
+
     def context(self, window: int | None = None) -> str | None:
-        """The file around the span, as `context_for` cuts it; None for a whole file."""
-        return context_for(self.file_text, self.start, self.end, window)
+        """The file around the span, as `context_for` cuts it, LF; None for a whole file."""
+        context = context_for(self.file_text, self.start, self.end, window)
+        return None if context is None else self.source.lf(context)
 
     def shape(self, code: str) -> str:
         """The model's code (whole or the part written so far) at the span's indentation."""
@@ -118,8 +124,9 @@ class TargetEdit:
 
     def final_text(self, answer_text: str) -> str:
         """The answer's whole code as the span's new text: indented back, with the span's own
-        trailing blank lines (the engine trims them; they separate it from what follows)."""
-        return keep_trailing_blank_lines(self.original, self.shape(answer_text))
+        trailing blank lines (the engine trims them; they separate it from what follows), in the
+        span's line endings."""
+        return keep_trailing_blank_lines(self.original, self.shape(self.source.native(answer_text)))
 
     def finish(self, answer_text: str, finish_reason: str = "", *, force: bool = False,
                allow_syntax_errors: bool = False) -> Decision:

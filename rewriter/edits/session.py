@@ -23,7 +23,7 @@ from ..prompt import fence_for
 from ..results import RewriteResult, Stats
 from .checks.integrity import FileIntegrity, Status
 from .hunks import Hunk, HunkStream
-from .pipeline import Decision, Refusal, TargetEdit, dedent
+from .pipeline import Decision, Refusal, TargetEdit
 from .target import Target
 
 # Refusals a model may mend when told the reason (a name it forgot to import, a missing colon, a
@@ -103,8 +103,8 @@ class EditSession:
         context = self.given_context if self.given_context is not None else self.edit.context(context_window)
         instruction = self.edit.instruction
         if feedback is not None:
-            instruction = retry_instruction(instruction, feedback.reason,
-                                            dedent(feedback.answer, self.edit.indent), self.language)
+            instruction = retry_instruction(instruction, feedback.reason, self.edit.as_sent(feedback.answer),
+                                            self.language)
         return EditRequest(self.edit.code, instruction, self.language, context, self.max_new_tokens, self.sampling,
                            self.conversation)
 

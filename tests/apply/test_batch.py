@@ -25,6 +25,7 @@ from rewriter.apply.plans import BatchError, Options
 from rewriter.apply.report import TerminalReport
 from rewriter.decoding.decode import Stats
 from rewriter.decoding.rewrite import ContextTooLarge, Progress, RewriteResult
+from tests.helpers.gated import ORIGINAL, AnsweringEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -467,6 +468,17 @@ def test_line_endings_bom_and_final_newline_survive_a_write(tree):
     engine = ScriptedEngine(lambda text: text.replace("return", "yield"))
     assert run([str(path)], engine, each="function", write=True) == 0
     assert path.read_bytes() == b"\xef\xbb\xbfdef f(a):\r\n    yield a\r\n\r\ndef g(b):\r\n    yield b"
+
+
+def test_a_crlf_file_is_sent_as_lf_and_the_answer_written_back_in_its_line_endings(tmp_path):
+    # A model reads and writes LF: an LF answer must not leave LF lines in a CRLF file.
+    path = tmp_path / "m.py"
+    path.write_bytes(ORIGINAL)
+    engine = AnsweringEngine(lambda request: request.code.replace("x * 2", "x * 3"))
+    assert run([str(path)], engine, each="function", lines=(5, 6), write=True) == 0
+    (request,) = engine.requests
+    assert "\r" not in request.code and "\r" not in request.context and "def add" in request.context
+    assert path.read_bytes() == ORIGINAL.replace(b"x * 2", b"x * 3")
 
 
 def test_query_scope_rewrites_only_the_captured_calls(tree):

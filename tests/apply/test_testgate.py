@@ -45,7 +45,7 @@ def test_a_failing_edit_is_retried_with_the_answer_and_the_output_and_the_passin
     assert code == 0
     assert (project / "m.py").read_bytes() == ORIGINAL.replace(b"def add(a, b):", b"def add(a: int, b: int) -> int:")
     second = engine.requests[1].instruction
-    assert "return a - b" in second  # the first answer, as the model wrote it
+    assert "return a - b" in second and "\r" not in second  # the first answer, as the model wrote it (LF)
     assert "add(2, 3) returned -1" in second and "exited with status 1" in second  # the output's tail
     (file,) = report["files"]
     assert file["status"] == "written" and file["test"] == {"tries": 2, "outcome": "passed", "output_tail": ""}
