@@ -103,7 +103,8 @@ def add_apply(commands) -> argparse.ArgumentParser:
                             "byte, the model asked again with the output's last lines (implies --write; files "
                             "one at a time)")
     tests.add_argument("--tries", type=int, default=4, metavar="N",
-                       help="answers asked for per file under --test, the first included (default 4)")
+                       help="answers tested per file under --test, the first included: the second is asked with the "
+                            "output, later ones are the first answer's branches (default 4)")
     tests.add_argument("--test-timeout", type=float, default=300.0, metavar="S",
                        help="seconds CMD may run before it is stopped and counts as failed (default 300)")
     apply.add_argument("--json", action="store_true", help="one JSON report on stdout instead of diffs and a table")

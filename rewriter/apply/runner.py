@@ -132,7 +132,10 @@ class Runner:
             return Unit(span, UnitStatus.REFUSED, f"{decision.reason}; not applied ({override} applies it anyway)",
                         refused_text=decision.refused_text, stats=stats, retried=finished.retried)
         reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
-        if finished.branches and decision.text != session.original:
+        if finished.another and decision.text != session.original:
+            reason = "; ".join(filter(None, (reason, f"branch {finished.branches} of the first answer, "
+                                                      "which no earlier try wrote, passed every check")))
+        elif finished.branches and decision.text != session.original:
             came_back = "unchanged" if feedback is None else "unchanged or as an edit the tests failed"
             reason = "; ".join(filter(None, (reason, f"the answer came back {came_back}; branch {finished.branches} "
                                                       "changed it and passed every check")))

@@ -7,10 +7,10 @@ directory, in its own process group, killed when it outlasts --test-timeout). Th
 CMD passes, or, where CMD is pytest and failed before, if no test fails with the edit that did
 not fail before and at least one that failed no longer does (pytest's summary names them all;
 the report says which rule kept the edit); otherwise the file's original bytes are put back and,
-while tries remain, the model is asked again with its answer and the last lines of CMD's output
-(session.Feedback). Writing, testing and putting back run with Ctrl-C and SIGTERM held (recorded,
-then raised once the file is safe), so that an interrupted run leaves every file as it was or as
-an edit that passed.
+while tries remain, the model is asked again: with its answer and the last lines of CMD's
+output (session.Feedback), then for the first answer's branches (edits/session.py). Writing,
+testing and putting back run with Ctrl-C and SIGTERM held (recorded, then raised once the file is
+safe), so that an interrupted run leaves every file as it was or as an edit that passed.
 """
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ nearly answered otherwise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -76,3 +77,15 @@ def mean_log_prob(point: Hesitation, follower: HesitationRecorder, length: int) 
     after = follower.hesitations[1: length - point.position]
     values = [point.log_prob - point.margin, *(h.log_prob for h in after)]
     return sum(values) / len(values)
+
+
+@dataclass
+class Branched:
+    """A request's greedy answer as `recorder` saw it (its first `length` tokens kept), and the
+    answers of its branches in the order of their points, as far as decoded (None: a branch
+    that gave no code block)."""
+
+    request: Any  # an EditRequest, compared whole
+    recorder: HesitationRecorder
+    length: int
+    decoded: list[Any] = field(default_factory=list)  # RewriteResult | None each

@@ -12,7 +12,7 @@ from ..answer import AnswerStream, NoCodeBlock, closing_fence_end, echo_scan
 from ..engine import EditRequest, SamplingParams, Turn, require_instruction
 from ..prompt import RewritePrompt, build_prompt, first_turn, prediction_ids
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
-from .branches import HesitationRecorder, mean_log_prob
+from .branches import Branched, Hesitation, HesitationRecorder, mean_log_prob
 from .decode import Decoder, Stats, StopCheck
 from .prefix_cache import PREFIX_CACHE_BYTES
 from .sampling import make_verifier, model_drafter
@@ -20,6 +20,8 @@ from .verify import Verifier
 
 if TYPE_CHECKING:
     from ..weights.models import LoadedModel
+
+BRANCHED_REQUESTS_KEPT = 4  # a file's blind request and its later tries' (rewriter apply --test)
 
 
 def fence_stop(tokenizer, prefill: str = "") -> StopCheck:
@@ -97,6 +99,9 @@ class Rewriter:
                                           prefix_cache_bytes=prefix_cache_bytes,
                                           pass_costs=loaded.pass_costs())
         self.stop = fence_stop(self.tokenizer)  # a whole-file answer's end (no prefill, nothing to echo)
+        # The last requests' branches, as far as decoded: a later try or a review's "try another"
+        # asks for the same request's next branch, and greedy decoding would only repeat them.
+        self.branched_requests: list[Branched] = []
         # A small model with the same tokenizer, drafting (argmax: exact for any sampling) where the file does not.
         self.draft = draft
         if draft is not None:
@@ -221,18 +226,40 @@ class Rewriter:
 
         The greedy answer is decoded again to see where the model hesitated: the prompt's cache is
         kept, and an answer that copies the prediction (why branches are asked for) takes few passes.
+        Asked again for one of the last few requests, the branches decoded already are not decoded
+        again (greedy decoding gives the same).
         """
         if request.sampling is not None and not request.sampling.greedy:
             raise ValueError("branches follow greedy decoding: leave the temperature at 0")
+        branched = self._branched(request)
+        for index, point in enumerate(branched.recorder.branch_points(branched.length, count, self.decoder.eos_ids)):
+            if index == len(branched.decoded):
+                branched.decoded.append(self._branch(request, branched.recorder, point))
+            branch = branched.decoded[index]
+            if branch is not None:
+                yield branch
+
+    def _branched(self, request: EditRequest) -> Branched:
+        """The request's greedy answer as the recorder saw it, and its branches decoded so far."""
+        for kept in self.branched_requests:
+            if kept.request == request:
+                self.branched_requests.remove(kept)
+                self.branched_requests.append(kept)
+                return kept
         recorder = HesitationRecorder()
         first = _result(self.stream(request, verifier=recorder))
-        for point in recorder.branch_points(first.stats.output_tokens, count, self.decoder.eos_ids):
-            follower = HesitationRecorder()  # verifies greedily too: it only adds the tokens' log-probabilities
-            try:
-                branch = _result(self.stream(request, forced=recorder.forced(point), verifier=follower))
-            except NoCodeBlock:
-                continue  # a branch that closed its code block before it opened: no answer
-            yield replace(branch, mean_log_prob=mean_log_prob(point, follower, branch.stats.output_tokens))
+        kept = Branched(request, recorder, first.stats.output_tokens)
+        self.branched_requests = [*self.branched_requests[1 - BRANCHED_REQUESTS_KEPT:], kept]
+        return kept
+
+    def _branch(self, request: EditRequest, recorder: HesitationRecorder, point: Hesitation) -> RewriteResult | None:
+        """The branch forcing `point`'s runner-up; None when it closed its code block before opening it."""
+        follower = HesitationRecorder()  # verifies greedily too: it only adds the tokens' log-probabilities
+        try:
+            branch = _result(self.stream(request, forced=recorder.forced(point), verifier=follower))
+        except NoCodeBlock:
+            return None
+        return replace(branch, mean_log_prob=mean_log_prob(point, follower, branch.stats.output_tokens))
 
     def prefill(self, request: EditRequest, stopped: Callable[[], bool] = lambda: False,
                 code_known: bool = True) -> int:

@@ -9,7 +9,8 @@ decision; all of them judge an answer the same way because they all go through h
 the integrity check, the syntax guard or the lint check refused gets one more try, the reason in the instruction,
 here, so that every front end gives the model the same second chance. A check made outside
 (`rewriter apply --test`: the user's tests) asks again the same way: a session started with
-`Feedback` sends the earlier answer and why it failed along with the instruction. Asked for
+`Feedback` sends the earlier answer and why it failed along with the instruction; after that
+first such try, the later ones are branches of the first answer that no try failed. Asked for
 another candidate than the answers shown already (a review's "try another"), a session answers
 the first of the engine's branches that passes every check and is none of them.
 """
@@ -25,6 +26,12 @@ from .checks.integrity import FileIntegrity, Status
 from .hunks import Hunk, HunkStream
 from .pipeline import Decision, Refusal, TargetEdit
 from .target import Target
+
+# Later tries of an outside check (`apply --test`) asked with the failure: after these, the next
+# tries are the first answer's branches. Told of a failure, the 1.5B fixed a few edits on the first
+# try so told and almost none on the second or third (EditEval, docs/benchmarks.md), while
+# branches of its blind answer passed in cases no feedback fixed.
+FEEDBACK_TRIES = 1
 
 # Refusals a model may mend when told the reason (a name it forgot to import, a missing colon, a
 # function it left out because it answered only what it changed); a cut answer is not asked again.
@@ -55,6 +62,7 @@ class Finished:
     # branches decoded after the answer came back unchanged or as an edit that failed (Feedback), or
     # for another candidate
     branches: int = 0
+    another: bool = False  # the answer is another candidate: a branch of the first answer, or the original
 
 
 @dataclass(frozen=True)
@@ -120,8 +128,12 @@ class EditSession:
         second answer's deltas settle no hunks, and its Finished restarts from the original.
         Engine errors (RewriteError, NoCodeBlock, ServiceError, ...) pass through. Closing this
         iterator, or `stopped()` turning true, stops the engine at once; nothing is finished then.
-        `feedback`: this is a later try after an answer failed a check made outside. `other_than`:
-        the span's texts shown already: the answer is another candidate, without deltas."""
+        `feedback`: this is a later try after an answer failed a check made outside; after
+        FEEDBACK_TRIES such tries, where the engine offers candidates, it is the first answer's
+        next branch that passes every check and is no failed edit, as a "try another" is.
+        `other_than`: the span's texts shown already: the answer is another candidate, without deltas."""
+        if feedback is not None and len(feedback.failed()) > FEEDBACK_TRIES and self.offers_candidates():
+            other_than, feedback = feedback.failed(), None
         request = self.request(context_window, feedback)
         if other_than is not None:
             yield from self._another(request, other_than, allow_syntax_errors, stopped)
@@ -177,7 +189,7 @@ class EditSession:
             chosen = Decision(Status.APPLIED, original), RewriteResult(original, "", Stats(finish_reason="stop"))
         decision, result = chosen
         hunks = HunkStream(self.edit.original).feed(decision.text, final=True)
-        yield Finished(decision, result, hunks, restart=True, branches=tried)
+        yield Finished(decision, result, hunks, restart=True, branches=tried, another=True)
 
     def _branch(self, request: EditRequest, allow_syntax_errors: bool, stopped: Callable[[], bool], count: int,
                 other_than: Collection[str] = ()) -> tuple[tuple[Decision, RewriteResult] | None, int]:

@@ -99,7 +99,8 @@ def test_more_forced_tokens_than_the_budget_is_refused(setup):
 
 def test_the_rewriter_decodes_its_branches_closest_first(tiny_loaded, monkeypatch):
     """The greedy answer decoded again with the recorder, then one decode per branch point: the
-    closest first, none at an end token, none that leaves no code block, at most `count`."""
+    closest first, none at an end token, none that leaves no code block, at most `count`; each
+    once for the last few requests."""
     from rewriter.answer import NoCodeBlock
     from rewriter.decoding.rewrite import Rewriter
     from rewriter.engine import EditRequest
@@ -122,5 +123,14 @@ def test_the_rewriter_decodes_its_branches_closest_first(tiny_loaded, monkeypatc
     request = EditRequest("x = 1\n", "Rename x")
     assert [r.text for r in rewriter.branches(request, 3)] == ["[1, 3, 5]", "[1, 3, 4, 7]"]
     assert calls == [[], [1, 3, 4, 6, 9], [1, 3, 5], [1, 3, 4, 7]]
+    # Asked again (a later try, "try another"): only the branch not decoded yet is decoded.
+    assert [r.text for r in rewriter.branches(request, 4)] == ["[1, 3, 5]", "[1, 3, 4, 7]", "[2]"]
+    assert calls[4:] == [[2]]
+    # Another request is decoded from its own greedy answer; the oldest kept request gives way.
+    for other in range(4):
+        list(rewriter.branches(EditRequest(f"x = {other + 2}\n", "Rename x"), 1))
+    del calls[:]
+    list(rewriter.branches(request, 1))
+    assert calls == [[], [1, 3, 4, 6, 9]]
     with pytest.raises(ValueError, match="greedy"):
         next(rewriter.branches(EditRequest("x = 1\n", "Rename x", sampling=SamplingParams(temperature=0.5)), 1))

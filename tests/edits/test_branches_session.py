@@ -26,9 +26,11 @@ class BranchingEngine(AnsweringEngine):
         super().__init__(lambda request: request.code)
         self.branch_texts = branch_texts
         self.asked: list[int] = []
+        self.branched: list = []  # the requests branched
 
     def branches(self, request, count):
         self.asked.append(count)
+        self.branched.append(request)
         for text in self.branch_texts[:count]:
             yield RewriteResult(text=text, answer="", stats=Stats(output_tokens=4, finish_reason="stop"))
 
@@ -143,12 +145,26 @@ def later_try(engine, failed: list[str]) -> Finished:
 def test_an_answer_that_repeats_a_failed_edit_is_branched_for_one_that_did_not_fail():
     engine = BranchingEngine([HINTED, SWAPPED])
     engine.answer = lambda request: HINTED  # the edit of the try before, again
-    finished = later_try(engine, [SWAPPED.replace("w, h", "w,  h"), HINTED])
+    finished = later_try(engine, [HINTED])
     assert finished.decision.text == SWAPPED and finished.branches == 2
-    engine = BranchingEngine([SWAPPED, HINTED])
-    engine.answer = lambda request: HINTED  # an edit that failed two tries ago: none of those either
-    assert later_try(engine, [HINTED, SWAPPED]).decision.text == HINTED  # no branch qualifies: as answered
+    engine = BranchingEngine([HINTED])
+    engine.answer = lambda request: HINTED
+    assert later_try(engine, [HINTED]).decision.text == HINTED  # no branch qualifies: as answered
     assert engine.asked == [4]
+
+
+def test_after_one_try_told_the_failure_the_next_tries_are_the_first_answer_s_branches():
+    engine = BranchingEngine([HINTED, BROKEN, SWAPPED])
+    engine.answer = lambda request: pytest.fail("a branch try asks the model nothing else")
+    finished = later_try(engine, [SWAPPED.replace("w, h", "w,  h"), HINTED])
+    assert finished.decision.text == SWAPPED and finished.another and finished.branches == 3
+    assert "failed" not in engine.branched[0].instruction  # branches of the first request, not the told one
+    engine = BranchingEngine([HINTED, SWAPPED])
+    finished = later_try(engine, [HINTED, SWAPPED])
+    assert finished.decision.text == FILE and finished.another  # none left that no try failed
+    plain = AnsweringEngine(lambda request: SWAPPED)  # no branches (an endpoint): told the failure again
+    assert later_try(plain, [HINTED, FILE.replace("w * h", "(w * h)")]).decision.text == SWAPPED
+    assert "the tests failed" in plain.requests[0].instruction
 
 
 def test_an_answer_that_differs_from_the_failed_edits_is_not_branched():
