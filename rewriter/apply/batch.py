@@ -171,7 +171,7 @@ def deliver(job: FilePlan, options: Options, report: Report, diff_out: TextIO | 
     for unit in job.units:
         if unit.refused_text is not None:
             unit.refused_diff = unified_diff(
-                text, text[: unit.target.start] + unit.refused_text + text[unit.target.end:], job.display)
+                text, unit.target.replaced_by(unit.refused_text), job.display)
             if options.show_refused and diff_out is not None:
                 report.clear()
                 diff_out.write(f"# refused, not applied: {job.display}: {unit.target.label()}: {unit.reason}\n")

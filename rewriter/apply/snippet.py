@@ -21,7 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from ..edits.scopes import SyntaxTree
 from ..edits.snippets.merge import Merged, Refused, ToModel, merge_snippet
 from ..edits.snippets.region import snippet_region
 from ..engine import Engine
@@ -77,8 +76,7 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
         # before the model loads: what fails already is said first
         tests_before = check_baseline(options, say) if options.test else None
         model_options = replace(options, snippet=snippet.decode("utf-8"))  # the merge decoded it already
-        tree = SyntaxTree(job.source.text, job.grammar) if job.grammar else None
-        job.units = [Unit(snippet_region(job.source.text, model_options.snippet or "", tree))]
+        job.units = [Unit(snippet_region(job.source.text, model_options.snippet or "", job.grammar))]
         engine = make_engine()
         try:
             completed = run(jobs, engine, model_options, progress_report(stderr, quiet, json_output),

@@ -285,7 +285,7 @@ def _tests_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case]
     for index, (model, dtype) in enumerate(runs):
         if index:
             rewriter = load(argparse.Namespace(**{**vars(args), "model": model, "dtype": dtype}))
-        name = model or "embedded"
+        name = model or rewriter.loaded.name
         say(f"{len(cases)} cases on {name} in {rewriter.loaded.dtype}, decoded by {ways}; "
             f"tests run on each edit ({args.test_timeout:g}s limit)"
             + ("; a second try after feedback where the first did not pass" if args.feedback else "")

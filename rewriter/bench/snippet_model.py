@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from ..answer import NoCodeBlock
 from ..edits.node_kinds import grammar_for
-from ..edits.scopes import SyntaxTree
 from ..edits.session import EditSession, Finished
 from ..edits.snippets.region import snippet_region
 from ..engine import Engine
@@ -31,7 +30,7 @@ from .snippet_style_bench import PassJudge
 def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = None) -> dict:
     """One case's snippet merged by the model: applied, refused (and why) or failed, and whether exact."""
     grammar = grammar_for(case.language)
-    region = snippet_region(case.before, case.snippet, SyntaxTree(case.before, grammar) if grammar else None)
+    region = snippet_region(case.before, case.snippet, grammar)
     session = EditSession(engine, region, merge_instruction(case.snippet, case.language,
                                                                               case.instruction),
                           case.language, grammar=grammar, max_new_tokens=max_new_tokens,
@@ -44,7 +43,7 @@ def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = 
     except (NoCodeBlock, RewriteError) as error:
         return {**row, "outcome": "failed", "reason": str(error), "seconds": time.perf_counter() - began}
     decision, stats = finished.decision, finished.result.stats
-    text = case.before[:region.start] + decision.text + case.before[region.end:]
+    text = region.replaced_by(decision.text)
     if not decision.refused:  # what an applied merge lost or duplicated, as for the deterministic one
         row["lost"], row["duplicated"] = code_damage(case.before, case.after, text)
         row["text"] = text

@@ -61,6 +61,10 @@ class Target:
         """The text of the span."""
         return self.text[self.start:self.end]
 
+    def replaced_by(self, new: str) -> str:
+        """The file's text with the span's replaced by `new`."""
+        return self.text[:self.start] + new + self.text[self.end:]
+
     @property
     def shown_lines(self) -> tuple[int, int]:
         """The lines as people number them: 1-based, the last one included."""

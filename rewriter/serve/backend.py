@@ -19,7 +19,6 @@ from ..edits.checks.integrity import Status
 from ..edits.hunks import Hunk
 from ..edits.node_kinds import grammar_for
 from ..edits.pipeline import grammar_of
-from ..edits.scopes import SyntaxTree
 from ..edits.session import Delta, EditSession
 from ..edits.snippets.merge import Merged
 from ..edits.snippets.region import snippet_region
@@ -274,7 +273,7 @@ class Backend:
             if request.lines:
                 target = session.edit.target
                 data["selection"] = decision.text
-                data["text"] = target.text[:target.start] + decision.text + target.text[target.end:]
+                data["text"] = target.replaced_by(decision.text)
             yield "result", data
 
     def merged(self, chat: ChatRequest, merge: Merged) -> ChatDelta:
@@ -291,7 +290,7 @@ class Backend:
         instruction, the user's own instruction alone read by the integrity check."""
         instruction = merge_instruction(apply.update, apply.language, apply.instruction)
         grammar = grammar_for(apply.language) if apply.language else None
-        region = snippet_region(apply.code, apply.update, SyntaxTree(apply.code, grammar) if grammar else None)
+        region = snippet_region(apply.code, apply.update, grammar)
         lines = None if region.start == 0 and region.end == len(apply.code) else region.lines
         return self.prepare_rewrite(RewriteRequest(apply.code, instruction, apply.language, max_tokens=max_tokens,
                                                    judged_instruction=apply.instruction, lines=lines,
@@ -310,7 +309,7 @@ class Backend:
             rejected = rejected_prediction_tokens(prepared.prediction, completion)
             self._count(event.result.stats, rejected)
             target = prepared.session.edit.target  # the region: the code around it stays as sent
-            merged = target.text[:target.start] + event.decision.text + target.text[target.end:]
+            merged = target.replaced_by(event.decision.text)
             yield ChatDelta(merged, dataclasses.replace(event.result.stats), True, rejected)
 
 

@@ -2,7 +2,6 @@
 every place the snippet's lines come from, and the whole file where that cannot be told."""
 from __future__ import annotations
 
-from rewriter.edits.scopes import SyntaxTree
 from rewriter.edits.snippets.region import snippet_region
 
 FILE = '''import json
@@ -26,7 +25,7 @@ def main():
 
 
 def region_text(snippet: str, text: str = FILE) -> str:
-    return snippet_region(text, snippet, SyntaxTree(text, "python")).code
+    return snippet_region(text, snippet, "python").code
 
 
 def test_a_hunk_inside_one_function_is_merged_into_that_function():

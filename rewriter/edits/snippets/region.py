@@ -17,9 +17,10 @@ from ..target import Target
 from .lines import is_bare_ellipsis
 
 
-def snippet_region(text: str, snippet: str, tree: SyntaxTree | None) -> Target:
-    """The span of `text` the model merges `snippet` into (the whole file where it cannot tell)."""
+def snippet_region(text: str, snippet: str, grammar: str | None) -> Target:
+    """The span of `text` (in `grammar`) the model merges `snippet` into (the whole file where it cannot tell)."""
     whole = Target.whole(text)
+    tree = SyntaxTree(text, grammar) if grammar else None
     if tree is None or tree.has_errors():
         return whole
     keys = [line.strip() for line in snippet.splitlines()
