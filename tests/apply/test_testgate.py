@@ -86,6 +86,33 @@ def test_a_later_try_that_repeats_the_failed_edit_takes_a_branch_that_did_not_fa
     assert "as an edit the tests failed; branch 2 changed it" in file["spans"][0]["reason"]
 
 
+def test_after_the_try_told_the_failure_the_third_is_a_branch_of_the_first_answer(project, capsys):
+    from rewriter.results import RewriteResult, Stats
+
+    class Branching(AnsweringEngine):
+        """Each answer breaks add another way; the first answer's second branch holds the fix."""
+
+        def __init__(self):
+            super().__init__(lambda request: request.code.replace("a + b", "a - b" if not retried(request)
+                                                                   else "a * b"))
+            self.branched = []
+
+        def branches(self, request, count):
+            self.branched.append(request)
+            fixed = request.code.replace("def add(a, b):", "def add(a: int, b: int) -> int:")
+            for text in [request.code.replace("a + b", "a - b"), fixed][:count]:
+                yield RewriteResult(text=text, answer="", stats=Stats(output_tokens=4, finish_reason="stop"))
+
+    engine = Branching()
+    code, report = apply(engine, json_output=True, capsys=capsys, branches=2)
+    assert code == 0
+    assert (project / "m.py").read_bytes() == ORIGINAL.replace(b"def add(a, b):", b"def add(a: int, b: int) -> int:")
+    assert len(engine.requests) == 2 and not retried(engine.branched[-1])  # the blind request's branches
+    (file,) = report["files"]
+    assert file["status"] == "written" and file["test"]["tries"] == 3
+    assert "branch 2 of the first answer" in file["spans"][0]["reason"]
+
+
 def test_the_summary_says_tries_and_outcome_and_shows_the_output_tail(project, capsys):
     engine = AnsweringEngine(lambda request: request.code.replace("x * 2", "x * 3"))
     options = Options(instruction="Add type hints", write=True, test=TEST, tries=1)
