@@ -11,12 +11,13 @@ nearly answered otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from drafters.base import Draft
 
+from ..engine import EditRequest
+from ..results import RewriteResult
 from .verify import GreedyVerifier
 
 
@@ -85,7 +86,7 @@ class Branched:
     answers of its branches in the order of their points, as far as decoded (None: a branch
     that gave no code block)."""
 
-    request: Any  # an EditRequest, compared whole
+    request: EditRequest  # compared whole
     recorder: HesitationRecorder
     length: int
-    decoded: list[Any] = field(default_factory=list)  # RewriteResult | None each
+    decoded: list[RewriteResult | None] = field(default_factory=list)

@@ -28,9 +28,8 @@ from .pipeline import Decision, Refusal, TargetEdit
 from .target import Target
 
 # Later tries of an outside check (`apply --test`) asked with the failure: after these, the next
-# tries are the first answer's branches. Told of a failure, the 1.5B fixed a few edits on the first
-# try so told and almost none on the second or third (EditEval, docs/benchmarks.md), while
-# branches of its blind answer passed in cases no feedback fixed.
+# tries are the first answer's branches, which pass where told failures do not (EditEval,
+# docs/benchmarks.md: the two policies side by side).
 FEEDBACK_TRIES = 1
 
 # Refusals a model may mend when told the reason (a name it forgot to import, a missing colon, a
