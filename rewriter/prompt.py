@@ -192,7 +192,8 @@ def _block(code: str, fence: str, language: str) -> str:
 def merge_instruction(snippet: str, language: str = "", hint: str = "") -> str:
     """The instruction that asks a model to merge a snippet (a chat model's changed code, with
     markers such as `# ... existing code ...` for what stays) into the code it is sent with;
-    `hint`, when given, says what the snippet is for."""
+    `hint`, when given, says what the snippet is for. The snippet goes LF, as the code does."""
+    snippet = snippet.replace("\r\n", "\n")
     fence = fence_for(snippet)
     body = snippet if snippet.endswith("\n") else snippet + "\n"
     hint_line = f"\nWhat it is for: {hint.strip()}" if hint.strip() else ""

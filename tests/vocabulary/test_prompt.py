@@ -2,7 +2,7 @@ import pytest
 
 from rewriter.answer import extract_code
 from rewriter.engine import Turn
-from rewriter.prompt import SourceText, build_prompt, fence_for, language_for
+from rewriter.prompt import SourceText, build_prompt, fence_for, language_for, merge_instruction
 
 
 def test_code_comes_before_the_instruction_so_requests_on_one_file_share_a_prefix():
@@ -38,6 +38,17 @@ def test_restore_gives_edited_code_the_original_conventions():
     source = SourceText.from_text("a\r\nb\r\n")
     assert source.restore("a\nB\nc") == "a\r\nB\r\nc\r\n"
     assert SourceText.from_text("a\nb").restore("a\nb\n") == "a\nb"
+
+
+def test_a_part_of_a_crlf_file_takes_the_file_s_line_endings_and_text_in_them_is_not_converted_twice():
+    line = SourceText.from_text("    return x", "\r\n")  # one line: no ending of its own to go by
+    assert line.native("return x\n# done") == "return x\r\n# done"
+    assert line.native("a\r\nb\n") == "a\r\nb\r\n"  # an answer already in CRLF stays as it is
+    assert line.lf("a\r\nb") == "a\nb" and SourceText.from_text("a\nb").lf("a\r\nb") == "a\r\nb"
+
+
+def test_a_snippet_to_merge_goes_to_the_model_lf():
+    assert "\r" not in merge_instruction("def f():\r\n    return 1\r\n", "python", "hint")
 
 
 def test_language_for_common_extensions():
