@@ -14,6 +14,7 @@ from drafters import CombinedDrafter, PredictionDrafter, PromptLookupDrafter
 from rewriter.bench.bench import FenceCriteria
 from rewriter.edits.session import EditSession, Finished
 from rewriter.edits.target import Target
+from rewriter.engine import DEFAULT_BRANCHES
 from rewriter.lookahead import Lookahead
 from rewriter.prompt import SourceText
 from rewriter.weights.quantize import INT8_KINDS
@@ -144,13 +145,18 @@ def test_cli_apply_writes_what_the_model_answers(tmp_path, embedded_rewriter):
     # In process, through the one edit session: the greedy answer, or, where a check refused it
     # (the lint check: a dropped import), the second try's.
     greedy = embedded_rewriter.rewrite(original, instruction, "python").text
-    session = EditSession(embedded_rewriter, Target.whole(original), instruction, "python", grammar="python")
+    # (branched, as the command line is, where the answer comes back unchanged)
+    session = EditSession(embedded_rewriter, Target.whole(original), instruction, "python", grammar="python",
+                          branches=DEFAULT_BRANCHES)
     finished = next(event for event in session.run() if isinstance(event, Finished))
     expected = finished.decision.text
-    assert finished.retried or expected == greedy
-    assert expected != original and "items_to_reorder" in expected
+    assert finished.retried or finished.branches or expected == greedy
+    # Which edit the 0.5B makes depends on the CPU (int8 rounds differently): on an Intel Xeon,
+    # family 6 model 207, it rewrote the loop of low_stock instead of renaming it. Any edit will do.
+    assert expected != original
     assert path.read_text() == expected  # the command line writes exactly what the session decides in process
-    assert "+    def items_to_reorder(self):" in result.stdout
+    added = set(expected.splitlines()) - set(original.splitlines())
+    assert "@@" in result.stdout and all(f"+{line}" in result.stdout for line in added)  # and shows it
 
 
 @pytest.fixture(scope="module", params=INT8_KINDS)
