@@ -131,8 +131,9 @@ def test_openai_endpoint_text_stream_becomes_progress_hunks_and_result():
     streamed, at_the_end = session_hunks(events)
     result = events[-1].result
     assert "".join(p.text for p in progress) == ANSWER
-    assert isinstance(result, RewriteResult) and result.text == EDITED and result.answer == ANSWER
-    assert apply_hunks(ORIGINAL, streamed + at_the_end) == EDITED
+    # The model was sent LF and answered LF; the session gives the edit back in the file's CRLF.
+    assert isinstance(result, RewriteResult) and result.text == EDITED.replace("\r\n", "\n") and result.answer == ANSWER
+    assert events[-1].decision.text == EDITED and apply_hunks(ORIGINAL, streamed + at_the_end) == EDITED
     assert streamed  # it settled before the answer ended
     stats = result.stats
     assert (stats.prompt_tokens, stats.output_tokens, stats.cached_prompt_tokens) == (90, 40, 12)
