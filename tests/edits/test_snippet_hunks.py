@@ -215,3 +215,44 @@ def test_a_bare_snippet_s_blank_line_for_lines_the_instruction_removes_goes_to_t
     snippet = "import os\n\nfrom pathlib import Path\nimport shutil\n\n\ndef copy(a, b):\n"
     outcome = merge_snippet(IMPORTS, snippet, "python", "Remove the unused imports: import sys, import json")
     assert isinstance(outcome, ToModel) and "instruction asks to remove" in outcome.reason
+
+
+# Context that fits several places: the place is sure where the lines the hunk replaces there are
+# clearly the most like its own (an edited line keeps most of its words), and only then.
+SAME_CONTEXT = '''class Cart:
+    def total(self):
+        for item in self.items:
+            total += item.price * item.quantity
+        return total
+
+    def prune(self):
+        for item in self.items:
+            if item.expired():
+                self.items.remove(item)
+        return total
+
+    def show(self):
+        for item in self.items:
+            print(item.name)
+        return total
+'''
+
+
+def test_context_that_fits_several_places_goes_where_the_replaced_lines_are_most_alike():
+    snippet = ("# ... existing code ...\n        for item in self.items:\n"
+               "            total += item.price * item.quantity * (1 - item.discount)\n        return total\n"
+               "# ... existing code ...\n")
+    outcome = merge_snippet(SAME_CONTEXT, snippet, "python")
+    assert isinstance(outcome, Merged) and outcome.path == LINES, outcome
+    assert outcome.text == SAME_CONTEXT.replace("item.quantity\n", "item.quantity * (1 - item.discount)\n")
+
+
+@pytest.mark.parametrize("new_lines", [
+    "            print(item.name, item.price)\n",  # the same lines in two places: which one, nothing says
+    "            log.debug(item)\n",  # alike nothing there
+])
+def test_context_that_fits_several_places_without_one_clearly_most_alike_goes_to_the_model(new_lines):
+    twice = SAME_CONTEXT.replace("def show", "def show_again") + SAME_CONTEXT.replace("class Cart", "class Box")
+    snippet = f"# ... existing code ...\n        for item in self.items:\n{new_lines}        return total\n# ...\n"
+    outcome = merge_snippet(twice if "name," in new_lines else SAME_CONTEXT, snippet, "python")
+    assert isinstance(outcome, ToModel) and "places" in outcome.reason.split("; by definitions")[0], outcome

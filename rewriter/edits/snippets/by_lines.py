@@ -19,6 +19,9 @@ from difflib import SequenceMatcher
 from .lines import EDGE_LINES, Unclear, indent_of
 
 SLACK_LINES = 8  # code lines a replaced stretch of the file may hold beyond the snippet's
+# How alike (difflib's ratio) the lines a stretch replaces must be to its own where its context
+# fits several places, and twice as alike as at any other place, for the place to be sure.
+ALIKE = 0.5
 
 
 @dataclass(frozen=True)
@@ -160,9 +163,9 @@ def _place(file_keys: list[str], keys: list[str], cursor: int, from_start: bool,
     if not places:
         raise Unclear(f"the snippet's line {keys[-1]!r} matches nothing in the file after {keys[p - 1]!r}"
                       if p else f"the snippet's line {keys[-1]!r} matches nothing in the file")
-    if len(places) > 1:
+    place = places[0] if len(places) == 1 else _likeliest(places, file_keys, keys)
+    if place is None:
         raise Unclear(f"the snippet's lines around {keys[max(p - 1, 0)]!r} fit {len(places)} places in the file")
-    place = places[0]
     new_lines = len(keys) - place.p - place.s
     if not place.p and place.b > max(EDGE_LINES, 2 * new_lines):
         raise Unclear(f"the snippet would replace {place.b} lines at the file's start, with no marker there")
@@ -170,6 +173,20 @@ def _place(file_keys: list[str], keys: list[str], cursor: int, from_start: bool,
         raise Unclear(f"the snippet would replace {len(file_keys) - place.a - place.p} lines at the file's end, "
                       "with no marker there")
     return place
+
+
+def _likeliest(places: list[_Place], file_keys: list[str], keys: list[str]) -> _Place | None:
+    """Of the places a stretch's context fits, the one whose lines between the anchors are clearly
+    the most like the stretch's own (an edited line keeps most of its words; a hunk shows the
+    lines it changes, not others that share its context); None where none is clearly: a tie, an
+    insertion or a removal (nothing on one side to compare), or nothing much alike."""
+    def likeness(place: _Place) -> float:
+        old = "\n".join(file_keys[place.a + place.p:place.b])
+        new = "\n".join(keys[place.p:len(keys) - place.s])
+        return SequenceMatcher(None, old, new, autojunk=False).ratio() if old and new else 0.0
+    scored = sorted(((likeness(place), place) for place in places), key=lambda pair: pair[0], reverse=True)
+    (best, place), (runner_up, _) = scored[0], scored[1]
+    return place if best >= ALIKE and runner_up <= best / 2 else None
 
 
 def _check_moves(file_keys: list[str], keys: list[str], place: _Place) -> None:
