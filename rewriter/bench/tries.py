@@ -4,8 +4,9 @@ The first answer is the blind one (branched where `--branches` is given). While 
 case's tests and tries remain, the model is asked again the way `apply --test` asks: through the
 edit session (edits/session.py), with the earlier answer and the end of the failing tests' output
 in the instruction (`Feedback`), the session's own second try after a refusal and its branches
-after an unchanged answer included; from the third try on, the session takes the blind answer's
-next branch that passes every check and no try wrote. As in `apply`, the tries end at an answer
+after an unchanged answer included; on its branch tries (`branch_try`: the third, the fifth, ...)
+the session takes the blind answer's next branch that passes every check and no try wrote
+("another" in the try's row). As in `apply`, the tries end at an answer
 that passes, one that is refused, one that changes nothing, or one without a code block.
 
 Unlike `--feedback` (one more try in Aider's conversation form, which `apply` does not send),
@@ -71,7 +72,8 @@ def _judged(session: EditSession, feedback: Feedback, source: SourceText, case: 
                 "branches": 0}
     decision, stats = finished.decision, finished.result.stats
     told = {"seconds": time.perf_counter() - began, "output_tokens": stats.output_tokens,
-            "finish_reason": stats.finish_reason, "retried": finished.retried, "branches": finished.branches}
+            "finish_reason": stats.finish_reason, "retried": finished.retried, "branches": finished.branches,
+            "another": finished.another}
     if decision.refused:
         if decision.refused_text is None:
             return {**told, "outcome": "refused", "reason": decision.reason}

@@ -27,10 +27,14 @@ from .hunks import Hunk, HunkStream
 from .pipeline import Decision, Refusal, TargetEdit
 from .target import Target
 
-# Later tries of an outside check (`apply --test`) asked with the failure: after these, the next
-# tries are the first answer's branches. EditEval, 4 tries, the 1.5B: 73 passed so, 71 told the
-# failure every time, at a quarter of those tries' decoding time (docs/benchmarks.md).
-FEEDBACK_TRIES = 1
+
+def branch_try(attempt: int) -> bool:
+    """Whether try `attempt` of an outside check (`apply --test`; 1 is the first answer) is the
+    first answer's next branch rather than a request told of the last failure: they alternate from
+    the third try on. Branches and told tries pass different cases (EditEval, 4 tries, the 1.5B:
+    docs/benchmarks.md)."""
+    return attempt >= 3 and attempt % 2 == 1
+
 
 # Refusals a model may mend when told the reason (a name it forgot to import, a missing colon, a
 # function it left out because it answered only what it changed); a cut answer is not asked again.
@@ -127,16 +131,23 @@ class EditSession:
         second answer's deltas settle no hunks, and its Finished restarts from the original.
         Engine errors (RewriteError, NoCodeBlock, ServiceError, ...) pass through. Closing this
         iterator, or `stopped()` turning true, stops the engine at once; nothing is finished then.
-        `feedback`: this is a later try after an answer failed a check made outside; after
-        FEEDBACK_TRIES such tries, where the engine offers candidates, it is the first answer's
-        next branch that passes every check and is no failed edit, as a "try another" is.
+        `feedback`: this is a later try after an answer failed a check made outside. On a
+        `branch_try`, where the engine offers candidates, it is the first answer's next branch that
+        passes every check and is no failed edit, as a "try another" is; where none is, and on the
+        other tries, the model is asked with the last failure.
         `other_than`: the span's texts shown already: the answer is another candidate, without deltas."""
-        if feedback is not None and len(feedback.failed()) > FEEDBACK_TRIES and self.offers_candidates():
-            other_than, feedback = feedback.failed(), None
-        request = self.request(context_window, feedback)
         if other_than is not None:
-            yield from self._another(request, other_than, allow_syntax_errors, stopped)
+            yield from self._another(self.request(context_window), other_than, allow_syntax_errors, stopped)
             return
+        if feedback is not None and branch_try(len(feedback.failed()) + 1) and self.offers_candidates():
+            chosen, tried = self._branch(self.request(context_window), allow_syntax_errors, stopped,
+                                         self.branches or DEFAULT_BRANCHES, feedback.failed())
+            if chosen is not None:
+                yield self._finished_another(*chosen, tried)
+                return
+            if stopped():
+                return
+        request = self.request(context_window, feedback)
         hunks = HunkStream(self.edit.original)
         result = yield from self._answer(request, hunks, stopped)
         if result is None:
@@ -186,9 +197,11 @@ class EditSession:
                 return
             original = self.edit.original
             chosen = Decision(Status.APPLIED, original), RewriteResult(original, "", Stats(finish_reason="stop"))
-        decision, result = chosen
+        yield self._finished_another(*chosen, tried)
+
+    def _finished_another(self, decision: Decision, result: RewriteResult, tried: int) -> Finished:
         hunks = HunkStream(self.edit.original).feed(decision.text, final=True)
-        yield Finished(decision, result, hunks, restart=True, branches=tried, another=True)
+        return Finished(decision, result, hunks, restart=True, branches=tried, another=True)
 
     def _branch(self, request: EditRequest, allow_syntax_errors: bool, stopped: Callable[[], bool], count: int,
                 other_than: Collection[str] = ()) -> tuple[tuple[Decision, RewriteResult] | None, int]:

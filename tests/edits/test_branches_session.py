@@ -153,15 +153,23 @@ def test_an_answer_that_repeats_a_failed_edit_is_branched_for_one_that_did_not_f
     assert engine.asked == [4]
 
 
-def test_after_one_try_told_the_failure_the_next_tries_are_the_first_answer_s_branches():
+def test_later_tries_alternate_between_the_first_answer_s_branches_and_requests_told_the_failure():
     engine = BranchingEngine([HINTED, BROKEN, SWAPPED])
     engine.answer = lambda request: pytest.fail("a branch try asks the model nothing else")
-    finished = later_try(engine, [SWAPPED.replace("w, h", "w,  h"), HINTED])
+    finished = later_try(engine, [SWAPPED.replace("w, h", "w,  h"), HINTED])  # try 3
     assert finished.decision.text == SWAPPED and finished.another and finished.branches == 3
     assert "failed" not in engine.branched[0].instruction  # branches of the first request, not the told one
+    engine = BranchingEngine([SWAPPED])
+    engine.answer = lambda request: HINTED
+    finished = later_try(engine, [FILE.replace("w * h", "(w * h)"), SWAPPED, FILE.replace("w * h", "h * w")])
+    assert finished.decision.text == HINTED and not finished.another  # try 4: told of try 3's failure
+    assert engine.asked == [] and "the tests failed" in engine.requests[0].instruction
+    assert "h * w" in engine.requests[0].instruction
     engine = BranchingEngine([HINTED, SWAPPED])
-    finished = later_try(engine, [HINTED, SWAPPED])
-    assert finished.decision.text == FILE and finished.another  # none left that no try failed
+    engine.answer = lambda request: FILE.replace("w * h", "h * w")
+    finished = later_try(engine, [HINTED, SWAPPED])  # try 3, no branch left that no try failed: told
+    assert finished.decision.text == FILE.replace("w * h", "h * w") and not finished.another
+    assert "the tests failed" in engine.requests[0].instruction
     plain = AnsweringEngine(lambda request: SWAPPED)  # no branches (an endpoint): told the failure again
     assert later_try(plain, [HINTED, FILE.replace("w * h", "(w * h)")]).decision.text == SWAPPED
     assert "the tests failed" in plain.requests[0].instruction
