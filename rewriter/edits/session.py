@@ -9,8 +9,8 @@ decision; all of them judge an answer the same way because they all go through h
 the integrity check, the syntax guard or the lint check refused gets one more try, the reason in the instruction,
 here, so that every front end gives the model the same second chance. A check made outside
 (`rewriter apply --test`: the user's tests) asks again the same way: a session started with
-`Feedback` sends the earlier answer and why it failed along with the instruction; after that
-first such try, the later ones are branches of the first answer that no try failed. Asked for
+`Feedback` sends the earlier answer and why it failed along with the instruction; from the third
+try on, every other try is instead a branch of the first answer that no try failed. Asked for
 another candidate than the answers shown already (a review's "try another"), a session answers
 the first of the engine's branches that passes every check and is none of them.
 """
