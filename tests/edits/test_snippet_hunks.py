@@ -78,6 +78,18 @@ def test_a_crlf_file_keeps_its_newlines():
     assert merged_by_lines(snippet, crlf) == crlf.replace('"timeout": 10', '"timeout": 30')
 
 
+def test_a_new_line_like_a_context_line_the_snippet_shows_is_new():
+    # the new `if` repeats the context line after it: the snippet shows both, so both stay
+    snippet = ("# ... existing code ...\n        response = self.session.get(self.url + path)\n"
+               "        if response.status != 200:\n            response = self.session.get(self.url + path)\n"
+               "        if response.status != 200:\n            raise ValueError(response.status)\n"
+               "# ... existing code ...\n")
+    assert merged_by_lines(snippet) == FILE.replace(
+        "        if response.status != 200:\n            raise",
+        "        if response.status != 200:\n            response = self.session.get(self.url + path)\n"
+        "        if response.status != 200:\n            raise")
+
+
 @pytest.mark.parametrize("snippet, words", [
     # a changed line alone (a hunk without context): where it goes, nothing says
     ('        return data["items"]\n', "replace"),

@@ -191,10 +191,11 @@ def _likeliest(places: list[_Place], file_keys: list[str], keys: list[str]) -> _
 
 def _check_moves(file_keys: list[str], keys: list[str], place: _Place) -> None:
     """A new line that the file holds just outside where the stretch goes may be that line
-    moved, or a copy of it: which, the lines cannot say."""
+    moved, or a copy of it: which, the lines cannot say. The context lines around the change
+    are not outside: the snippet shows them staying, so a new line like one of them is new."""
     near = len(keys)
     low, high = place.a + place.p, place.b if place.s else len(file_keys)
-    around = set(file_keys[max(place.a - near, 0):low]) | set(file_keys[high:high + place.s + near])
+    around = set(file_keys[max(place.a - near, 0):place.a]) | set(file_keys[high + place.s:high + place.s + near])
     inside = set(file_keys[low:high])
     for key in keys[place.p:len(keys) - place.s]:
         if key in around and key not in inside:
