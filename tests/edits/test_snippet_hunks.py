@@ -229,6 +229,16 @@ def test_a_bare_snippet_s_blank_line_for_lines_the_instruction_removes_goes_to_t
     assert isinstance(outcome, ToModel) and "instruction asks to remove" in outcome.reason
 
 
+def test_a_line_of_brackets_alone_is_not_one_the_instruction_names():
+    # `]` closes the list before the hunk; the instruction's brackets do not ask to remove it
+    text = "NAMES = [\n    'a',\n]\n\n\ndef show():\n    print(NAMES)\n    return None\n"
+    snippet = "def show():\n    print(NAMES, sep=', ')\n    return None\n"
+    outcome = merge_snippet(text, snippet, "python", "Remove the sep default [see notes]")
+    assert isinstance(outcome, Merged) and outcome.text == text.replace("print(NAMES)", "print(NAMES, sep=', ')")
+    named = merge_snippet(text, snippet, "python", "Remove the line 'a', from the list")
+    assert isinstance(named, ToModel) and "asks to remove a line before it" in named.reason
+
+
 # Context that fits several places: the place is sure where the lines the hunk replaces there are
 # clearly the most like its own (an edited line keeps most of its words), and only then.
 SAME_CONTEXT = '''class Cart:

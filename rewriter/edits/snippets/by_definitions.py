@@ -26,6 +26,7 @@ from .lines import (
     indent_of,
     is_bare_ellipsis,
     mostly_same,
+    named_in,
     own_lines,
     strip_blank,
     without_self,
@@ -245,7 +246,7 @@ class DefinitionMerge:
                 # (or ends) at a matched line leaves the rest of the file as it is, unless the
                 # instruction asks to remove a line of that rest; nothing at all between two
                 # matched items says nothing of the blank lines there
-                if edge and any(item.kind == LINE and self.file_lines[item.line].strip() in self.removals
+                if edge and any(item.kind == LINE and named_in(self.file_lines[item.line], self.removals)
                                 for item in file_items):
                     raise Unclear(f"the snippet {'ends' if anchored[0] else 'starts'} inside the file with no "
                                    "marker there, and the instruction asks to remove a line "

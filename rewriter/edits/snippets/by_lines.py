@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from .lines import EDGE_LINES, Unclear, indent_of
+from .lines import EDGE_LINES, Unclear, indent_of, named_in
 
 SLACK_LINES = 8  # code lines a replaced stretch of the file may hold beyond the snippet's
 # How alike (difflib's ratio) the lines a stretch replaces must be to its own where its context
@@ -72,7 +72,7 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
             continue
         _check_moves(file_keys, keys, place)
         if number == 0 and not stretch.marker_before and removals and any(
-                file_keys[i] in removals for i in range(place.a)):
+                named_in(file_keys[i], removals) for i in range(place.a)):
             raise Unclear("the snippet starts inside the file with no marker there, and the instruction asks to "
                           "remove a line before it: whether the rest goes is unclear")
         shift = _shift(file_lines, file_code, lines, code, place)
@@ -306,7 +306,7 @@ def _replaced(file_lines: list[str], lines: list[str], defines: bool, marked: bo
     if not new and lines and old > EDGE_LINES and not marked:
         if defines:
             raise Unclear("the snippet leaves out lines that hold a definition, with no marker in their place")
-        if removals and any(line.strip() and line.strip() in removals for line in file_lines):
+        if removals and any(named_in(line, removals) for line in file_lines):
             raise Unclear("the snippet has a blank line, and no marker, for lines of the file the instruction asks "
                           "to remove: the gap between two hunks, or those lines removed, is unclear")
         return file_lines  # a blank line between hunks, not a removal

@@ -27,6 +27,13 @@ def indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
+def named_in(line: str, instruction: str) -> bool:
+    """Whether the instruction quotes the line: a line of brackets or punctuation alone (`]`,
+    `)`) is in any text with a bracket, so only a line with a word can be quoted."""
+    key = line.strip()
+    return any(c.isalnum() for c in key) and key in instruction
+
+
 def is_comment(line: str) -> bool:
     return COMMENT_LINE.fullmatch(line.strip()) is not None
 
