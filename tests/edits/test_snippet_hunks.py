@@ -278,3 +278,26 @@ def test_context_that_fits_several_places_without_one_clearly_most_alike_goes_to
     snippet = f"# ... existing code ...\n        for item in self.items:\n{new_lines}        return total\n# ...\n"
     outcome = merge_snippet(twice if "name," in new_lines else SAME_CONTEXT, snippet, "python")
     assert isinstance(outcome, ToModel) and "places" in outcome.reason.split("; by definitions")[0], outcome
+
+
+FALLBACK = '''def find(dirs, name):
+    for folder in dirs:
+        path = folder + name
+        if exists(path):
+            return path
+    else:
+        path = HOME + name
+        if exists(path):
+            return path
+    return None
+'''
+
+
+def test_context_that_fits_several_places_goes_where_far_more_of_the_snippet_is_the_file_s():
+    # the first `if exists` starts a place where all but the `else:` is the file's; the second
+    # only where its copies would be inserted
+    snippet = ("# ... existing code ...\n        if exists(path):\n            return path\n"
+               "    path = HOME + name\n    if exists(path):\n        return path\n    return None\n")
+    assert merged_by_lines(snippet, FALLBACK) == FALLBACK.replace(
+        "    else:\n        path = HOME + name\n        if exists(path):\n            return path\n",
+        "    path = HOME + name\n    if exists(path):\n        return path\n")

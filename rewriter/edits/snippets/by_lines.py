@@ -178,15 +178,19 @@ def _place(file_keys: list[str], keys: list[str], cursor: int, from_start: bool,
 def _likeliest(places: list[_Place], file_keys: list[str], keys: list[str]) -> _Place | None:
     """Of the places a stretch's context fits, the one whose lines between the anchors are clearly
     the most like the stretch's own (an edited line keeps most of its words; a hunk shows the
-    lines it changes, not others that share its context); None where none is clearly: a tie, an
-    insertion or a removal (nothing on one side to compare), or nothing much alike."""
+    lines it changes, not others that share its context), else the one where the file holds at
+    least twice as many of the stretch's lines as anchors as at any other (the smaller change:
+    elsewhere those lines would be copies); None where neither is clear."""
     def likeness(place: _Place) -> float:
         old = "\n".join(file_keys[place.a + place.p:place.b])
         new = "\n".join(keys[place.p:len(keys) - place.s])
         return SequenceMatcher(None, old, new, autojunk=False).ratio() if old and new else 0.0
     scored = sorted(((likeness(place), place) for place in places), key=lambda pair: pair[0], reverse=True)
     (best, place), (runner_up, _) = scored[0], scored[1]
-    return place if best >= ALIKE and runner_up <= best / 2 else None
+    if best >= ALIKE and runner_up <= best / 2:
+        return place
+    held = sorted(places, key=lambda place: place.p + place.s, reverse=True)
+    return held[0] if held[0].p + held[0].s >= 2 * (held[1].p + held[1].s) else None
 
 
 def _check_moves(file_keys: list[str], keys: list[str], place: _Place) -> None:
