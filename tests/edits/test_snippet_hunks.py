@@ -301,3 +301,42 @@ def test_context_that_fits_several_places_goes_where_far_more_of_the_snippet_is_
     assert merged_by_lines(snippet, FALLBACK) == FALLBACK.replace(
         "    else:\n        path = HOME + name\n        if exists(path):\n            return path\n",
         "    path = HOME + name\n    if exists(path):\n        return path\n")
+
+
+def test_a_line_is_named_by_the_instruction_only_whole():
+    text = "import os\nimport sys\n\n\ndef run():\n    os.chdir('/')\n    return sys.argv\n"
+    snippet = "def run():\n    os.chdir('/tmp')\n    return sys.argv\n"
+    # `import os.chdir` names another import than `import os`: the lines before the hunk stay
+    outcome = merge_snippet(text, snippet, "python", "[-] import os.chdir\n[-] remove the root")
+    assert isinstance(outcome, Merged) and outcome.text == text.replace("'/'", "'/tmp'")
+    named = merge_snippet(text, snippet, "python", "[-] import os\n[-] remove the root")
+    assert isinstance(named, ToModel) and "asks to remove a line before it" in named.reason
+
+
+LONG = '''import json
+import sys
+
+LIMIT = 10
+NAME = "report"
+
+
+def report(rows, out=[]):
+    out.append("header")
+    for row in rows:
+        out.append(row.name)
+        out.append(row.value)
+    out.append("total")
+    out.append(str(len(rows)))
+    return out
+'''
+
+
+def test_a_bare_hunk_that_ends_inside_a_function_goes_to_the_model():
+    # the hunk's last lines are the function's first: the rest of it removed, or kept? Nothing tells
+    snippet = 'def report(rows, out=None):\n    out = out or []\n    out.append("header")\n    for row in rows:\n'
+    outcome = merge_snippet(LONG, snippet, "python")
+    assert isinstance(outcome, ToModel) and "ends inside function report" in outcome.reason, outcome
+    # a whole function that ends as the file's does replaces it
+    whole = 'def report(rows, out=None):\n    out = out or []\n    out.append("header")\n    return out\n'
+    shorter = merge_snippet(LONG, whole, "python")
+    assert isinstance(shorter, Merged) and shorter.text == LONG[:LONG.index("def")] + whole

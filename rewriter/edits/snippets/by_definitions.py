@@ -283,6 +283,20 @@ class DefinitionMerge:
             tail = strip_blank(tail, from_end=False)
         return self._snippet_lines(head) + self._file_lines(kept) + self._snippet_lines(tail)
 
+    def _check_cut_off(self, file_node: Node, node: Node) -> None:
+        """A definition without markers that ends the snippet on two of the file's lines in a row,
+        where the file's goes on after them for more lines than it could lose unseen: the whole
+        new definition (the rest removed), or a hunk cut off there (the rest kept)? Nothing tells."""
+        if any(line.strip() for line in self.lines[node.hi:]):
+            return
+        mine = [line.strip() for line in self.lines[node.head:node.hi] if line.strip()]
+        theirs = [line.strip() for line in self.file_lines[file_node.head:file_node.hi] if line.strip()]
+        ends = [at for at in range(1, len(theirs) - 1) if theirs[at - 1:at + 1] == mine[-2:]]
+        after = len(theirs) - 1 - ends[-1] if len(mine) >= 2 and ends else 0
+        if after > EDGE_LINES:
+            raise Unclear(f"the snippet ends inside {node.kind} {node.name} with no marker there, where the file's "
+                          f"goes on for {after} lines: a hunk cut off there, or those lines removed, is unclear")
+
     def _check_shown_again(self, new: list[Item], kept: list[Item], at_start: bool) -> None:
         """New lines next to a marker that the file holds right behind that marker (inside a
         definition kept there, where lines are not matched one by one): the file's lines shown
@@ -337,6 +351,7 @@ class DefinitionMerge:
         try:
             if self._has_markers(node, file_node):
                 return self._region(file_node, node)
+            self._check_cut_off(file_node, node)
             keeps = node.lo == node.head and file_node.key() == node.key()  # not a moved function's
             head = self.file_lines[file_node.lo:file_node.head] if keeps else []
             return head + [self._reindent(line) for line in self.lines[node.lo:node.hi]]

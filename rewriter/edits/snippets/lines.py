@@ -6,6 +6,7 @@ a stub or a Protocol), so it is only a candidate here; the merge decides by what
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..definitions import Definition, definitions
@@ -28,10 +29,11 @@ def indent_of(line: str) -> str:
 
 
 def named_in(line: str, instruction: str) -> bool:
-    """Whether the instruction quotes the line: a line of brackets or punctuation alone (`]`,
-    `)`) is in any text with a bracket, so only a line with a word can be quoted."""
+    """Whether the instruction quotes the line, whole: a line of brackets or punctuation alone
+    (`]`, `)`) is in any text with a bracket, so only a line with a word can be quoted, and
+    `import os` is not quoted by `import os.path` (a name goes on after it)."""
     key = line.strip()
-    return any(c.isalnum() for c in key) and key in instruction
+    return any(c.isalnum() for c in key) and re.search(rf"(?<![\w.]){re.escape(key)}(?![\w.])", instruction) is not None
 
 
 def is_comment(line: str) -> bool:
