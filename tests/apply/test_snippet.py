@@ -135,9 +135,9 @@ def test_an_ambiguous_snippet_goes_to_the_model_with_the_whole_file(source):
 
 
 def test_the_model_merges_into_the_definition_that_holds_the_snippet_s_lines(source):
-    # the new line repeats the one before it: a copy or a move, the merges cannot tell
-    snippet = '# ... existing code ...\n    with open(path, "w") as handle:\n        handle.write(text)\n' \
-              '        handle.write(text)\n'
+    # the file's own lines with markers: what it changes, only a reading of the instruction tells
+    snippet = '# ... existing code ...\ndef save(path, text):\n    with open(path, "w") as handle:\n' \
+              '        # ... existing code ...\n'
     save, write = FILE[FILE.index("def save"):], "        handle.write(text)\n"
     engine = Recording(ScriptedEngine([{"instruction": "Merge this update",
                                         "replace": [[write, write * 2]]}]))
@@ -149,10 +149,10 @@ def test_the_model_merges_into_the_definition_that_holds_the_snippet_s_lines(sou
 
 
 def test_the_model_s_merge_must_keep_what_the_snippet_s_markers_stand_for(source):
-    # The leading marker keeps save's header; the first answer changes it, is refused saying so,
-    # and the second try, told why, keeps it.
-    snippet = '# ... existing code ...\n    with open(path, "w") as handle:\n        handle.write(text)\n' \
-              '        handle.write(text)\n'
+    # The snippet shows save's header; the first answer changes it, is refused saying so, and the
+    # second try, told why, keeps it.
+    snippet = '# ... existing code ...\ndef save(path, text):\n    with open(path, "w") as handle:\n' \
+              '        # ... existing code ...\n'
     write = "        handle.write(text)\n"
     engine = Recording(ScriptedEngine([
         {"instruction": "the merge leaves out code the snippet keeps: 'def save(path, text):'",

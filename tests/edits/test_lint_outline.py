@@ -169,7 +169,7 @@ def test_a_merge_into_a_long_file_bringing_an_undefined_name_goes_to_the_model_r
     reads = []
     whole = lint.lint_errors
     monkeypatch.setattr(lint, "lint_errors", lambda text: reads.append(text) or whole(text))
-    assert isinstance(merge_snippet(text, snippet.format(7), "python"), Merged)
+    assert isinstance(merge_snippet(text, snippet.format(6), "python"), Merged)
     assert reads == []  # the merge was not read whole
     outcome = merge_snippet(text, snippet.format(9), "python")
     assert isinstance(outcome, ToModel) and "undefined name 'value_9' at line 561" in outcome.reason

@@ -110,10 +110,13 @@ def test_context_that_fits_two_places_goes_to_the_model():
     assert isinstance(outcome, ToModel) and "fit 2 places" in outcome.reason, outcome
 
 
-def test_a_snippet_whose_lines_the_file_holds_already_changes_nothing():
+def test_a_snippet_of_the_file_s_lines_with_markers_goes_to_the_model_the_whole_file_changes_nothing():
+    # sent to change something, it changes nothing that can be seen: a line next to a marker may go
     snippet = "# ...\n        data = json.loads(response.text)\n        return data\n# ...\n"
     outcome = merge_snippet(FILE, snippet, "python")
-    assert isinstance(outcome, Merged) and outcome.text == FILE
+    assert isinstance(outcome, ToModel) and "the snippet is the file's lines as they stand" in outcome.reason
+    whole = merge_snippet(FILE, FILE + "\n", "python")
+    assert isinstance(whole, Merged) and whole.text == FILE
 
 
 def test_a_snippet_of_the_file_s_lines_that_skips_one_goes_to_the_model():
@@ -124,7 +127,7 @@ def test_a_snippet_of_the_file_s_lines_that_skips_one_goes_to_the_model():
     # at the file's start with no marker before it: the lines before it may go
     assert isinstance(merge_snippet(FILE, 'SETTINGS = {\n    "name": "demo",\n# ...\n', "python"), ToModel)
     from_start = merge_snippet(FILE, 'import json\n\nSETTINGS = {\n# ...\n', "python")
-    assert isinstance(from_start, Merged) and from_start.text == FILE
+    assert isinstance(from_start, ToModel) and "the snippet is the file's lines as they stand" in from_start.reason
 
 
 CHECKS = '''def check(client):
@@ -160,10 +163,11 @@ def test_the_file_s_lines_indented_otherwise_are_a_change_not_the_file_as_it_sta
             "        found.append(os.path.getsize(path))\n    return found\n"
     outcome = merge_snippet(broken, fixed, "python", "Fix the indentation.")
     assert not (isinstance(outcome, Merged) and outcome.text == broken), outcome
-    # the same lines shifted as one (a method's lines without its class's indentation): the file as it stands
+    # the same lines shifted as one (a method's lines without its class's indentation): the file's
+    # lines as they stand, which change nothing that can be seen
     snippet = "# ...\n    data = json.loads(response.text)\n    return data\n# ...\n"
     outcome = merge_snippet(FILE, snippet, "python")
-    assert isinstance(outcome, Merged) and outcome.text == FILE
+    assert isinstance(outcome, ToModel) and "the snippet is the file's lines as they stand" in outcome.reason
 
 
 CHECKSUM = '''def sha1_file(data):

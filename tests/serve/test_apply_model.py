@@ -153,8 +153,9 @@ def test_a_refused_merge_is_an_error_and_nothing_else(tiny_loaded, tiny_rewriter
 
 
 def test_a_model_merge_that_changes_what_a_marker_keeps_is_refused(tiny_loaded, tiny_rewriter):
-    # load's line twice (a copy, or moved?) goes to the model; main's body is the marker's to keep
-    update = "# ...\ndef load(path):\n    return open(path).read()\n    return open(path).read()\n\n\ndef main():\n# ...\n"
+    # the file's own lines (what they change, only a reading tells) go to the model; main's body
+    # is the marker's to keep
+    update = "# ...\ndef load(path):\n    return open(path).read()\n\n\ndef main():\n# ...\n"
     scripted = ScriptedRewriter(tiny_rewriter, lambda code: code.replace(
         "read()\n", "read()\n    return open(path).read()\n").replace('"a.txt"', '"b.txt"'))
     with client_for(tiny_loaded, scripted) as client:

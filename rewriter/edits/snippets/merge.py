@@ -179,14 +179,22 @@ def _by_lines(integrity: FileIntegrity, file_lines: list[str], parts: _Snippet, 
 def _unmerged(outcomes: list[Merged | ToModel], parts: _Snippet, file_lines: list[str],
               file_text: str) -> Merged | ToModel:
     """Neither merge changed the file and passed the checks: the file as it is where the snippet
-    is the file's own lines, or the model."""
+    is the whole file as it stands, or the model. A snippet of the file's lines with markers for
+    the rest changes nothing that can be seen, yet it was sent to change something: most likely a
+    line it leaves out next to a marker is meant to go, which only a reading of the instruction tells."""
     literal = any(is_bare_ellipsis(line) for line in file_lines)
-    if excerpts_file(file_lines, parts.lines, parts.markers | (set() if literal else parts.maybe)):
+    markers = parts.markers | (set() if literal else parts.maybe)
+    if not markers and _code(parts.lines) == _code(file_lines):
         return Merged(file_text)
-    reasons = [outcome.reason if not isinstance(outcome, Merged) else
-               "it changes nothing, yet the snippet is not the file's lines as they stand (it may remove some)"
-               for outcome in outcomes]
+    unseen = ("it changes nothing: the snippet is the file's lines as they stand, with markers for the rest "
+              "(a line left out next to a marker may be meant to go)" if excerpts_file(file_lines, parts.lines, markers)
+              else "it changes nothing, yet the snippet is not the file's lines as they stand (it may remove some)")
+    reasons = [outcome.reason if not isinstance(outcome, Merged) else unseen for outcome in outcomes]
     return ToModel(f"by lines, {reasons[0]}; by definitions, {reasons[1]}")
+
+
+def _code(lines: list[str]) -> list[str]:
+    return [line.rstrip() for line in lines if line.strip()]
 
 
 def _blank_for_code(file_lines: list[str], merged: str) -> int | None:
