@@ -139,11 +139,12 @@ class EditSession:
         if other_than is not None:
             yield from self._another(self.request(context_window), other_than, allow_syntax_errors, stopped)
             return
+        searched = 0  # branches a branch try decoded before it asked with the failure instead
         if feedback is not None and branch_try(len(feedback.failed()) + 1) and self.offers_candidates():
-            chosen, tried = self._branch(self.request(context_window), allow_syntax_errors, stopped,
-                                         self.branches or DEFAULT_BRANCHES, feedback.failed())
+            chosen, searched = self._branch(self.request(context_window), allow_syntax_errors, stopped,
+                                            self.branches or DEFAULT_BRANCHES, feedback.failed())
             if chosen is not None:
-                yield self._finished_another(*chosen, tried)
+                yield self._finished_another(*chosen, searched)
                 return
             if stopped():
                 return
@@ -173,12 +174,12 @@ class EditSession:
             if chosen is not None:
                 (decision, result), branched = chosen, True
         if decision.status == Status.APPLIED and not retried and not branched:
-            yield Finished(decision, result, hunks.feed(decision.text, final=True), branches=tried)
+            yield Finished(decision, result, hunks.feed(decision.text, final=True), branches=searched + tried)
             return
         # Stripped, refused or a second answer: what streamed is not what may be applied; start
         # again from the original.
         rest = [] if decision.refused else HunkStream(self.edit.original).feed(decision.text, final=True)
-        yield Finished(decision, result, rest, restart=True, retried=retried, branches=tried)
+        yield Finished(decision, result, rest, restart=True, retried=retried, branches=searched + tried)
 
     def offers_candidates(self) -> bool:
         """Whether the engine decodes other candidates (branches) for this session: a local

@@ -169,6 +169,8 @@ def test_later_tries_alternate_between_the_first_answer_s_branches_and_requests_
     engine.answer = lambda request: FILE.replace("w * h", "h * w")
     finished = later_try(engine, [HINTED, SWAPPED])  # try 3, no branch left that no try failed: told
     assert finished.decision.text == FILE.replace("w * h", "h * w") and not finished.another
+    # the two branches searched before it asked count, beside the two after the answer repeated try 4's edit
+    assert finished.branches == 4
     assert "the tests failed" in engine.requests[0].instruction
     plain = AnsweringEngine(lambda request: SWAPPED)  # no branches (an endpoint): told the failure again
     assert later_try(plain, [HINTED, FILE.replace("w * h", "(w * h)")]).decision.text == SWAPPED
