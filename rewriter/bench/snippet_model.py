@@ -47,6 +47,8 @@ def model_merge(engine: Engine, case: SnippetCase, max_new_tokens: int | None = 
     if not decision.refused:  # what an applied merge lost or duplicated, as for the deterministic one
         row["lost"], row["duplicated"] = code_damage(case.before, case.after, text)
         row["text"] = text
+    elif decision.refused_text is not None:  # kept to be read over: what the model wrote
+        row["refused_text"] = decision.refused_text
     return {**row, "outcome": "refused" if decision.refused else "applied", "reason": decision.reason,
             "region_lines": len(region.lines),
             "exact": not decision.refused and normalized(text) == normalized(case.after),

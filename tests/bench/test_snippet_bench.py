@@ -88,6 +88,7 @@ def test_a_model_merge_that_drops_a_line_the_snippet_keeps_is_refused_not_applie
     assert model["model_exact"] == 1 and model["model_refused"] == 1 and model["model_lost_code"] == 0
     refused = model["merges"][1]
     assert refused["outcome"] == "refused" and "total += 2 * height" in refused["reason"]
+    assert "return total" in refused["refused_text"] and "total += 2 * height" not in refused["refused_text"]
 
 
 def test_model_merge_sends_only_the_cases_left_to_the_model(edits, tmp_path):
