@@ -53,6 +53,13 @@ def test_a_file_that_does_not_parse_is_merged_whole():
 
 def test_a_line_found_in_several_places_widens_the_region_to_all_of_them():
     # `return data` ends load; it stands for its first place, `return path` for its last
-    snippet = "    return data\n# ... existing code ...\n    return path\n"
+    snippet = "# ...\n    return data\n# ... existing code ...\n    return path\n# ...\n"
     region = region_text(snippet)
     assert region.startswith("def load") and "def save" in region and "def main" not in region
+
+
+def test_a_snippet_with_markers_but_none_at_its_start_reaches_the_file_s_start():
+    # a hunk that removed the import shows only the lines after it: the import is the model's to remove
+    snippet = "def load(path):\n    with open(path) as handle:\n# ... existing code ...\n"
+    assert region_text(snippet).startswith("import json\n")
+    assert region_text("# ...\n" + snippet).startswith("def load")

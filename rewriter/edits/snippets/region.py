@@ -3,6 +3,10 @@ snippet's first line to the last place of its last line, grown to whole syntax n
 innermost definition that holds them all. The model then rewrites that region alone, with the
 rest of the file as context: it cannot lose or repeat code outside it, and it writes fewer tokens.
 
+A snippet with markers that has none at its start (or end) reaches the file's start (or end), as
+the deterministic merges read it: the lines before its first line are the model's to keep or
+remove (a hunk that removes the first imports shows only the line after them).
+
 The whole file, where the region cannot be told: a snippet whose first or last line is not in the
 file (new code at an end may belong anywhere), a file without a syntax tree, or one that does not
 parse (its nodes cannot be trusted to hold whole statements).
@@ -31,6 +35,10 @@ def snippet_region(text: str, snippet: str, grammar: str | None) -> Target:
     if not keys or not places[keys[0]] or not places[keys[-1]]:
         return whole
     start, stop = min(places[keys[0]]), max(places[keys[-1]]) + 1
+    marks = [is_marker(line) or is_bare_ellipsis(line) for line in snippet.splitlines() if line.strip()]
+    if any(marks):  # a snippet with markers, but none at an end, reaches that end
+        start = start if marks[0] else 0
+        stop = stop if marks[-1] else len(text.splitlines())
     if stop <= start:
         return whole
     region = expand_to_nodes(tree, Target.of_lines(text, range(start, stop)))
