@@ -29,9 +29,7 @@ from ..prompt import SourceText, common_indent, newline_of
 from .checks.integrity import FileIntegrity, Status, Verdict
 from .checks.snippet_kept import merge_omissions, omission_reason
 from .definitions import guess_language
-from .markers import added_elisions
 from .node_kinds import grammar_for
-from .snippets.merge import Merged, merge_snippet
 from .target import Target
 
 
@@ -134,8 +132,6 @@ class TargetEdit:
                allow_syntax_errors: bool = False) -> Decision:
         """Judge the engine's answer (its code, RewriteResult.text) for this span."""
         new = self.final_text(answer_text)
-        if self.snippet is not None and added_elisions(self.original, new):
-            new = self.markers_filled(new)
         if new == self.original and not self.omissions(new):  # a merge's unchanged answer may still miss lines
             return Decision(Status.APPLIED, new)
         if finish_reason == "length":
@@ -158,18 +154,6 @@ class TargetEdit:
         status = Status.STRIPPED if verdict.status == Status.STRIPPED else Status.APPLIED
         forced = "; ".join(reason for reason in (verdict.reason if verdict.refused else "", lint) if reason)
         return Decision(status, new, forced or verdict.reason, forced=bool(forced))
-
-    def markers_filled(self, new: str) -> str:
-        """A merge's answer that, as the snippet did, wrote markers (`# ... existing code ...`)
-        where the span's code stays: read as a snippet itself by the deterministic merge, which
-        writes out what the markers stand for where it is sure (the answer's lines place them
-        better than the snippet's did). The answer as it is where that merge is unsure or changes
-        the file outside the span: the checks below then refuse its markers."""
-        outcome = merge_snippet(self.file_text, new, self.grammar or "", self.judged_instruction)
-        before, after = self.file_text[:self.start], self.file_text[self.end:]
-        if not isinstance(outcome, Merged) or not (outcome.text.startswith(before) and outcome.text.endswith(after)):
-            return new
-        return outcome.text[len(before):len(outcome.text) - len(after)]
 
     def omissions(self, new: str) -> list[str]:
         """A snippet merge's: the lines `new`, as the span's text, leaves out of what the snippet keeps."""

@@ -116,17 +116,3 @@ def test_a_merge_that_changes_nothing_though_the_snippet_shows_new_lines_is_refu
     # a snippet the file holds already: nothing to change, nothing missing
     same = SNIPPET.replace("item is wanted", "item == wanted")
     assert not TargetEdit(target, "Merge this update", "python", snippet=same).finish(FILE[FIND[0]:FIND[1]]).refused
-
-
-def test_a_merge_that_writes_markers_as_the_snippet_did_has_them_filled_in_where_its_lines_place_them():
-    # The model wrote the docstring and the loop as a marker, with more context than the snippet
-    # gave: the deterministic merge places it, and the checks judge the merge written out.
-    target = Target.of_span(FILE, *FIND)
-    edit = TargetEdit(target, "Merge this update", "python", judged_instruction="", snippet=SNIPPET)
-    answer = ('def find(items, wanted):\n    # ... existing code ...\n    for item in items:\n'
-              '        if item is wanted:\n            return item\n    return None\n')
-    decision = edit.finish(answer)
-    assert decision.status == Status.APPLIED and decision.text == RIGHT[FIND[0]:FIND[1]]
-    # a marker the lines cannot place stays a marker, and the answer is refused for it
-    unplaced = edit.finish("# ... existing code ...\n        if item is wanted:\n# ... existing code ...\n")
-    assert unplaced.refused and "where code was" in unplaced.reason
