@@ -233,14 +233,21 @@ def test_a_bare_snippet_s_blank_line_for_lines_the_instruction_removes_goes_to_t
     assert isinstance(outcome, ToModel) and "instruction asks to remove" in outcome.reason
 
 
-def test_a_line_of_brackets_alone_is_not_one_the_instruction_names():
+@pytest.mark.parametrize("text, snippet, change, unnamed, named", [
     # `]` closes the list before the hunk; the instruction's brackets do not ask to remove it
-    text = "NAMES = [\n    'a',\n]\n\n\ndef show():\n    print(NAMES)\n    return None\n"
-    snippet = "def show():\n    print(NAMES, sep=', ')\n    return None\n"
-    outcome = merge_snippet(text, snippet, "python", "Remove the sep default [see notes]")
-    assert isinstance(outcome, Merged) and outcome.text == text.replace("print(NAMES)", "print(NAMES, sep=', ')")
-    named = merge_snippet(text, snippet, "python", "Remove the line 'a', from the list")
-    assert isinstance(named, ToModel) and "asks to remove a line before it" in named.reason
+    ("NAMES = [\n    'a',\n]\n\n\ndef show():\n    print(NAMES)\n    return None\n",
+     "def show():\n    print(NAMES, sep=', ')\n    return None\n", ("print(NAMES)", "print(NAMES, sep=', ')"),
+     "Remove the sep default [see notes]", "Remove the line 'a', from the list"),
+    # `import os.chdir` names another import than `import os`: the lines before the hunk stay
+    ("import os\nimport sys\n\n\ndef run():\n    os.chdir('/')\n    return sys.argv\n",
+     "def run():\n    os.chdir('/tmp')\n    return sys.argv\n", ("'/'", "'/tmp'"),
+     "[-] import os.chdir\n[-] remove the root", "[-] import os\n[-] remove the root"),
+])
+def test_a_line_is_named_by_the_instruction_only_whole_and_with_a_word(text, snippet, change, unnamed, named):
+    outcome = merge_snippet(text, snippet, "python", unnamed)
+    assert isinstance(outcome, Merged) and outcome.text == text.replace(*change)
+    asked = merge_snippet(text, snippet, "python", named)
+    assert isinstance(asked, ToModel) and "asks to remove a line before it" in asked.reason
 
 
 # Context that fits several places: the place is sure where the lines the hunk replaces there are
@@ -305,16 +312,6 @@ def test_context_that_fits_several_places_goes_where_far_more_of_the_snippet_is_
     assert merged_by_lines(snippet, FALLBACK) == FALLBACK.replace(
         "    else:\n        path = HOME + name\n        if exists(path):\n            return path\n",
         "    path = HOME + name\n    if exists(path):\n        return path\n")
-
-
-def test_a_line_is_named_by_the_instruction_only_whole():
-    text = "import os\nimport sys\n\n\ndef run():\n    os.chdir('/')\n    return sys.argv\n"
-    snippet = "def run():\n    os.chdir('/tmp')\n    return sys.argv\n"
-    # `import os.chdir` names another import than `import os`: the lines before the hunk stay
-    outcome = merge_snippet(text, snippet, "python", "[-] import os.chdir\n[-] remove the root")
-    assert isinstance(outcome, Merged) and outcome.text == text.replace("'/'", "'/tmp'")
-    named = merge_snippet(text, snippet, "python", "[-] import os\n[-] remove the root")
-    assert isinstance(named, ToModel) and "asks to remove a line before it" in named.reason
 
 
 LONG = '''import json
