@@ -27,7 +27,7 @@ from enum import StrEnum
 from ..answer import NoCodeBlock, extract_code
 from ..prompt import SourceText, common_indent, newline_of
 from .checks.integrity import FileIntegrity, Status, Verdict
-from .checks.snippet_kept import merge_omissions, omission_reason
+from .checks.snippet_kept import merge_omissions, omission_reason, unshown_reason, unshown_stretch
 from .definitions import guess_language
 from .node_kinds import grammar_for
 from .target import Target
@@ -132,13 +132,13 @@ class TargetEdit:
                allow_syntax_errors: bool = False) -> Decision:
         """Judge the engine's answer (its code, RewriteResult.text) for this span."""
         new = self.final_text(answer_text)
-        if new == self.original and not self.omissions(new):  # a merge's unchanged answer may still miss lines
+        if new == self.original and not self.snippet_problem(new):  # a merge's unchanged answer may still miss lines
             return Decision(Status.APPLIED, new)
         if finish_reason == "length":
             return Decision(Status.REFUSED, self.original, CUT_REASON, refused_text=new, refusal=Refusal.CUT)
         verdict = self.integrity.check(self.start, self.end, new, self.judged_instruction)
-        if not verdict.refused and (missing := self.omissions(verdict.text)):
-            verdict = Verdict(Status.REFUSED, verdict.text, omission_reason(missing))
+        if not verdict.refused and (unheld := self.snippet_problem(verdict.text)):
+            verdict = Verdict(Status.REFUSED, verdict.text, unheld)
         if verdict.refused and not force:
             return Decision(Status.REFUSED, self.original, verdict.reason, refused_text=verdict.text,
                             refusal=Refusal.INTEGRITY)
@@ -155,9 +155,16 @@ class TargetEdit:
         forced = "; ".join(reason for reason in (verdict.reason if verdict.refused else "", lint) if reason)
         return Decision(status, new, forced or verdict.reason, forced=bool(forced))
 
-    def omissions(self, new: str) -> list[str]:
-        """A snippet merge's: the lines `new`, as the span's text, leaves out of what the snippet keeps."""
-        return [] if self.snippet is None else merge_omissions(self.file_text, self.start, self.end, self.snippet, new)
+    def snippet_problem(self, new: str) -> str:
+        """A snippet merge's: why `new`, as the span's text, does not hold the snippet (lines it
+        keeps left out, or its lines not shown as it shows them); "" when it does, or for no snippet."""
+        if self.snippet is None:
+            return ""
+        if missing := merge_omissions(self.file_text, self.start, self.end, self.snippet, new):
+            return omission_reason(missing)
+        merged_file = self.file_text[:self.start] + new + self.file_text[self.end:]
+        stretch = unshown_stretch(self.file_text, merged_file, self.snippet)
+        return unshown_reason(stretch) if stretch else ""
 
     def lint_problem(self, new: str) -> str:
         """Why the lint check refuses `new` as the span's text; "" when it does not."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rewriter.edits.checks.integrity import Status
-from rewriter.edits.checks.snippet_kept import merge_omissions
+from rewriter.edits.checks.snippet_kept import merge_omissions, unshown_stretch
 from rewriter.edits.pipeline import TargetEdit
 from rewriter.edits.target import Target
 
@@ -116,3 +116,55 @@ def test_a_merge_that_changes_nothing_though_the_snippet_shows_new_lines_is_refu
     # a snippet the file holds already: nothing to change, nothing missing
     same = SNIPPET.replace("item is wanted", "item == wanted")
     assert not TargetEdit(target, "Merge this update", "python", snippet=same).finish(FILE[FIND[0]:FIND[1]]).refused
+
+
+# Two alike loops: the hunk's context (the loop line, the check after it) fits both, so where it
+# goes is pinned only by the blank line before the loop, which the second one has.
+LOOPS = '''def test_cache(cache):
+    for value in range(3):
+        cache.set(value, value)
+
+    cache.check()
+
+    for value in range(3):
+        assert cache.delete(value)
+
+    cache.check()
+'''
+LOOP_HUNK = '''# ... existing code ...
+
+    for value in range(3):
+        deleted = cache.delete(value)
+        assert deleted
+
+    cache.check()
+# ... existing code ...
+'''
+
+
+def test_a_merge_must_show_each_stretch_between_markers_as_one_run_of_lines():
+    right = LOOPS.replace("        assert cache.delete(value)\n", "        deleted = cache.delete(value)\n"
+                                                                   "        assert deleted\n")
+    assert unshown_stretch(LOOPS, right, LOOP_HUNK) == []
+    # the new lines written into the first loop: every line the snippet shows is there, but
+    # `cache.set(value, value)`, which the snippet never pointed at, is lost
+    wrong = LOOPS.replace("        cache.set(value, value)\n", "        deleted = cache.delete(value)\n"
+                                                               "        assert deleted\n")
+    assert unshown_stretch(LOOPS, wrong, LOOP_HUNK)[:2] == ["", "for value in range(3):"]
+    edit = TargetEdit(Target.whole(LOOPS), "Merge this update", "python", snippet=LOOP_HUNK)
+    assert not edit.finish(right).refused
+    refused = edit.finish(wrong)
+    assert refused.refused and refused.reason.startswith(
+        "the merge does not show the snippet's lines as it does: 'for value in range(3):'")
+
+
+def test_stretches_must_come_in_the_snippet_s_order_and_a_snippet_without_markers_has_no_stretches():
+    first, second = "    cache.check()\n\n    for value in range(3):\n", "        assert cache.delete(value)\n"
+    assert unshown_stretch(LOOPS, LOOPS, f"# ...\n{first}# ...\n{second}# ...\n") == []
+    assert unshown_stretch(LOOPS, LOOPS, f"# ...\n{second}# ...\n{first}# ...\n") == [line.strip() for line in
+                                                                                      first.splitlines()]
+    assert unshown_stretch(LOOPS, LOOPS.replace("\n\n", "\n"), first + second) == []
+
+
+def test_a_blank_line_at_a_stretch_s_edge_may_stand_for_the_file_s_start_or_end():
+    assert unshown_stretch(LOOPS, LOOPS, "\ndef test_cache(cache):\n# ...\n    cache.check()\n\n") == []

@@ -19,6 +19,13 @@ shows either
 - lines of its own (new code, with or without markers): they replace what stood there, so
   nothing there is required; the snippet's lines are. Where the snippet's lines do not pin
   their place (repeated around the region), nothing anchors and only its lines are required.
+
+Holding the lines is not enough where their place is not pinned: a model that writes a hunk's
+new lines into the wrong one of two alike loops keeps every line the snippet shows, yet loses a
+line the snippet never pointed at. So a merge must also show each stretch of a snippet with
+markers (its lines between two markers, blank ones included) as the snippet does: as one run
+of the merged file's lines, the stretches in the snippet's order. The reference merges of every
+marker style in `rewriter bench --snippets` do.
 """
 from __future__ import annotations
 
@@ -59,6 +66,33 @@ def merge_omissions(text: str, start: int, end: int, snippet: str, merged: str) 
     # the merge as whole lines: a region may start or end inside a line (a node in a long expression)
     have = Counter(normal(line) for line in (text[line_start:start] + merged + text[end:line_end]).splitlines())
     return [line for line, count in required.items() if line and have[line] < count]
+
+
+def unshown_stretch(text: str, merged_file: str, snippet: str) -> list[str]:
+    """The first stretch of a snippet with markers (its lines between two markers, normalized;
+    see the module's docstring) that `merged_file`, the file `text` with the merge in it, does
+    not show as one run of lines after the stretches before it; empty when it shows them all,
+    or when the snippet has no markers (then blank lines may stand for the gaps). A blank line
+    at a stretch's edge may stand at the file's start or end."""
+    held = {normal(line) for line in text.splitlines()}
+    stretches: list[list[str]] = [[]]
+    for line in snippet.splitlines():
+        if is_marker(line) and normal(line) not in held or line.strip() in ELLIPSES:
+            stretches.append([])
+        else:
+            stretches[-1].append(normal(line))
+    if len(stretches) == 1:
+        return []
+    edge = max(len(stretch) for stretch in stretches)  # blank lines enough to stand for the file's ends
+    lines = [""] * edge + [normal(line) for line in merged_file.splitlines()] + [""] * edge
+    at = 0
+    for stretch in (stretch for stretch in stretches if any(stretch)):
+        found = next((start for start in range(at, len(lines) - len(stretch) + 1)
+                      if lines[start:start + len(stretch)] == stretch), None)
+        if found is None:
+            return stretch
+        at = found + len(stretch)
+    return []
 
 
 def _left_alone(lines: list[str], shown: list[str | None]) -> list[int]:
@@ -122,6 +156,13 @@ def _between_blank_context(keys: list[str], start: int, end: int, stretch: list[
 def _end_of_line(text: str, at: int) -> int:
     newline = text.find("\n", at)
     return len(text) if newline < 0 else newline
+
+
+def unshown_reason(stretch: list[str]) -> str:
+    code = [line for line in stretch if line]
+    more = f" and the {len(code) - 1} code lines after it" if len(code) > 1 else ""
+    return (f"the merge does not show the snippet's lines as it does: {code[0]!r}{more}, up to the next marker, "
+            "are not one run of lines in the file after the lines before them")
 
 
 def omission_reason(missing: list[str]) -> str:
