@@ -168,3 +168,14 @@ def test_stretches_must_come_in_the_snippet_s_order_and_a_snippet_without_marker
 
 def test_a_blank_line_at_a_stretch_s_edge_may_stand_for_the_file_s_start_or_end():
     assert unshown_stretch(LOOPS, LOOPS, "\ndef test_cache(cache):\n# ...\n    cache.check()\n\n") == []
+
+
+def test_a_blank_line_next_to_a_marker_counts_only_where_it_tells_places_apart():
+    # A chat model's blank line after a marker, where the file has none: layout, not a place.
+    snippet = "def test_cache(cache):\n    # ...\n\n        assert cache.delete(value)\n# ...\n"
+    assert unshown_stretch(LOOPS, LOOPS, snippet) == []
+    # In LOOP_HUNK the blank before the loop line is what tells the second loop from the first.
+    wrong = LOOPS.replace("        cache.set(value, value)\n", "        deleted = cache.delete(value)\n"
+                                                               "        assert deleted\n")
+    assert unshown_stretch(LOOPS, wrong, LOOP_HUNK) != []
+    assert unshown_stretch(LOOPS, wrong, LOOP_HUNK.replace("# ... existing code ...\n\n", "# ...\n")) == []

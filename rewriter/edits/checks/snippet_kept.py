@@ -23,9 +23,11 @@ shows either
 Holding the lines is not enough where their place is not pinned: a model that writes a hunk's
 new lines into the wrong one of two alike loops keeps every line the snippet shows, yet loses a
 line the snippet never pointed at. So a merge must also show each stretch of a snippet with
-markers (its lines between two markers, blank ones included) as the snippet does: as one run
-of the merged file's lines, the stretches in the snippet's order. The reference merges of every
-marker style in `rewriter bench --snippets` do.
+markers (its lines between two markers, blank ones inside it included) as the snippet does: as
+one run of the merged file's lines, the stretches in the snippet's order. A blank line at a
+stretch's edge counts only where it tells places apart: in those two loops, the blank line
+before the second is all that tells it from the first. The reference merges of every marker
+style in `rewriter bench --snippets` hold.
 """
 from __future__ import annotations
 
@@ -73,7 +75,8 @@ def unshown_stretch(text: str, merged_file: str, snippet: str) -> list[str]:
     see the module's docstring) that `merged_file`, the file `text` with the merge in it, does
     not show as one run of lines after the stretches before it; empty when it shows them all,
     or when the snippet has no markers (then blank lines may stand for the gaps). A blank line
-    at a stretch's edge may stand at the file's start or end."""
+    at a stretch's edge counts only where it tells places apart (`_placing_blanks`), and may
+    stand at the file's start or end."""
     held = {normal(line) for line in text.splitlines()}
     stretches: list[list[str]] = [[]]
     for line in snippet.splitlines():
@@ -85,14 +88,27 @@ def unshown_stretch(text: str, merged_file: str, snippet: str) -> list[str]:
         return []
     edge = max(len(stretch) for stretch in stretches)  # blank lines enough to stand for the file's ends
     lines = [""] * edge + [normal(line) for line in merged_file.splitlines()] + [""] * edge
+    original = [""] + [normal(line) for line in text.splitlines()] + [""]
     at = 0
-    for stretch in (stretch for stretch in stretches if any(stretch)):
+    for stretch in (_placing_blanks(stretch, original) for stretch in stretches if any(stretch)):
         found = next((start for start in range(at, len(lines) - len(stretch) + 1)
                       if lines[start:start + len(stretch)] == stretch), None)
         if found is None:
             return stretch
         at = found + len(stretch)
     return []
+
+
+def _placing_blanks(stretch: list[str], original: list[str]) -> list[str]:
+    """The stretch with its edge blank lines only where they tell places apart: where the file
+    (`original`, normalized, one blank line added at each end) has the code line next to them
+    both beside a blank line and not. Elsewhere a chat model's blank line next to a marker is
+    layout, and the merge need not have it."""
+    code = [index for index, line in enumerate(stretch) if line]
+    first, last = code[0], code[-1]
+    before = {original[index - 1] == "" for index, line in enumerate(original) if line == stretch[first]}
+    after = {original[index + 1] == "" for index, line in enumerate(original) if line == stretch[last]}
+    return stretch[0 if len(before) == 2 else first:len(stretch) if len(after) == 2 else last + 1]
 
 
 def _left_alone(lines: list[str], shown: list[str | None]) -> list[int]:
