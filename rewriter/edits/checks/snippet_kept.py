@@ -52,9 +52,7 @@ def merge_omissions(text: str, start: int, end: int, snippet: str, merged: str) 
     lines = text.splitlines(keepends=True)
     first = text.count("\n", 0, start)
     last = first + len(text[start:end].splitlines())
-    held = {normal(line) for line in lines}
-    shown = [None if is_marker(line) and normal(line) not in held or line.strip() in ELLIPSES else line
-             for line in snippet.splitlines()]
+    shown = _shown_lines(snippet, lines)
     required = Counter(normal(line) for line in shown if line is not None)
     # Placed around the region only: a line the file repeats elsewhere (another test's setup)
     # still anchors here.
@@ -70,6 +68,13 @@ def merge_omissions(text: str, start: int, end: int, snippet: str, merged: str) 
     return [line for line, count in required.items() if line and have[line] < count]
 
 
+def _shown_lines(snippet: str, file_lines: list[str]) -> list[str | None]:
+    """The snippet's lines, None for each marker: a marker-like comment the file holds is code."""
+    held = {normal(line) for line in file_lines}
+    return [None if is_marker(line) and normal(line) not in held or line.strip() in ELLIPSES else line
+            for line in snippet.splitlines()]
+
+
 def unshown_stretch(text: str, merged_file: str, snippet: str) -> list[str]:
     """The first stretch of a snippet with markers (its lines between two markers, normalized;
     see the module's docstring) that `merged_file`, the file `text` with the merge in it, does
@@ -77,10 +82,9 @@ def unshown_stretch(text: str, merged_file: str, snippet: str) -> list[str]:
     or when the snippet has no markers (then blank lines may stand for the gaps). A blank line
     at a stretch's edge counts only where it tells places apart (`_placing_blanks`), and may
     stand at the file's start or end."""
-    held = {normal(line) for line in text.splitlines()}
     stretches: list[list[str]] = [[]]
-    for line in snippet.splitlines():
-        if is_marker(line) and normal(line) not in held or line.strip() in ELLIPSES:
+    for line in _shown_lines(snippet, text.splitlines()):
+        if line is None:
             stretches.append([])
         else:
             stretches[-1].append(normal(line))
