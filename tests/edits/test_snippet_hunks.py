@@ -190,6 +190,69 @@ def test_a_context_line_the_hunk_dedents_is_changed_not_an_anchor():
         "    else:\n        checksum.update(chunk)\n", "    checksum.update(chunk)\n")
 
 
+FOR_ELSE = '''def first_even(values):
+    for value in values:
+        if value % 2 == 0:
+            return value
+    else:
+        return None
+
+
+def last(values):
+    return values[-1]
+'''
+NO_ELSE = ("# ... existing code ...\n        if value % 2 == 0:\n            return value\n    return None\n\n\n"
+           "# ... existing code ...\n")
+
+
+def test_a_lone_last_line_the_hunk_dedents_is_changed_where_the_file_holds_it_once():
+    # the hunk's context after the change is blank lines, so its last code line, out of the removed
+    # `else:`, matches the file's only by its words: a changed line, not an anchor
+    assert merged_by_lines(NO_ELSE, FOR_ELSE) == FOR_ELSE.replace("    else:\n        return None\n",
+                                                                  "    return None\n")
+
+
+def test_a_lone_dedented_line_the_file_holds_twice_after_the_context_goes_to_the_model():
+    # which `return None` the hunk ends at, and so how much of the file it replaces, is a guess
+    text = FOR_ELSE.replace("def last(", "def first_odd(values):\n    for value in values:\n"
+                            "        if value % 2:\n            return value\n    else:\n        return None\n\n\n"
+                            "def last(")
+    outcome = merge_snippet(text, NO_ELSE, "python")
+    assert isinstance(outcome, ToModel) and "indented unlike the file's" in outcome.reason, outcome
+
+
+def test_a_block_the_hunk_indents_into_a_new_one_is_not_taken_as_context():
+    # the body moved into a `with` matches the file's by its words at another indentation in many
+    # lines: two sides of two lines or more at two shifts say nothing sure about the indentation
+    text = ("class Server:\n    def listen(self):\n        sock = open_socket()\n        sock.bind(PORT)\n"
+            "        serve(sock)\n        sock.close()\n\n    def stop(self):\n        pass\n")
+    snippet = ("# ... existing code ...\n    def listen(self):\n        with open_socket() as sock:\n"
+               "            sock.bind(PORT)\n            serve(sock)\n\n# ... existing code ...\n")
+    outcome = merge_snippet(text, snippet, "python")
+    assert not (isinstance(outcome, Merged) and outcome.path == LINES), outcome
+
+
+def test_a_fix_of_indentation_to_the_file_s_end_takes_the_context_before_it():
+    broken = "from typing import List\n\ndef evens(data: List[int]):\n      found = []\n  for item in data:\n" \
+             "         if item % 2 == 0:\n             found.append(item)\nreturn found\n"
+    fixed = "# ... existing code ...\n\ndef evens(data: List[int]):\n    found = []\n    for item in data:\n" \
+            "        if item % 2 == 0:\n            found.append(item)\n    return found\n"
+    assert merged_by_lines(fixed, broken) == "from typing import List\n" + fixed.removeprefix("# ... existing code ...\n")
+
+
+def test_a_snippet_without_markers_that_shares_no_line_with_the_file_is_the_whole_new_file():
+    text = "def search(lst):\n    found = -1\n    for i in lst:\n        if i > found:\n            found = i\n" \
+           "    return found\n"
+    snippet = "def h_index(citations):\n    citations.sort(reverse=True)\n    h = 0\n" \
+              "    for i, count in enumerate(citations):\n        if count > i:\n            h = i + 1\n    return h\n"
+    outcome = merge_snippet(text, snippet, "python", "Compute the h-index instead. Rename the function to h_index.")
+    assert isinstance(outcome, Merged) and outcome.path == LINES and outcome.text == snippet, outcome
+    # the same snippet beside code it does not name would lose that code: the model's turn
+    outcome = merge_snippet(text + "\n\ndef mean(lst):\n    return sum(lst) / len(lst)\n", snippet, "python",
+                            "Compute the h-index instead. Rename the function to h_index.")
+    assert isinstance(outcome, ToModel), outcome
+
+
 UNWRAP = '''def check(client, url):
     url = str(url)
     if True:

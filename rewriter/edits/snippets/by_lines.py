@@ -37,7 +37,8 @@ class _Stretch:
 @dataclass(frozen=True)
 class _Place:
     """Where a stretch's n code lines go: its first p match the file's code lines [a, a + p), its
-    last s match [b, b + s); p == 0 means from the file's start, s == 0 to its end."""
+    last s match [b, b + s); the file's code lines between give way to the stretch's others. p == 0
+    with a == 0 means from the file's start, s == 0 with b past the file's last code line to its end."""
 
     a: int
     p: int
@@ -76,8 +77,12 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
             raise Unclear("the snippet starts inside the file with no marker there, and the instruction asks to "
                           "remove a line before it: whether the rest goes is unclear")
         shift = _shift(file_lines, file_code, lines, code, place)
-        low = file_code[place.a + place.p - 1] + 1 if place.p else 0
-        high = file_code[place.b] if place.s else len(file_lines)
+        # without an anchor on a side, the stretch's edge is the file's first (last) line it changes
+        low = file_code[place.a + place.p - 1] + 1 if place.p else file_code[place.a] if place.a else 0
+        if place.s:
+            high = file_code[place.b]
+        else:
+            high = len(file_lines) if place.b == len(file_code) else file_code[place.b - 1] + 1
         middle_low = code[place.p - 1] + 1 if place.p else stretch.start
         middle_high = code[len(code) - place.s] if place.s else stretch.end
         out += file_lines[copied:low]
@@ -85,7 +90,7 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
         out += _aligned(file_lines[low:high], new, {head - low for head in heads if low <= head < high},
                         marked=bool(markers), removals=removals)
         copied = high
-        cursor = place.b + place.s if place.s else len(file_code)
+        cursor = place.b + place.s
     return out + file_lines[copied:]
 
 
@@ -198,7 +203,7 @@ def _check_moves(file_keys: list[str], keys: list[str], place: _Place) -> None:
     moved, or a copy of it: which, the lines cannot say. The context lines around the change
     are not outside: the snippet shows them staying, so a new line like one of them is new."""
     near = len(keys)
-    low, high = place.a + place.p, place.b if place.s else len(file_keys)
+    low, high = place.a + place.p, place.b
     around = set(file_keys[max(place.a - near, 0):place.a]) | set(file_keys[high + place.s:high + place.s + near])
     inside = set(file_keys[low:high])
     for key in keys[place.p:len(keys) - place.s]:
@@ -225,17 +230,30 @@ def _longest_run(file_keys: list[str], keys: list[str], cursor: int, stop: int |
 
 def _reindented_inside(file_lines: list[str], file_code: list[int], lines: list[str], code: list[int],
                        place: _Place) -> _Place:
-    """The place with its anchors cut back to the lines at the outermost anchors' shift: a line
-    next to the change that the snippet indents otherwise (out of a removed `else:`, into a new
-    block) is changed, not context. Outermost anchors at two shifts are left to _shift to refuse."""
+    """The place with its anchors cut back to the lines at one shift: a line next to the change
+    that the snippet indents otherwise (out of a removed `else:`, into a new block) is changed, not
+    context. Where the outermost anchors differ, the stretch's last line alone at its shift is the
+    changed one (a hunk whose context after the change is blank lines ends on a changed line) when
+    the context before holds two or more lines at one shift, or when that line is the file's last;
+    and the file must hold it once after that context, else which copy changes is a guess. A first
+    line alone at its shift is not taken so: a paste that began mid-line loses that line's
+    indentation. Otherwise _shift refuses."""
     def shift(m: int, f: int) -> int:
         return len(indent_of(file_lines[f])) - len(indent_of(lines[m]))
     prefix = [shift(code[k], file_code[place.a + k]) for k in range(place.p)]
     suffix = [shift(code[len(code) - place.s + k], file_code[place.b + k]) for k in range(place.s)]
     if place.p == len(code):  # every line is the file's: the first and the last anchor it
         suffix = prefix
-    if not prefix or not suffix or prefix[0] != suffix[-1] or len(set(prefix + suffix)) == 1:
+    if not prefix or not suffix or len(set(prefix + suffix)) == 1:
         return place
+    if prefix[0] != suffix[-1]:
+        before = next((k for k, value in enumerate(prefix) if value != prefix[0]), len(prefix))
+        after = next((k for k, value in enumerate(reversed(suffix)) if value != suffix[-1]), len(suffix))
+        last = file_lines[file_code[place.b + place.s - 1]].strip()
+        at_end = place.b + place.s == len(file_code)
+        held_once = [file_lines[i].strip() for i in file_code[place.a + before:]].count(last) == 1
+        if not (after == 1 and (before >= 2 or at_end) and held_once):
+            return place
     wanted = prefix[0]
     p = next((k for k, value in enumerate(prefix) if value != wanted), len(prefix))
     s = next((k for k, value in enumerate(reversed(suffix)) if value != wanted), len(suffix))
@@ -250,6 +268,8 @@ def _shift(file_lines: list[str], file_code: list[int], lines: list[str], code: 
     pairs = [(code[k], file_code[place.a + k]) for k in range(place.p)]
     pairs += [(code[len(code) - place.s + k], file_code[place.b + k]) for k in range(place.s)]
     shifts = {len(indent_of(file_lines[f])) - len(indent_of(lines[m])) for m, f in pairs}
+    if not pairs and place.a == 0 and place.b == len(file_code):
+        return "", 0  # the whole file, no line of it kept: the snippet's lines as they stand
     if len(shifts) != 1:
         raise Unclear("the snippet's context lines are indented unlike the file's")
     shift = shifts.pop()
