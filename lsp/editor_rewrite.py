@@ -327,6 +327,8 @@ class EditorRewrite:
         summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == Status.STRIPPED else "")
         if self.other_than is not None:
             summary += f"; branch {finished.branches}"
+        elif finished.after_refusals:
+            summary += f"; refused twice, branch {finished.branches} of the first answer passed every check"
         return Outcome(status, ("rewrote" if edits else "no changes") + f": {summary}", stats=result_stats)
 
     def _proposed(self, outcome: Outcome, collector: ProposalCollector) -> Outcome:

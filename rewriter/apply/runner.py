@@ -129,12 +129,19 @@ class Runner:
             return Unit(span, UnitStatus.FAILED, f"{decision.reason}; not applied", stats=stats)
         if decision.refused:
             override = "--allow-syntax-errors" if decision.refusal == Refusal.SYNTAX else "--force"
-            return Unit(span, UnitStatus.REFUSED, f"{decision.reason}; not applied ({override} applies it anyway)",
+            searched = f"; none of {finished.branches} branches of the first answer passed every check" \
+                if finished.branches else ""
+            return Unit(span, UnitStatus.REFUSED,
+                        f"{decision.reason}; not applied ({override} applies it anyway){searched}",
                         refused_text=decision.refused_text, stats=stats, retried=finished.retried)
         reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
         if finished.another and decision.text != session.original:
             reason = "; ".join(filter(None, (reason, f"branch {finished.branches} of the first answer, "
                                                       "which no earlier try wrote, passed every check")))
+        elif finished.after_refusals:
+            reason = "; ".join(filter(None, (reason, f"the answer was refused ({finished.retried}), and so was the "
+                                                      f"one asked again; branch {finished.branches} of the first "
+                                                      "answer passed every check")))
         elif finished.branches and decision.text != session.original:
             came_back = "unchanged" if feedback is None else "unchanged or as an edit the tests failed"
             reason = "; ".join(filter(None, (reason, f"the answer came back {came_back}; branch {finished.branches} "

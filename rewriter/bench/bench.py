@@ -38,7 +38,7 @@ from .summary import (
     summarize_tests,
 )
 from .testrun import DEFAULT_TIMEOUT_S, run_tests
-from .tries import later_tries, passed_on_try
+from .tries import asked_again, later_tries, passed_on_try
 
 
 class FenceCriteria(StoppingCriteria):
@@ -274,7 +274,8 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
                    feedback: bool = False, branches: int = 0, tries: int = 1) -> dict:
     """One case decoded and judged; with `feedback`, a first answer that did not pass gets a
     second try (feedback.py), judged the same way, under "feedback"; with `branches`, an
-    unchanged answer is branched (`apply --branches`), chosen blind, under "branched"; with
+    unchanged answer is branched (`apply --branches`), chosen blind, and a refused one (not cut) is
+    asked again, then branched, as `apply` takes it, both under "branched"; with
     `tries` above 1, a blind answer that fails its tests is asked again as `apply --test --tries`
     asks (tries.py), under "tries", and "passed_on_try" says which answer passed."""
     if baselines:
@@ -295,7 +296,10 @@ def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, b
         }
     answer: str = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)  # type: ignore[assignment]  # one sequence
     row = {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
-    if branches:
+    if branches and row["outcome"] == "refused" and row.get("finish_reason") != "length":
+        row["branched"] = asked_again(rewriter, case, row, branches, max_new_tokens, timeout_s)
+        row["after_branches"] = row["branched"]["outcome"]
+    elif branches:
         row["branched"] = branched(rewriter, case, row, max_new_tokens, branches, refusal,
                                    lambda case, answer: judge_answer(case, answer, refusal, timeout_s))
         row["after_branches"] = row["branched"].get("outcome", row["outcome"])

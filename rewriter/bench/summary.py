@@ -153,7 +153,8 @@ def summarize_tests(rows: list[dict]) -> dict:
 
 
 def summarize_branches(rows: list[dict]) -> dict:
-    """`--branches`: the outcomes once unchanged answers were branched, and what the branches cost."""
+    """`--branches`: the outcomes once unchanged answers were branched and refused ones asked again
+    (then branched), as `apply` takes them, and what that cost."""
     branched = [row["branched"] for row in rows if row["branched"]]
     return {
         "passed": sum(row["after_branches"] == "passed" for row in rows),
@@ -161,7 +162,8 @@ def summarize_branches(rows: list[dict]) -> dict:
         "refused": sum(row["after_branches"] == "refused" for row in rows),
         "false_refusals": sum(bool(row["branched"].get("refused_tests_passed")) for row in rows if row["branched"]),
         "cases_branched": len(branched),
-        "changed_by_a_branch": sum("outcome" in b for b in branched),
+        "refused_asked_again": sum("after_refusals" in b for b in branched),
+        "changed_by_a_branch": sum(b.get("outcome", "refused") != "refused" for b in branched),
         "branches_decoded": sum(b["tried"] for b in branched),
         "branch_s": sum(b["seconds"] for b in branched),
         **(_rules_side_by_side(rows) if any("rules" in b for b in branched) else {}),
@@ -173,14 +175,16 @@ def _rules_side_by_side(rows: list[dict]) -> dict:
     what decoding them all cost."""
     branched = [row["branched"] for row in rows if row["branched"]]
     rules = next(b["rules"] for b in branched if "rules" in b)
+    ruled = [b for b in branched if "rules" in b]  # a refused answer asked again is taken as apply takes it
     return {
-        "passed_by_rule": {name: sum(row["branched"]["rules"][name] == "passed" if row["branched"]
-                                     else row["outcome"] == "passed" for row in rows) for name in rules},
-        "candidates": sum(len(b["candidates"]) for b in branched),
-        "passing_candidates": sum(c["outcome"] == "passed" for b in branched for c in b["candidates"]),
-        "cases_with_a_passing_candidate": sum(any(c["outcome"] == "passed" for c in b["candidates"]) for b in branched),
-        "all_branches_decoded": sum(b["decoded"] for b in branched),
-        "all_branch_s": sum(b["all_seconds"] for b in branched),
+        "passed_by_rule": {name: sum(row["branched"]["rules"][name] == "passed" if "rules" in row["branched"]
+                                     else row.get("after_branches", row["outcome"]) == "passed" for row in rows)
+                           for name in rules},
+        "candidates": sum(len(b["candidates"]) for b in ruled),
+        "passing_candidates": sum(c["outcome"] == "passed" for b in ruled for c in b["candidates"]),
+        "cases_with_a_passing_candidate": sum(any(c["outcome"] == "passed" for c in b["candidates"]) for b in ruled),
+        "all_branches_decoded": sum(b["decoded"] for b in ruled),
+        "all_branch_s": sum(b["all_seconds"] for b in ruled),
     }
 
 
@@ -209,10 +213,11 @@ FEEDBACK_COLUMNS = [("after feedback", "after_feedback", "{}")]
 
 
 def format_branches(branches: dict) -> str:
-    return (f"after branching unchanged answers: passed {branches['passed']}, unchanged {branches['unchanged']}, "
-            f"refused {branches['refused']} ({branches['false_refusals']} false); {branches['cases_branched']} "
-            f"cases branched, {branches['changed_by_a_branch']} changed, {branches['branches_decoded']} branches "
-            f"decoded in {branches['branch_s']:.1f} s"
+    return (f"after branching unchanged answers and asking refused ones again as apply does: passed "
+            f"{branches['passed']}, unchanged {branches['unchanged']}, refused {branches['refused']} "
+            f"({branches['false_refusals']} false); {branches['cases_branched']} cases branched "
+            f"({branches.get('refused_asked_again', 0)} of them refused), {branches['changed_by_a_branch']} changed, "
+            f"{branches['branches_decoded']} answers decoded in {branches['branch_s']:.1f} s"
             + (_format_rules(branches) if "passed_by_rule" in branches else ""))
 
 

@@ -61,7 +61,24 @@ def later_tries(engine: Engine, case: Case, first: dict, tries: int, branches: i
     return answers
 
 
-def _judged(session: EditSession, feedback: Feedback, source: SourceText, case: Case, timeout_s: float) -> dict:
+def asked_again(engine: Engine, case: Case, first: dict, branches: int, max_new_tokens: int | None,
+                timeout_s: float) -> dict:
+    """A refused blind answer (`first`, judged) taken on as `rewriter apply` takes it: asked again
+    with the reason, then, refused again, the first answer's branches (edits/session.py); judged
+    with the tests. `tried`: the answers decoded after the first; `seconds`: what they cost (the
+    session decodes the first answer again, which `first` counts already)."""
+    source = SourceText.from_text(case.before)
+    grammar = grammar_for(case.language)
+    session = EditSession(engine, Target.whole(source.code), case.instruction, case.language, grammar=grammar,
+                          integrity=FileIntegrity(source.code, grammar), max_new_tokens=max_new_tokens,
+                          branches=branches)
+    verdict = _judged(session, None, source, case, timeout_s)
+    return {**verdict, "tried": int(bool(verdict.get("retried"))) + verdict["branches"],
+            "seconds": max(verdict["seconds"] - first.get("ours_s", 0.0), 0.0)}
+
+
+def _judged(session: EditSession, feedback: Feedback | None, source: SourceText, case: Case,
+            timeout_s: float) -> dict:
     """One later try decided by the session (its decoding seconds), then tested; a refused answer's
     tests run too, to tell a false refusal (`refused_tests_passed`) from a catch."""
     began = time.perf_counter()
@@ -73,7 +90,7 @@ def _judged(session: EditSession, feedback: Feedback, source: SourceText, case: 
     decision, stats = finished.decision, finished.result.stats
     told = {"seconds": time.perf_counter() - began, "output_tokens": stats.output_tokens,
             "finish_reason": stats.finish_reason, "retried": finished.retried, "branches": finished.branches,
-            "another": finished.another}
+            "another": finished.another, "after_refusals": finished.after_refusals}
     if decision.refused:
         if decision.refused_text is None:
             return {**told, "outcome": "refused", "reason": decision.reason}

@@ -7,7 +7,8 @@ or refused, see pipeline.py) and the hunks that take the span to the decided tex
 server applies the hunks as they come, the service sends them, `rewriter apply` waits for the
 decision; all of them judge an answer the same way because they all go through here. An answer
 the integrity check, the syntax guard or the lint check refused gets one more try, the reason in the instruction,
-here, so that every front end gives the model the same second chance. A check made outside
+here, so that every front end gives the model the same second chance; refused again, the first
+answer's branches are tried. A check made outside
 (`rewriter apply --test`: the user's tests) asks again the same way: a session started with
 `Feedback` sends the earlier answer and why it failed along with the instruction; from the third
 try on, every other try is instead a branch of the first answer that no try failed. Asked for
@@ -61,11 +62,12 @@ class Finished:
     result: RewriteResult
     hunks: list[Hunk]
     restart: bool = False
-    retried: str = ""  # why the first answer was refused, when this is the second one's
-    # branches decoded after the answer came back unchanged or as an edit that failed (Feedback), or
-    # for another candidate
+    retried: str = ""  # why the first answer was refused, when this is the second one's (or a branch's)
+    # branches decoded after the answer came back unchanged, as an edit that failed (Feedback) or
+    # refused twice, or for another candidate
     branches: int = 0
     another: bool = False  # the answer is another candidate: a branch of the first answer, or the original
+    after_refusals: bool = False  # the answer is a branch of the first, which was refused, as was the one asked again
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,8 @@ class EditSession:
             other_than: Collection[str] | None = None) -> Generator[Delta | Finished, None, None]:
         """Deltas while the engine answers, then one Finished. An answer refused by the integrity
         check, the syntax guard or the lint check is asked for once more, the reason added to the instruction; the
-        second answer's deltas settle no hunks, and its Finished restarts from the original.
+        second answer's deltas settle no hunks, and its Finished restarts from the original. Refused
+        again, the first answer's first branch that passes every check is taken, where there is one.
         Engine errors (RewriteError, NoCodeBlock, ServiceError, ...) pass through. Closing this
         iterator, or `stopped()` turning true, stops the engine at once; nothing is finished then.
         `feedback`: this is a later try after an answer failed a check made outside. On a
@@ -156,6 +159,8 @@ class EditSession:
         decision = self.edit.finish(result.text, result.stats.finish_reason, force=force,
                                     allow_syntax_errors=allow_syntax_errors)
         retried = ""
+        branched, tried, after_refusals = False, 0, False
+        failed = feedback.failed() if feedback is not None else ()
         if decision.refused and decision.refusal in RETRIED_REFUSALS:
             retried = decision.reason
             again = replace(request, instruction=retry_instruction(request.instruction, retried))
@@ -164,10 +169,13 @@ class EditSession:
                 return
             decision = self.edit.finish(result.text, result.stats.finish_reason, force=force,
                                         allow_syntax_errors=allow_syntax_errors)
-        branched, tried = False, 0
+            if decision.refused and decision.refusal in RETRIED_REFUSALS:
+                # refused twice: where the model hesitated in its first answer, another choice may pass
+                chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches, failed)
+                if chosen is not None:
+                    (decision, result), branched, after_refusals = chosen, True, True
         # An unchanged answer, or one that repeats an edit the outside check failed (told of the
         # failure, a small model often answers with its earlier edit again): branch for another.
-        failed = feedback.failed() if feedback is not None else ()
         if decision.status == Status.APPLIED and not retried and (decision.text == self.edit.original
                                                                    or decision.text in failed):
             chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches, failed)
@@ -179,7 +187,8 @@ class EditSession:
         # Stripped, refused or a second answer: what streamed is not what may be applied; start
         # again from the original.
         rest = [] if decision.refused else HunkStream(self.edit.original).feed(decision.text, final=True)
-        yield Finished(decision, result, rest, restart=True, retried=retried, branches=searched + tried)
+        yield Finished(decision, result, rest, restart=True, retried=retried, branches=searched + tried,
+                       after_refusals=after_refusals)
 
     def offers_candidates(self) -> bool:
         """Whether the engine decodes other candidates (branches) for this session: a local

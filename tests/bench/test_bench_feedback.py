@@ -146,3 +146,39 @@ def test_each_blind_rule_picks_among_every_branch_and_the_summary_sets_them_side
     assert branches["passed_by_rule"] == {"closest": 2, "likeliest": 1, "agreed": 1}
     assert "blind rules over every branch, passed in all: closest 2, likeliest 1, agreed 1" in \
         format_tests_summary(summarize_tests(rows))
+
+
+class RefusedTwice(Branching):
+    """Answers every request with `answer` (a text the checks refuse); branches as Branching."""
+
+    def __init__(self, answer, texts):
+        super().__init__(texts)
+        self.answer, self.requests = answer, []
+
+    def stream(self, request):
+        from rewriter.results import RewriteResult, Stats
+
+        self.requests.append(request)
+        yield RewriteResult(text=self.answer, answer=fenced(self.answer), stats=Stats(finish_reason="stop"))
+
+    def branches(self, request, count):
+        assert "Fix that." not in request.instruction  # the first request's branches
+        yield from super().branches(request, count)
+
+
+def test_a_refused_answer_is_asked_again_then_branched_as_apply_takes_it():
+    from rewriter.bench.tries import asked_again
+
+    lost = AFTER  # loses total: the integrity check refuses it, and again when asked with the reason
+    engine = RefusedTwice(lost, [lost, AFTER + TOTAL])
+    first = {**row("refused"), "ours_s": 0.0}
+    taken = asked_again(engine, CASE, first, 4, None, 30.0)
+    assert taken["outcome"] == "passed" and taken["after_refusals"] and taken["tried"] == 3
+    assert len(engine.requests) == 2 and "would lose function total" in engine.requests[1].instruction
+    none = asked_again(RefusedTwice(lost, [lost]), CASE, first, 4, None, 30.0)
+    assert none["outcome"] == "refused" and not none["after_refusals"] and none["tried"] == 2
+    rows = [row("refused", branched=taken, after_branches="passed"), row("refused", branched=none,
+                                                                         after_branches="refused")]
+    branches = summarize_tests(rows)["branches"]
+    assert branches["passed"] == 1 and branches["refused"] == 1 and branches["refused_asked_again"] == 2
+    assert branches["changed_by_a_branch"] == 1

@@ -182,3 +182,44 @@ def test_an_answer_that_differs_from_the_failed_edits_is_not_branched():
     engine.answer = lambda request: HINTED
     finished = later_try(engine, [SWAPPED])
     assert finished.decision.text == HINTED and finished.branches == 0 and engine.asked == []
+
+
+# An answer refused, and refused again when asked with the reason: the first answer's branches.
+def test_an_answer_refused_twice_is_branched_and_the_first_branch_passing_every_check_is_kept():
+    engine = BranchingEngine([LOST, BROKEN, HINTED, SWAPPED])
+    engine.answer = lambda request: LOST
+    finished = finish(engine, branches=4)
+    assert finished.decision.status == Status.APPLIED and finished.decision.text == HINTED
+    assert finished.after_refusals and finished.branches == 3 and finished.restart
+    assert "it would lose function area" in finished.retried and len(engine.requests) == 2
+    assert "Fix that." not in engine.branched[0].instruction  # branches of the first request
+    engine = BranchingEngine([LOST, BROKEN])
+    engine.answer = lambda request: LOST
+    finished = finish(engine, branches=4)  # no branch passes: refused, as before
+    assert finished.decision.refused and not finished.after_refusals and finished.branches == 2
+    engine = BranchingEngine([HINTED])
+    engine.answer = lambda request: LOST
+    assert finish(engine, branches=0).decision.refused and engine.asked == []  # --branches 0: none
+
+
+def test_an_answer_the_retry_mends_is_not_branched():
+    engine = BranchingEngine([SWAPPED])
+    engine.answer = lambda request: LOST if len(engine.requests) == 1 else HINTED
+    finished = finish(engine, branches=4)
+    assert finished.decision.text == HINTED and not finished.after_refusals and engine.asked == []
+
+
+def test_apply_says_which_branch_it_took_after_two_refusals(tmp_path):
+    import io
+    import json
+
+    path = tmp_path / "shapes.py"
+    path.write_text(FILE)
+    engine = BranchingEngine([LOST, HINTED])
+    engine.answer = lambda request: LOST
+    out = io.StringIO()
+    code = apply_command([str(path)], Options("Add type hints", write=True, branches=2), lambda: engine,
+                         json_output=True, quiet=True, say=lambda message: None, stdout=out)
+    assert code == 0 and path.read_text() == HINTED
+    (span,) = json.loads(out.getvalue())["files"][0]["spans"]
+    assert "it would lose function area), and so was the one asked again; branch 2" in span["reason"], span
