@@ -253,6 +253,27 @@ def test_a_snippet_without_markers_that_shares_no_line_with_the_file_is_the_whol
     assert isinstance(outcome, ToModel), outcome
 
 
+KIND = '''def kind(a, b, c):
+    if a == b == c:
+        return "equal"
+    elif a > b + c:
+        return "flat"
+    else:
+        return "odd"
+'''
+SWAPPED = ('    if a == b == c:\n        return "equal"\n    elif a >= b + c:\n        return "odd"\n    else:\n'
+           '        return "flat"\n')
+
+
+def test_a_last_stretch_without_a_marker_after_runs_to_the_file_s_end_where_its_end_fits_nothing_sure():
+    # its last lines match the file's middle, where a new line would be a copy of the next one:
+    # read literally (no marker after it), the stretch replaces the file's last lines
+    assert merged_by_lines("# ... existing code ...\n" + SWAPPED, KIND) == KIND.split("    if")[0] + SWAPPED
+    # with a marker after it, the snippet says code follows: the model merges
+    outcome = merge_snippet(KIND, "# ... existing code ...\n" + SWAPPED + "# ... existing code ...\n", "python")
+    assert isinstance(outcome, ToModel) and "moved there, or a copy of it" in outcome.reason, outcome
+
+
 UNWRAP = '''def check(client, url):
     url = str(url)
     if True:

@@ -4,7 +4,9 @@ after it) stand in the file, and the file's lines between those anchors give way
 snippet's. This reads what the definition merge cannot: fragments that start mid-expression or
 mid-block, hunks with or without markers, context with or without the file's indentation, and
 lines the snippet indents otherwise than the file (out of a removed `else:`, into a new block):
-those are changed lines, paired with the file's by their words.
+those are changed lines, paired with the file's by their words. A last stretch without a marker
+after it may end inside the file (a chat model leaves out the closing marker); where that reading
+is unsure, it is read as written, running to the file's end.
 
 It is sure or it says why not (Unclear): a stretch placed in more than one place, a change with
 no anchor on one side, an indentation that does not follow the file's, a stretch that would
@@ -51,8 +53,7 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
     """The file's lines with each of the snippet's stretches merged in (lines end in newlines);
     raises Unclear where the place or the extent of a stretch is uncertain. `heads`: the file's
     lines that start a definition; `removals`: the instruction, where it asks for removals."""
-    file_code = [i for i, line in enumerate(file_lines) if line.strip()]
-    file_keys = [file_lines[i].strip() for i in file_code]
+    merge = _LineMerge(file_lines, lines, heads, bool(markers), removals)
     out: list[str] = []
     copied = 0  # file lines [0, copied) are in `out` or replaced
     cursor = 0  # file code lines before it belong to stretches placed already
@@ -62,18 +63,50 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
     for number, stretch in enumerate(stretches):
         code = [i for i in range(stretch.start, stretch.end) if lines[i].strip()]
         keys = [lines[i].strip() for i in code]
-        place = _place(file_keys, keys, cursor, from_start=number == 0 and not stretch.marker_before,
-                       to_end=number == len(stretches) - 1 and not stretch.marker_after)
-        if place is None:  # the stretch is all the file's lines already: nothing changes there
+        first = number == 0 and not stretch.marker_before
+        last = number == len(stretches) - 1 and not stretch.marker_after
+        try:
+            place = _place(merge.file_keys, keys, cursor, from_start=first, to_end=last)
+            result = merge.stretch(stretch, code, place, first) if place is not None else cursor
+        except Unclear as unclear:
+            # No marker after the last stretch: read literally, it runs to the file's end. Where
+            # the lenient reading (its end matched inside the file) is unsure, the literal one may be sure.
+            literal = _to_end(merge.file_keys, keys, cursor) if last else None
+            if literal is None:
+                raise
+            try:
+                result = merge.stretch(stretch, code, literal, first)
+            except Unclear:
+                raise unclear from None
+        if isinstance(result, int):  # nothing changes there
+            cursor = result
             continue
+        low, high, replaced, cursor = result
+        out += file_lines[copied:low] + replaced
+        copied = high
+    return out + file_lines[copied:]
+
+
+class _LineMerge:
+    """The file and the snippet, for merging the snippet's stretches one by one."""
+
+    def __init__(self, file_lines: list[str], lines: list[str], heads: set[int], marked: bool, removals: str):
+        self.file_lines, self.lines, self.heads, self.marked, self.removals = file_lines, lines, heads, marked, removals
+        self.file_code = [i for i, line in enumerate(file_lines) if line.strip()]
+        self.file_keys = [file_lines[i].strip() for i in self.file_code]
+
+    def stretch(self, stretch: _Stretch, code: list[int], place: _Place,
+                first: bool) -> tuple[int, int, list[str], int] | int:
+        """The file's lines [low, high) the stretch (its code lines `code`) replaces at `place`, the
+        lines in their place and the cursor after them; the cursor alone where nothing changes."""
+        file_lines, file_code, lines = self.file_lines, self.file_code, self.lines
+        keys = [lines[i].strip() for i in code]
         place = _reindented_inside(file_lines, file_code, lines, code, place)
         if place.p == len(keys):
             _shift(file_lines, file_code, lines, code, place)  # the same lines, indented otherwise: a change
-            cursor = place.a + place.p
-            continue
-        _check_moves(file_keys, keys, place)
-        if number == 0 and not stretch.marker_before and removals and any(
-                named_in(file_keys[i], removals) for i in range(place.a)):
+            return place.a + place.p
+        _check_moves(self.file_keys, keys, place)
+        if first and self.removals and any(named_in(self.file_keys[i], self.removals) for i in range(place.a)):
             raise Unclear("the snippet starts inside the file with no marker there, and the instruction asks to "
                           "remove a line before it: whether the rest goes is unclear")
         shift = _shift(file_lines, file_code, lines, code, place)
@@ -85,13 +118,10 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
             high = len(file_lines) if place.b == len(file_code) else file_code[place.b - 1] + 1
         middle_low = code[place.p - 1] + 1 if place.p else stretch.start
         middle_high = code[len(code) - place.s] if place.s else stretch.end
-        out += file_lines[copied:low]
         new = [_shifted(line, shift) for line in lines[middle_low:middle_high]]
-        out += _aligned(file_lines[low:high], new, {head - low for head in heads if low <= head < high},
-                        marked=bool(markers), removals=removals)
-        copied = high
-        cursor = place.b + place.s
-    return out + file_lines[copied:]
+        replaced = _aligned(file_lines[low:high], new, {head - low for head in self.heads if low <= head < high},
+                            marked=self.marked, removals=self.removals)
+        return low, high, replaced, place.b + place.s
 
 
 def excerpts_file(file_lines: list[str], lines: list[str], markers: set[int]) -> bool:
@@ -178,6 +208,17 @@ def _place(file_keys: list[str], keys: list[str], cursor: int, from_start: bool,
         raise Unclear(f"the snippet would replace {len(file_keys) - place.a - place.p} lines at the file's end, "
                       "with no marker there")
     return place
+
+
+def _to_end(file_keys: list[str], keys: list[str], cursor: int) -> _Place | None:
+    """The place of a last stretch read as running to the file's end: after its one run of
+    context lines, where the file's code after them is few beside the stretch's new lines; None
+    where there is no such place."""
+    p, starts = _longest_run(file_keys, keys, cursor)
+    if not p or p == len(keys) or len(starts) != 1:
+        return None
+    tail, new_lines = len(file_keys) - starts[0] - p, len(keys) - p
+    return None if tail > max(EDGE_LINES, 2 * new_lines) else _Place(starts[0], p, len(file_keys), 0)
 
 
 def _likeliest(places: list[_Place], file_keys: list[str], keys: list[str]) -> _Place | None:
