@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Generator
 from dataclasses import dataclass, field, replace
 
+from ..answer import NoCodeBlock
 from ..engine import DEFAULT_BRANCHES, EditRequest, Engine, SamplingParams, Turn
 from ..prompt import fence_for
 from ..results import RewriteResult, Stats
@@ -222,15 +223,18 @@ class EditSession:
         if not count or branches is None:
             return None, 0
         tried = 0
-        for branch in branches(request, count):
-            tried += 1
-            if stopped():
-                break
-            candidate = self.edit.finish(branch.text, branch.stats.finish_reason, force=False,
-                                         allow_syntax_errors=allow_syntax_errors)
-            if (candidate.status == Status.APPLIED and candidate.text != self.edit.original
-                    and candidate.text not in other_than):
-                return (candidate, branch), tried
+        try:
+            for branch in branches(request, count):
+                tried += 1
+                if stopped():
+                    break
+                candidate = self.edit.finish(branch.text, branch.stats.finish_reason, force=False,
+                                             allow_syntax_errors=allow_syntax_errors)
+                if (candidate.status == Status.APPLIED and candidate.text != self.edit.original
+                        and candidate.text not in other_than):
+                    return (candidate, branch), tried
+        except NoCodeBlock:
+            pass  # the answer decoded again (to find where it hesitated) has no code block: no branches
         return None, tried
 
     def _answer(self, request: EditRequest, hunks: HunkStream | None,

@@ -223,3 +223,17 @@ def test_apply_says_which_branch_it_took_after_two_refusals(tmp_path):
     assert code == 0 and path.read_text() == HINTED
     (span,) = json.loads(out.getvalue())["files"][0]["spans"]
     assert "it would lose function area), and so was the one asked again; branch 2" in span["reason"], span
+
+
+def test_branches_that_cannot_be_had_leave_the_refusal_as_it_was():
+    from rewriter.answer import NoCodeBlock
+
+    class NoBlock(BranchingEngine):
+        def branches(self, request, count):
+            raise NoCodeBlock("the answer decoded again has no code block")
+            yield  # a generator, as an engine's branches are
+
+    engine = NoBlock([])
+    engine.answer = lambda request: LOST
+    finished = finish(engine, branches=4)
+    assert finished.decision.refused and "it would lose function area" in finished.decision.reason
