@@ -45,15 +45,12 @@ def later_tries(engine: Engine, case: Case, first: dict, tries: int, branches: i
     """The answers after `first` (the judged blind answer, with its "edited" text), one per try
     while the last failed its tests; each judged with its tests, its seconds and try number."""
     source = SourceText.from_text(case.before)
-    grammar = grammar_for(case.language)
     answers: list[dict] = []
     last = first
     for attempt in range(2, tries + 1):
         if last["outcome"] not in FAILED:
             break
-        session = EditSession(engine, Target.whole(source.code), case.instruction, case.language, grammar=grammar,
-                              integrity=FileIntegrity(source.code, grammar), max_new_tokens=max_new_tokens,
-                              branches=branches)
+        session = _session(engine, case, source, branches, max_new_tokens)
         feedback = Feedback(SourceText.from_text(last["edited"]).code, failure_reason(last, timeout_s),
                             tuple(SourceText.from_text(answer["edited"]).code for answer in [first, *answers][:-1]))
         last = {"try": attempt, **_judged(session, feedback, source, case, timeout_s)}
@@ -68,13 +65,17 @@ def asked_again(engine: Engine, case: Case, first: dict, branches: int, max_new_
     with the tests. `tried`: the answers decoded after the first; `seconds`: what they cost (the
     session decodes the first answer again, which `first` counts already)."""
     source = SourceText.from_text(case.before)
-    grammar = grammar_for(case.language)
-    session = EditSession(engine, Target.whole(source.code), case.instruction, case.language, grammar=grammar,
-                          integrity=FileIntegrity(source.code, grammar), max_new_tokens=max_new_tokens,
-                          branches=branches)
-    verdict = _judged(session, None, source, case, timeout_s)
+    verdict = _judged(_session(engine, case, source, branches, max_new_tokens), None, source, case, timeout_s)
     return {**verdict, "tried": int(bool(verdict.get("retried"))) + verdict["branches"],
             "seconds": max(verdict["seconds"] - first.get("ours_s", 0.0), 0.0)}
+
+
+def _session(engine: Engine, case: Case, source: SourceText, branches: int, max_new_tokens: int | None) -> EditSession:
+    """The whole file's edit session, as `rewriter apply` opens it for the case."""
+    grammar = grammar_for(case.language)
+    return EditSession(engine, Target.whole(source.code), case.instruction, case.language, grammar=grammar,
+                       integrity=FileIntegrity(source.code, grammar), max_new_tokens=max_new_tokens,
+                       branches=branches)
 
 
 def _judged(session: EditSession, feedback: Feedback | None, source: SourceText, case: Case,

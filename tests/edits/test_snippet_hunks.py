@@ -156,13 +156,15 @@ def test_a_line_the_file_holds_twice_where_it_goes_does_not_say_which_go():
     assert isinstance(outcome, ToModel) and "which one is unclear" in outcome.reason, outcome
 
 
+MISINDENTED = "import os\n\n\ndef sizes(paths):\n      found = []\n  for path in paths:\n" \
+              "      found.append(os.path.getsize(path))\nreturn found\n"
+REINDENTED = "# ...\ndef sizes(paths):\n    found = []\n    for path in paths:\n" \
+             "        found.append(os.path.getsize(path))\n    return found\n"
+
+
 def test_the_file_s_lines_indented_otherwise_are_a_change_not_the_file_as_it_stands():
-    broken = "import os\n\n\ndef sizes(paths):\n      found = []\n  for path in paths:\n" \
-             "      found.append(os.path.getsize(path))\nreturn found\n"
-    fixed = "# ...\ndef sizes(paths):\n    found = []\n    for path in paths:\n" \
-            "        found.append(os.path.getsize(path))\n    return found\n"
-    outcome = merge_snippet(broken, fixed, "python", "Fix the indentation.")
-    assert not (isinstance(outcome, Merged) and outcome.text == broken), outcome
+    outcome = merge_snippet(MISINDENTED, REINDENTED, "python", "Fix the indentation.")
+    assert not (isinstance(outcome, Merged) and outcome.text == MISINDENTED), outcome
     # the same lines shifted as one (a method's lines without its class's indentation): the file's
     # lines as they stand, which change nothing that can be seen
     snippet = "# ...\n    data = json.loads(response.text)\n    return data\n# ...\n"
@@ -233,11 +235,7 @@ def test_a_block_the_hunk_indents_into_a_new_one_is_not_taken_as_context():
 
 
 def test_a_fix_of_indentation_to_the_file_s_end_takes_the_context_before_it():
-    broken = "from typing import List\n\ndef evens(data: List[int]):\n      found = []\n  for item in data:\n" \
-             "         if item % 2 == 0:\n             found.append(item)\nreturn found\n"
-    fixed = "# ... existing code ...\n\ndef evens(data: List[int]):\n    found = []\n    for item in data:\n" \
-            "        if item % 2 == 0:\n            found.append(item)\n    return found\n"
-    assert merged_by_lines(fixed, broken) == "from typing import List\n" + fixed.removeprefix("# ... existing code ...\n")
+    assert merged_by_lines(REINDENTED, MISINDENTED) == "import os\n\n\n" + REINDENTED.removeprefix("# ...\n")
 
 
 def test_a_snippet_without_markers_that_shares_no_line_with_the_file_is_the_whole_new_file():

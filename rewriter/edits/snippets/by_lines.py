@@ -67,7 +67,7 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
         last = number == len(stretches) - 1 and not stretch.marker_after
         try:
             place = _place(merge.file_keys, keys, cursor, from_start=first, to_end=last)
-            result = merge.stretch(stretch, code, place, first) if place is not None else cursor
+            result = merge.stretch(stretch, code, keys, place, first) if place is not None else cursor
         except Unclear as unclear:
             # No marker after the last stretch: read literally, it runs to the file's end. Where
             # the lenient reading (its end matched inside the file) is unsure, the literal one may be sure.
@@ -75,7 +75,7 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
             if literal is None:
                 raise
             try:
-                result = merge.stretch(stretch, code, literal, first)
+                result = merge.stretch(stretch, code, keys, literal, first)
             except Unclear:
                 raise unclear from None
         if isinstance(result, int):  # nothing changes there
@@ -95,12 +95,12 @@ class _LineMerge:
         self.file_code = [i for i, line in enumerate(file_lines) if line.strip()]
         self.file_keys = [file_lines[i].strip() for i in self.file_code]
 
-    def stretch(self, stretch: _Stretch, code: list[int], place: _Place,
+    def stretch(self, stretch: _Stretch, code: list[int], keys: list[str], place: _Place,
                 first: bool) -> tuple[int, int, list[str], int] | int:
-        """The file's lines [low, high) the stretch (its code lines `code`) replaces at `place`, the
-        lines in their place and the cursor after them; the cursor alone where nothing changes."""
+        """The file's lines [low, high) the stretch (its code lines `code`, stripped `keys`) replaces
+        at `place`, the lines in their place and the cursor after them; the cursor alone where
+        nothing changes."""
         file_lines, file_code, lines = self.file_lines, self.file_code, self.lines
-        keys = [lines[i].strip() for i in code]
         place = _reindented_inside(file_lines, file_code, lines, code, place)
         if place.p == len(keys):
             _shift(file_lines, file_code, lines, code, place)  # the same lines, indented otherwise: a change
