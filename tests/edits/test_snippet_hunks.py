@@ -423,3 +423,42 @@ def test_a_bare_hunk_that_ends_inside_a_function_goes_to_the_model():
     whole = 'def report(rows, out=None):\n    out = out or []\n    out.append("header")\n    return out\n'
     shorter = merge_snippet(LONG, whole, "python")
     assert isinstance(shorter, Merged) and shorter.text == LONG[:LONG.index("def")] + whole
+
+
+# A selection that starts at the code, not at the line's start: the first line without its indentation.
+MID_LINE = '''response = self.session.get(self.url + path)
+        if response.status not in (200, 204):
+            raise ValueError(response.status)
+        data = json.loads(response.text)
+'''
+
+
+@pytest.mark.parametrize("marker", ["", "# ... existing code ...\n"])
+def test_a_snippet_copied_from_the_middle_of_its_first_line_merges_as_the_whole_line(marker):
+    whole = merge_snippet(FILE, marker + "        " + MID_LINE + marker, "python")
+    outcome = merge_snippet(FILE, marker + MID_LINE + marker, "python")
+    assert isinstance(outcome, Merged) and outcome.path == LINES
+    assert isinstance(whole, Merged) and outcome.text == whole.text
+    assert "        if response.status not in (200, 204):\n" in outcome.text
+
+
+def test_the_first_line_s_indentation_comes_from_later_lines_where_the_next_one_changed():
+    snippet = '''response = self.session.get(self.url + path)
+        if response.status >= 400:
+            raise ValueError(response.status)
+        data = json.loads(response.text)
+'''
+    outcome = merge_snippet(FILE, snippet, "python")
+    assert isinstance(outcome, Merged)
+    assert outcome.text == FILE.replace("status != 200", "status >= 400")
+
+
+def test_a_first_line_the_later_lines_do_not_agree_on_stays_as_written():
+    # `return lst` stands inside the new `if` (8 columns) and at the body's end (4), the file's
+    # `lst[i], ...` at 8: the later lines do not tell one indentation, and the def is the file's own.
+    file = "def swap(lst):\n    for i in range(0, len(lst), 2):\n        lst[i], lst[i+1] = lst[i+1], lst[i]\n" \
+           "    return lst\n"
+    snippet = "def swap(lst):\n    if len(lst) < 2:\n        return lst\n    for i in range(0, len(lst) - 1, 2):\n" \
+              "        lst[i], lst[i+1] = lst[i+1], lst[i]\n    return lst\n"
+    outcome = merge_snippet(file, snippet, "python")
+    assert isinstance(outcome, Merged) and outcome.text == snippet

@@ -96,7 +96,8 @@ def _merge(file_text: str, snippet: str | bytes, language: str, instruction: str
         return ToModel(f"no grammar for {language or 'a file without a language'}: definitions cannot be matched")
     newline = "\r\n" if "\r\n" in file_text else "\n"
     file_lines = file_text.splitlines(keepends=True)
-    parts = _read(snippet, newline, grammar, {line.strip() for line in file_lines})
+    parts = _read(_first_line_indented(snippet.replace("\r\n", "\n"), file_lines), newline, grammar,
+                  {line.strip() for line in file_lines})
     if not any(line.strip() for i, line in enumerate(parts.lines) if i not in parts.markers | parts.maybe):
         return Refused("the snippet holds only markers" if parts.markers | parts.maybe else "the snippet is empty")
     if file_lines and not file_lines[-1].endswith("\n"):
@@ -125,6 +126,40 @@ def _merge(file_text: str, snippet: str | bytes, language: str, instruction: str
             return replace(outcome, path=path)
         outcomes.append(outcome)
     return _unmerged(outcomes, parts, file_lines, file_text)
+
+
+def _first_line_indented(snippet: str, file_lines: list[str]) -> str:
+    """A snippet copied from the middle of its first line (a selection that starts at the code, not
+    at the line's start) has that line without its indentation while the lines after it keep
+    theirs. The first line gets it back where the file tells it: the file holds the two first
+    lines in a row, at one relative indentation wherever it does; or it holds the first line at one
+    indentation only, and every later line of the snippet that it holds at one indentation only
+    stands as far from it as the others (how far the snippet stands from the file). Elsewhere the
+    snippet stays as it is."""
+    lines = snippet.splitlines(keepends=True)
+    code = [i for i, line in enumerate(lines) if line.strip() and not is_marker(line)]
+    if len(code) < 2 or lines[code[0]][:1] in " \t" or not all(lines[i][:1] in " \t" for i in code[1:]):
+        return snippet
+    first, second = lines[code[0]].strip(), lines[code[1]]
+    file_code = [line for line in file_lines if line.strip()]
+    steps = {len(indent_of(file_code[k])) - len(indent_of(file_code[k + 1])) for k in range(len(file_code) - 1)
+             if file_code[k].strip() == first and file_code[k + 1].strip() == second.strip()}
+    if len(steps) != 1:
+        widths: dict[str, set[int]] = {}
+        for line in file_code:
+            widths.setdefault(line.strip(), set()).add(len(indent_of(line)))
+        offsets = {len(indent_of(lines[i])) - min(widths[lines[i].strip()]) for i in code[1:]
+                   if len(widths.get(lines[i].strip(), ())) == 1}
+        if len(widths.get(first, ())) != 1 or len(offsets) != 1:
+            return snippet
+        steps = {min(widths[first]) + offsets.pop() - len(indent_of(second))}
+    indent = indent_of(second)
+    width = len(indent) + steps.pop()
+    if width <= 0:
+        return snippet
+    lines[code[0]] = (indent[:width] if width <= len(indent) else indent + indent[-1] * (width - len(indent))) + \
+        lines[code[0]]
+    return "".join(lines)
 
 
 def _read(snippet: str, newline: str, grammar: str, held: set[str]) -> _Snippet:
