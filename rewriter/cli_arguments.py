@@ -133,7 +133,7 @@ def snippet_options(bench) -> None:
                                "with --endpoint, the servers merge one snippet per edit instead, timed side by side")
     snippets.add_argument("--styles", metavar="A,B",
                           help="with --snippets, only these styles (definitions, hunks_0, hunks_2, hunks_5, "
-                               "hunks_2_bare, hunks_2_dots, hunks_2_slashes, hunks_2_rest)")
+                               "hunks_2_bare, hunks_2_dots, hunks_2_slashes, hunks_2_rest, hunks_2_selected)")
     snippets.add_argument("--random-style", action="store_true",
                           help="with --snippets, one snippet per edit in a style picked at random, as the model "
                                "and server merges measure them")

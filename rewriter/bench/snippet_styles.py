@@ -9,7 +9,9 @@
   hunk may start mid-expression or mid-block, as a chat model that shows only what changes cuts it;
 - hunks_2_bare: the hunks with 2 lines of context, no markers at all, one blank line between hunks;
 - hunks_2_dots, hunks_2_slashes, hunks_2_rest: hunks_2 with the marker `...`, `// ...` or
-  `# rest unchanged`.
+  `# rest unchanged`;
+- hunks_2_selected: hunks_2 as a selection that starts at its first line's code, not at the
+  line's start: that line without its indentation.
 
 A marker is indented as the first non-blank line it hides; a hidden run of blank lines only is
 shown as it is. Hunks come from difflib's SequenceMatcher on the lines (autojunk off, so a long
@@ -31,6 +33,7 @@ DEFINITIONS = "definitions"
 class HunkStyle:
     context: int  # lines of context around each change
     marker: str | None  # the line standing for hidden code; None: no markers, hunks apart by a blank line
+    selected: bool = False  # the first code line without its indentation
 
 
 HUNK_STYLES = {
@@ -41,6 +44,7 @@ HUNK_STYLES = {
     "hunks_2_dots": HunkStyle(2, "..."),
     "hunks_2_slashes": HunkStyle(2, "// ..."),
     "hunks_2_rest": HunkStyle(2, "# rest unchanged"),
+    "hunks_2_selected": HunkStyle(2, MARKER, selected=True),
 }
 STYLES = (DEFINITIONS, *HUNK_STYLES)
 
@@ -68,6 +72,9 @@ def hunk_snippet(before: str, after: str, style: HunkStyle) -> str:
         out += [indent_of(code[0]) + style.marker] if code else hidden
         out += lines[span.start:span.stop]
         shown_to = span.stop
+    first = next((i for i, line in enumerate(out) if line.strip() and line.strip() != style.marker), None)
+    if style.selected and first is not None:
+        out[first] = out[first].lstrip(" \t")
     return "".join(line + "\n" for line in out)
 
 

@@ -51,7 +51,7 @@ def test_the_deterministic_report_runs_through_the_cli_without_torch(edits):
     lines = done.stdout.splitlines()
     assert lines[0].split()[:3] == ["style", "cases", "exact"]
     rows = {line.split()[0]: line.split()[1:3] for line in lines[1:] if line and not line.startswith(" ")}
-    assert rows["all"][0] == "16"  # each of the 2 edits in each of the 8 snippet styles
+    assert rows["all"][0] == "18"  # each of the 2 edits in each of the 9 snippet styles
     assert rows["definitions"] == ["2", "2"]
 
 

@@ -102,6 +102,12 @@ def test_no_hunk_style_shows_the_removed_line():
             assert "total += len(line)" in snippet(style), style
 
 
+def test_the_selected_hunks_are_hunks_2_with_the_first_code_line_from_its_code_on():
+    first = next(line for line in HUNKS_2.splitlines(keepends=True) if line.strip() and MARKER not in line)
+    assert first.startswith("    ")
+    assert snippet("hunks_2_selected") == HUNKS_2.replace(first, first.lstrip(), 1)
+
+
 def test_the_bare_hunks_have_no_markers_and_one_blank_line_between_hunks():
     bare = snippet("hunks_2_bare")
     assert "..." not in bare and "existing" not in bare

@@ -540,6 +540,32 @@ def test_the_file_s_lines_shown_again_next_to_a_marker_are_not_copied():
     assert not isinstance(outcome, Merged) or outcome.text.count("found = []") == 1
 
 
+SETUP = """import sys
+
+
+def setup():
+    value = compute()
+    register(value)
+
+    # done with the module names
+    del sys
+    del value
+
+
+setup()
+"""
+
+
+def test_a_line_selected_from_its_code_on_and_shown_at_column_0_is_not_read_as_the_file_s_indentation():
+    # the comment stands at column 0 as a selection begun at its code would show it, `setup()` as
+    # it is: by lines, the call must not be indented into the function after the comment; by
+    # definitions, the comment must not be written again at column 0 below the one the marker keeps
+    snippet = "# ... existing code ...\n\n# done with the module names\n\nsetup()\n# ... existing code ...\n"
+    outcome = merge_snippet(SETUP, snippet, "python", "Remove the unneeded del statements.")
+    assert isinstance(outcome, ToModel), getattr(outcome, "text", "")
+    assert "indented unlike the file's" in outcome.reason and "shown again" in outcome.reason
+
+
 PARSE = '''def parse(name, functions=[]):
     functions.append(name)
     functions.append("end")

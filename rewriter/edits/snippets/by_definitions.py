@@ -307,7 +307,10 @@ class DefinitionMerge:
         behind = [self.file_lines[line].strip() for item in kept
                   for line in range(item.line, item.node.hi if item.node is not None else item.line + 1)
                   if self.file_lines[line].strip()]
-        near = set(behind[:len(code)] if at_start else behind[-len(code):])
+        # the marker may keep a few lines past those the new ones restate (a comment re-indented
+        # above the lines it no longer keeps): as far as EDGE_LINES more
+        reach = len(code) + EDGE_LINES
+        near = set(behind[:reach] if at_start else behind[-reach:])
         shown = next((text for text in code if text in near), None)
         if shown is not None:
             raise Unclear(f"the snippet's line {shown!r} stands next to a marker that keeps the same line of the "

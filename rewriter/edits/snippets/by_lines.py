@@ -275,10 +275,11 @@ def _reindented_inside(file_lines: list[str], file_code: list[int], lines: list[
     that the snippet indents otherwise (out of a removed `else:`, into a new block) is changed, not
     context. Where the outermost anchors differ, the stretch's last line alone at its shift is the
     changed one (a hunk whose context after the change is blank lines ends on a changed line) when
-    the context before holds two or more lines at one shift, or when that line is the file's last;
-    and the file must hold it once after that context, else which copy changes is a guess. A first
-    line alone at its shift is not taken so: a paste that began mid-line loses that line's
-    indentation. Otherwise _shift refuses."""
+    the context before holds two or more lines at one shift, or when that line is the file's last
+    and the context before is not one line at column 0 where the file's is indented; and the file
+    must hold it once after that context, else which copy changes is a guess. A first line alone at
+    its shift is not taken so: a paste that began mid-line loses that line's indentation. Otherwise
+    _shift refuses."""
     def shift(m: int, f: int) -> int:
         return len(indent_of(file_lines[f])) - len(indent_of(lines[m]))
     prefix = [shift(code[k], file_code[place.a + k]) for k in range(place.p)]
@@ -293,7 +294,9 @@ def _reindented_inside(file_lines: list[str], file_code: list[int], lines: list[
         last = file_lines[file_code[place.b + place.s - 1]].strip()
         at_end = place.b + place.s == len(file_code)
         held_once = [file_lines[i].strip() for i in file_code[place.a + before:]].count(last) == 1
-        if not (after == 1 and (before >= 2 or at_end) and held_once):
+        # a first line at column 0 where the file's is indented may be a paste begun mid-line
+        mid_line = before == 1 and prefix[0] > 0 and not indent_of(lines[code[0]])
+        if not (after == 1 and (before >= 2 or at_end and not mid_line) and held_once):
             return place
     wanted = prefix[0]
     p = next((k for k, value in enumerate(prefix) if value != wanted), len(prefix))
