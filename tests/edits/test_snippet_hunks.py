@@ -453,6 +453,17 @@ def test_the_first_line_s_indentation_comes_from_later_lines_where_the_next_one_
     assert outcome.text == FILE.replace("status != 200", "status >= 400")
 
 
+def test_a_first_line_held_once_takes_the_file_s_indentation_where_no_later_line_is_the_file_s():
+    # every line after the first is new (to the file's end): the first alone tells where the selection began
+    new = '    client.session = object()\n    print(client.fetch("/health"))\n'
+    outcome = merge_snippet(FILE, '# ... existing code ...\nclient = Client("http://x")\n' + new, "python")
+    assert isinstance(outcome, Merged), outcome
+    assert outcome.text == FILE.replace('    print(client.fetch("/"))\n', new)
+    # lines deeper than a first line that opens no block: the guess does not parse, so no merge
+    deeper = '# ... existing code ...\nclient = Client("http://x")\n' + new.replace("    ", "        ")
+    assert not isinstance(merge_snippet(FILE, deeper, "python"), Merged)
+
+
 def test_a_first_line_the_later_lines_do_not_agree_on_stays_as_written():
     # `return lst` stands inside the new `if` (8 columns) and at the body's end (4), the file's
     # `lst[i], ...` at 8: the later lines do not tell one indentation, and the def is the file's own.

@@ -134,8 +134,9 @@ def _first_line_indented(snippet: str, file_lines: list[str]) -> str:
     theirs. The first line gets it back where the file tells it: the file holds the two first
     lines in a row, at one relative indentation wherever it does; or it holds the first line at one
     indentation only, and every later line of the snippet that it holds at one indentation only
-    stands as far from it as the others (how far the snippet stands from the file). Elsewhere the
-    snippet stays as it is."""
+    stands as far from it as the others (how far the snippet stands from the file), or it holds
+    none of them (every later line is new: the first alone tells) and the next line stands where
+    the first line, so indented, lets it. Elsewhere the snippet stays as it is."""
     lines = snippet.splitlines(keepends=True)
     code = [i for i, line in enumerate(lines) if line.strip() and not is_marker(line)]
     if len(code) < 2 or lines[code[0]][:1] in " \t" or not all(lines[i][:1] in " \t" for i in code[1:]):
@@ -150,9 +151,11 @@ def _first_line_indented(snippet: str, file_lines: list[str]) -> str:
             widths.setdefault(line.strip(), set()).add(len(indent_of(line)))
         offsets = {len(indent_of(lines[i])) - min(widths[lines[i].strip()]) for i in code[1:]
                    if len(widths.get(lines[i].strip(), ())) == 1}
-        if len(widths.get(first, ())) != 1 or len(offsets) != 1:
+        if len(widths.get(first, ())) != 1 or len(offsets) > 1:
             return snippet
-        steps = {min(widths[first]) + offsets.pop() - len(indent_of(second))}
+        if not offsets and not _opens_to(first, min(widths[first]), len(indent_of(second))):
+            return snippet  # a definition given dedented, its body new: the snippet's own indentation
+        steps = {min(widths[first]) + (offsets.pop() if offsets else 0) - len(indent_of(second))}
     indent = indent_of(second)
     width = len(indent) + steps.pop()
     if width <= 0:
@@ -160,6 +163,12 @@ def _first_line_indented(snippet: str, file_lines: list[str]) -> str:
     lines[code[0]] = (indent[:width] if width <= len(indent) else indent + indent[-1] * (width - len(indent))) + \
         lines[code[0]]
     return "".join(lines)
+
+
+def _opens_to(line: str, width: int, next_width: int) -> bool:
+    """Whether a line at `width` may be followed by one at `next_width`: deeper after a line that
+    opens a block, not deeper after any other."""
+    return next_width > width if line.rstrip().endswith(":") else next_width <= width
 
 
 def _read(snippet: str, newline: str, grammar: str, held: set[str]) -> _Snippet:
