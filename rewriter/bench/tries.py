@@ -4,9 +4,10 @@ The first answer is the blind one (branched where `--branches` is given). While 
 case's tests and tries remain, the model is asked again the way `apply --test` asks: through the
 edit session (edits/session.py), with the earlier answer and the end of the failing tests' output
 in the instruction (`Feedback`), the session's own second try after a refusal and its branches
-after an unchanged answer included; on its branch tries (`branch_try`: the third, the fifth, ...)
-the session takes the blind answer's next branch that passes every check and no try wrote
-("another" in the try's row). As in `apply`, the tries end at an answer
+after an unchanged answer included; on its branch tries (`try_kind`: the third, the sixth, ...)
+the session takes the blind answer's next branch that passes every check and no try wrote, on
+its sample tries (the fourth, the seventh, ...) the first such answer sampled to the first
+request ("another" in the try's row). As in `apply`, the tries end at an answer
 that passes, one that is refused, one that changes nothing, or one without a code block.
 
 Unlike `--feedback` (one more try in Aider's conversation form, which `apply` does not send),

@@ -11,7 +11,8 @@ here, so that every front end gives the model the same second chance; refused ag
 answer's branches are tried. A check made outside
 (`rewriter apply --test`: the user's tests) asks again the same way: a session started with
 `Feedback` sends the earlier answer and why it failed along with the instruction; from the third
-try on, every other try is instead a branch of the first answer that no try failed. Asked for
+try on, tries take turns: a branch of the first answer that no try failed, an answer sampled to
+the first request that no try failed, one told of the last failure (`try_kind`). Asked for
 another candidate than the answers shown already (a review's "try another"), a session answers
 the first of the engine's branches that passes every check and is none of them.
 """
@@ -29,13 +30,21 @@ from .hunks import Hunk, HunkStream
 from .pipeline import Decision, Refusal, TargetEdit
 from .target import Target
 
+TOLD, BRANCH, SAMPLE = "told", "branch", "sample"
 
-def branch_try(attempt: int) -> bool:
-    """Whether try `attempt` of an outside check (`apply --test`; 1 is the first answer) is the
-    first answer's next branch rather than a request told of the last failure: they alternate from
-    the third try on. Branches and told tries pass different cases (EditEval, 4 tries, the 1.5B:
-    docs/benchmarks.md)."""
-    return attempt >= 3 and attempt % 2 == 1
+# Sampled candidates draw as the default model's authors publish for it (Qwen2.5-Coder's
+# generation defaults); seeded by the try, so a run repeats.
+CANDIDATE_SAMPLING = SamplingParams(temperature=0.7, top_p=0.8, top_k=20)
+
+
+def try_kind(attempt: int) -> str:
+    """What try `attempt` of an outside check (`apply --test`; 1 is the first answer) is: the
+    second is told of the last failure; from the third on they take turns: the first answer's next
+    branch, a sampled answer to the first request, a request told of the last failure. Each passes
+    cases the others do not (EditEval, 4 tries, the 1.5B: docs/benchmarks.md)."""
+    if attempt < 3:
+        return TOLD
+    return (BRANCH, SAMPLE, TOLD)[(attempt - 3) % 3]
 
 
 # Refusals a model may mend when told the reason (a name it forgot to import, a missing colon, a
@@ -135,18 +144,21 @@ class EditSession:
         again, the first answer's first branch that passes every check is taken, where there is one.
         Engine errors (RewriteError, NoCodeBlock, ServiceError, ...) pass through. Closing this
         iterator, or `stopped()` turning true, stops the engine at once; nothing is finished then.
-        `feedback`: this is a later try after an answer failed a check made outside. On a
-        `branch_try`, where the engine offers candidates, it is the first answer's next branch that
-        passes every check and is no failed edit, as a "try another" is; where none is, and on the
-        other tries, the model is asked with the last failure.
+        `feedback`: this is a later try after an answer failed a check made outside. On a branch
+        try (`try_kind`), where the engine offers candidates, it is the first answer's next branch
+        that passes every check and is no failed edit, as a "try another" is; on a sample try, the
+        first such sampled answer to the first request; where none is, and on the other tries, the
+        model is asked with the last failure.
         `other_than`: the span's texts shown already: the answer is another candidate, without deltas."""
         if other_than is not None:
             yield from self._another(self.request(context_window), other_than, allow_syntax_errors, stopped)
             return
-        searched = 0  # branches a branch try decoded before it asked with the failure instead
-        if feedback is not None and branch_try(len(feedback.failed()) + 1) and self.offers_candidates():
-            chosen, searched = self._branch(self.request(context_window), allow_syntax_errors, stopped,
-                                            self.branches or DEFAULT_BRANCHES, feedback.failed())
+        searched = 0  # candidates a branch or sample try decoded before it asked with the failure instead
+        kind = try_kind(len(feedback.failed()) + 1) if feedback is not None else TOLD
+        if feedback is not None and kind != TOLD:
+            search = self._branch if kind == BRANCH else self._sample
+            chosen, searched = search(self.request(context_window), allow_syntax_errors, stopped,
+                                      self.branches or DEFAULT_BRANCHES, feedback.failed())
             if chosen is not None:
                 yield self._finished_another(*chosen, searched)
                 return
@@ -236,6 +248,42 @@ class EditSession:
         except NoCodeBlock:
             pass  # the answer decoded again (to find where it hesitated) has no code block: no branches
         return None, tried
+
+    def _sample(self, request: EditRequest, allow_syntax_errors: bool, stopped: Callable[[], bool], count: int,
+                other_than: Collection[str] = ()) -> tuple[tuple[Decision, RewriteResult] | None, int]:
+        """As _branch, with up to `count` answers sampled (CANDIDATE_SAMPLING, seeded by their
+        number and how many answers failed) in place of branches; none where the session samples
+        already (its answer was a sample) or the engine is not local (it may not take a seed)."""
+        if not count or not self.offers_candidates():
+            return None, 0
+        tried = 0
+        for number in range(count):
+            if stopped():
+                break
+            seed = 1000 * len(other_than) + number
+            asked = replace(request, sampling=replace(CANDIDATE_SAMPLING, seed=seed))
+            tried += 1
+            try:
+                result = self._decoded(asked, stopped)
+            except NoCodeBlock:
+                continue
+            if result is None:
+                break
+            candidate = self.edit.finish(result.text, result.stats.finish_reason, force=False,
+                                         allow_syntax_errors=allow_syntax_errors)
+            if (candidate.status == Status.APPLIED and candidate.text != self.edit.original
+                    and candidate.text not in other_than):
+                return (candidate, result), tried
+        return None, tried
+
+    def _decoded(self, request: EditRequest, stopped: Callable[[], bool]) -> RewriteResult | None:
+        """The engine's whole answer to `request`, its deltas unseen; None when stopped."""
+        answer = self._answer(request, None, stopped)
+        while True:
+            try:
+                next(answer)
+            except StopIteration as done:
+                return done.value
 
     def _answer(self, request: EditRequest, hunks: HunkStream | None,
                 stopped: Callable[[], bool]) -> Generator[Delta, None, RewriteResult | None]:

@@ -153,18 +153,26 @@ def test_an_answer_that_repeats_a_failed_edit_is_branched_for_one_that_did_not_f
     assert engine.asked == [4]
 
 
-def test_later_tries_alternate_between_the_first_answer_s_branches_and_requests_told_the_failure():
+def test_later_tries_take_turns_a_branch_a_sample_and_a_request_told_the_failure():
     engine = BranchingEngine([HINTED, BROKEN, SWAPPED])
     engine.answer = lambda request: pytest.fail("a branch try asks the model nothing else")
     finished = later_try(engine, [SWAPPED.replace("w, h", "w,  h"), HINTED])  # try 3
     assert finished.decision.text == SWAPPED and finished.another and finished.branches == 3
     assert "failed" not in engine.branched[0].instruction  # branches of the first request, not the told one
+    failed = [FILE.replace("w * h", "(w * h)"), SWAPPED, FILE.replace("w * h", "h * w")]
+    engine = BranchingEngine([SWAPPED])
+    engine.answer = lambda request: HINTED if request.sampling is not None else pytest.fail("try 4 samples")
+    finished = later_try(engine, failed)  # try 4: an answer sampled to the first request
+    assert finished.decision.text == HINTED and finished.another and finished.branches == 1
+    (asked,) = engine.requests
+    assert asked.sampling is not None and not asked.sampling.greedy and asked.sampling.seed is not None
+    assert "failed" not in asked.instruction and engine.asked == []
     engine = BranchingEngine([SWAPPED])
     engine.answer = lambda request: HINTED
-    finished = later_try(engine, [FILE.replace("w * h", "(w * h)"), SWAPPED, FILE.replace("w * h", "h * w")])
-    assert finished.decision.text == HINTED and not finished.another  # try 4: told of try 3's failure
-    assert engine.asked == [] and "the tests failed" in engine.requests[0].instruction
-    assert "h * w" in engine.requests[0].instruction
+    finished = later_try(engine, [*failed, SWAPPED.replace("w, h", "w,  h")])  # try 5: told of try 4's failure
+    assert finished.decision.text == HINTED and not finished.another
+    assert engine.asked == [] and len(engine.requests) == 1 and engine.requests[0].sampling is None
+    assert "the tests failed" in engine.requests[0].instruction and "w,  h" in engine.requests[0].instruction
     engine = BranchingEngine([HINTED, SWAPPED])
     engine.answer = lambda request: FILE.replace("w * h", "h * w")
     finished = later_try(engine, [HINTED, SWAPPED])  # try 3, no branch left that no try failed: told
@@ -175,6 +183,22 @@ def test_later_tries_alternate_between_the_first_answer_s_branches_and_requests_
     plain = AnsweringEngine(lambda request: SWAPPED)  # no branches (an endpoint): told the failure again
     assert later_try(plain, [HINTED, FILE.replace("w * h", "(w * h)")]).decision.text == SWAPPED
     assert "the tests failed" in plain.requests[0].instruction
+
+
+def test_a_sample_try_takes_the_first_sample_that_changes_the_code_passes_every_check_and_did_not_fail():
+    failed = [FILE.replace("w * h", "(w * h)"), SWAPPED, FILE.replace("w * h", "h * w")]
+    samples = iter([FILE, LOST, SWAPPED, HINTED])  # unchanged, refused, failed before, a new edit
+    engine = BranchingEngine([])
+    engine.answer = lambda request: next(samples) if request.sampling is not None else pytest.fail("sampled")
+    finished = later_try(engine, failed)
+    assert finished.decision.text == HINTED and finished.another and finished.branches == 4
+    seeds = [request.sampling.seed for request in engine.requests]
+    assert len(set(seeds)) == 4  # each sample drawn anew
+    engine = BranchingEngine([])
+    engine.answer = lambda request: SWAPPED  # every sample an edit that failed: told of the failure
+    finished = later_try(engine, failed)
+    assert not finished.another and len(engine.requests) == 5
+    assert engine.requests[-1].sampling is None and "the tests failed" in engine.requests[-1].instruction
 
 
 def test_an_answer_that_differs_from_the_failed_edits_is_not_branched():
