@@ -326,7 +326,8 @@ class EditorRewrite:
         status = RewriteStatus.DONE if edits else RewriteStatus.UNCHANGED
         summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == Status.STRIPPED else "")
         if self.other_than is not None:
-            summary += f"; branch {finished.branches}"
+            found = f"sampled ({finished.branches} decoded)" if finished.sampled else f"branch {finished.branches}"
+            summary += f"; {found}"
         elif finished.after_refusals:
             summary += f"; refused twice, branch {finished.branches} of the first answer passed every check"
         return Outcome(status, ("rewrote" if edits else "no changes") + f": {summary}", stats=result_stats)

@@ -136,8 +136,9 @@ class Runner:
                         refused_text=decision.refused_text, stats=stats, retried=finished.retried)
         reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
         if finished.another and decision.text != session.original:
-            reason = "; ".join(filter(None, (reason, f"branch {finished.branches} of the first answer, "
-                                                      "which no earlier try wrote, passed every check")))
+            found = f"an answer sampled to the first request ({finished.branches} decoded)" if finished.sampled \
+                else f"branch {finished.branches} of the first answer"
+            reason = "; ".join(filter(None, (reason, f"{found}, which no earlier try wrote, passed every check")))
         elif finished.after_refusals:
             reason = "; ".join(filter(None, (reason, f"the answer was refused ({finished.retried}), and so was the "
                                                       f"one asked again; branch {finished.branches} of the first "

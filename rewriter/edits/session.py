@@ -14,7 +14,8 @@ answer's branches are tried. A check made outside
 try on, tries take turns: a branch of the first answer that no try failed, an answer sampled to
 the first request that no try failed, one told of the last failure (`try_kind`). Asked for
 another candidate than the answers shown already (a review's "try another"), a session answers
-the first of the engine's branches that passes every check and is none of them.
+the first of the engine's branches, or else of its sampled answers, that passes every check and
+is none of them.
 """
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ class Finished:
     # refused twice, or for another candidate
     branches: int = 0
     another: bool = False  # the answer is another candidate: a branch of the first answer, or the original
+    sampled: bool = False  # that candidate is an answer sampled to the first request, not a branch
     after_refusals: bool = False  # the answer is a branch of the first, which was refused, as was the one asked again
 
 
@@ -160,7 +162,7 @@ class EditSession:
             chosen, searched = search(self.request(context_window), allow_syntax_errors, stopped,
                                       self.branches or DEFAULT_BRANCHES, feedback.failed())
             if chosen is not None:
-                yield self._finished_another(*chosen, searched)
+                yield self._finished_another(*chosen, searched, sampled=kind == SAMPLE)
                 return
             if stopped():
                 return
@@ -210,21 +212,27 @@ class EditSession:
 
     def _another(self, request: EditRequest, other_than: Collection[str], allow_syntax_errors: bool,
                  stopped: Callable[[], bool]) -> Generator[Finished, None, None]:
-        """A candidate other than `other_than`: the first branch that qualifies, or, none does, the
-        original unchanged; either way with how many branches were decoded. The greedy answer is
-        not taken as it is (it was shown, or it changed nothing)."""
-        chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches or DEFAULT_BRANCHES,
-                                     other_than)
+        """A candidate other than `other_than`: the first branch that qualifies, else the first
+        sampled answer that does, else the original unchanged; either way with how many answers
+        were decoded. The greedy answer is not taken as it is (it was shown, or it changed nothing)."""
+        count = self.branches or DEFAULT_BRANCHES
+        chosen, tried = self._branch(request, allow_syntax_errors, stopped, count, other_than)
+        sampled = chosen is None and not stopped()
+        if sampled:
+            chosen, drawn = self._sample(request, allow_syntax_errors, stopped, count, other_than)
+            tried += drawn
         if chosen is None:
             if stopped():
                 return
             original = self.edit.original
-            chosen = Decision(Status.APPLIED, original), RewriteResult(original, "", Stats(finish_reason="stop"))
-        yield self._finished_another(*chosen, tried)
+            chosen, sampled = (Decision(Status.APPLIED, original),
+                               RewriteResult(original, "", Stats(finish_reason="stop"))), False
+        yield self._finished_another(*chosen, tried, sampled=sampled)
 
-    def _finished_another(self, decision: Decision, result: RewriteResult, tried: int) -> Finished:
+    def _finished_another(self, decision: Decision, result: RewriteResult, tried: int,
+                          sampled: bool = False) -> Finished:
         hunks = HunkStream(self.edit.original).feed(decision.text, final=True)
-        return Finished(decision, result, hunks, restart=True, branches=tried, another=True)
+        return Finished(decision, result, hunks, restart=True, branches=tried, another=True, sampled=sampled)
 
     def _branch(self, request: EditRequest, allow_syntax_errors: bool, stopped: Callable[[], bool], count: int,
                 other_than: Collection[str] = ()) -> tuple[tuple[Decision, RewriteResult] | None, int]:

@@ -113,6 +113,36 @@ def test_after_the_try_told_the_failure_the_third_is_a_branch_of_the_first_answe
     assert "branch 2 of the first answer" in file["spans"][0]["reason"]
 
 
+def test_the_fourth_try_is_an_answer_sampled_to_the_first_request(project, capsys):
+    from rewriter.results import RewriteResult, Stats
+
+    class Sampling(AnsweringEngine):
+        """Greedy answers and the one branch break add; an answer sampled to the first request fixes it."""
+
+        def __init__(self):
+            super().__init__(self.reply)
+
+        @staticmethod
+        def reply(request):
+            if request.sampling is not None:
+                assert not retried(request)  # sampled to the first request, not the told one
+                return request.code.replace("def add(a, b):", "def add(a: int, b: int) -> int:")
+            return request.code.replace("a + b", "a * b" if retried(request) else "a - b")
+
+        def branches(self, request, count):
+            yield RewriteResult(text=request.code.replace("a + b", "b - a"), answer="",
+                                stats=Stats(output_tokens=4, finish_reason="stop"))
+
+    engine = Sampling()
+    code, report = apply(engine, json_output=True, capsys=capsys, branches=2, tries=4)
+    assert code == 0
+    assert (project / "m.py").read_bytes() == ORIGINAL.replace(b"def add(a, b):", b"def add(a: int, b: int) -> int:")
+    (file,) = report["files"]
+    assert file["status"] == "written" and file["test"]["tries"] == 4
+    assert "an answer sampled to the first request (1 decoded)" in file["spans"][0]["reason"]
+    assert [request.sampling is not None for request in engine.requests] == [False, False, True]
+
+
 def test_the_summary_says_tries_and_outcome_and_shows_the_output_tail(project, capsys):
     engine = AnsweringEngine(lambda request: request.code.replace("x * 2", "x * 3"))
     options = Options(instruction="Add type hints", write=True, test=TEST, tries=1)

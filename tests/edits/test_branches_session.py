@@ -86,7 +86,7 @@ def test_the_cli_refuses_negative_branches_and_branches_for_a_remote_engine(tmp_
     assert path.read_text() == FILE
 
 
-# Another candidate (a review's "try another"): the branches only, none of the texts shown already.
+# Another candidate (a review's "try another"): the branches, then samples, none of the texts shown already.
 SWAPPED = FILE.replace("w * h", "h * w")
 
 
@@ -114,10 +114,20 @@ def test_another_candidate_without_branches_asked_for_decodes_the_default_number
 
 
 def test_no_other_candidate_leaves_the_original_and_says_how_many_were_decoded():
-    engine = BranchingEngine([HINTED, LOST, BROKEN, FILE])
+    engine = BranchingEngine([HINTED, LOST, BROKEN, FILE])  # its samples answer the code unchanged
     finished = another(engine, [HINTED])
     assert finished.decision.status == Status.APPLIED and finished.decision.text == FILE
-    assert finished.branches == 4 and finished.hunks == []
+    assert finished.branches == 8 and finished.hunks == []  # four branches, four samples
+    assert all(request.sampling is not None and not request.sampling.greedy for request in engine.requests)
+
+
+def test_branches_spent_another_candidate_is_the_first_sample_that_qualifies():
+    engine = BranchingEngine([HINTED, LOST])
+    samples = iter([HINTED, SWAPPED])  # shown already, then a new edit
+    engine.answer = lambda request: next(samples)
+    finished = another(engine, [HINTED])
+    assert finished.decision.text == SWAPPED and finished.another and finished.branches == 4
+    assert len(engine.requests) == 2 and len({request.sampling.seed for request in engine.requests}) == 2
 
 
 def test_an_engine_without_branches_or_sampling_offers_no_other_candidates():

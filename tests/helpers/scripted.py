@@ -71,7 +71,8 @@ class ScriptedEngine:
 
     def stream(self, request):
         rule = self.rule(request)
-        yield from self.answer(request, rule, rule.get("replace", []))
+        sampled = request.sampling is not None and not request.sampling.greedy and "sampled" in rule
+        yield from self.answer(request, rule, rule["sampled"] if sampled else rule.get("replace", []))
 
     def answer(self, request, rule: dict, replacements: list):
         """The answer with `replacements` applied to the code, streamed at the rule's pace."""

@@ -1,5 +1,6 @@
 """Try another (rewriter.tryAnother): a final proposal's request asked again for a candidate it has
-not shown, from the engine's branches (the scripted engine's `branches`); the proposal keeps its id
+not shown, from the engine's branches (the scripted engine's `branches`), then its sampled answers
+(the rule's `sampled`); the proposal keeps its id
 and takes the candidate's hunks. Refused once a change of it was accepted; an engine without
 branches, or no candidate left that passes the checks, leaves the proposal as it was."""
 from __future__ import annotations
@@ -19,8 +20,9 @@ ONE_LINE = [["def area(r):\n", 'def area(r):\n    """Area."""\n']]
 TWO = [["def perimeter(r):\n", 'def perimeter(r):\n    """Perimeter."""\n'], *ONE_LINE]
 FSTRING = [['"circle of radius " + str(r)', 'f"circle of radius {r:.2f}"']]
 PERCENT = [['"circle of radius " + str(r)', '"circle of radius %.2f" % r']]
+FORMAT = [['"circle of radius " + str(r)', '"circle of radius {:.2f}".format(r)']]
 RULES = [{"instruction": INSTRUCTION, "replace": DOCSTRINGS, "branches": [DOCSTRINGS, BROKEN, ONE_LINE, TWO]},
-         {"instruction": "use an f-string", "replace": FSTRING, "branches": [PERCENT]}]
+         {"instruction": "use an f-string", "replace": FSTRING, "branches": [PERCENT], "sampled": FORMAT}]
 
 
 @asynccontextmanager
@@ -69,7 +71,8 @@ async def test_each_try_takes_the_next_candidate_that_passes_until_none_is_left(
 
         answer = await editor.execute("rewriter.tryAnother", {"proposal": proposal, "wait": True})
         assert answer["status"] == "unchanged", answer
-        assert answer["message"].startswith("no other candidate passed the checks (4 decoded)")
+        # four branches, then four answers sampled to the request (the script answers them as it did the first)
+        assert answer["message"].startswith("no other candidate passed the checks (8 decoded)")
         await watched.settle()
         assert watched.ended == [] and proposed(watched) == expected(SAMPLE, TWO)
         assert (await editor.execute("rewriter.acceptAll", {"proposal": proposal}))["status"] == "ok"
@@ -87,6 +90,11 @@ async def test_a_refined_proposal_asks_the_refines_request_again(tmp_path):
         await watched.settle()
         assert watched.last()["instruction"] == "use an f-string"
         assert proposed(watched) == expected(expected(SAMPLE, DOCSTRINGS), PERCENT)
+        # its one branch shown, the next candidate is an answer sampled to the same request
+        answer = await editor.execute("rewriter.tryAnother", {"proposal": proposal, "wait": True})
+        assert answer["status"] == "proposed" and "sampled (2 decoded)" in answer["message"], answer
+        await watched.settle()
+        assert proposed(watched) == expected(expected(SAMPLE, DOCSTRINGS), FORMAT)
 
 
 async def test_try_another_is_refused_once_a_change_was_accepted(tmp_path):
