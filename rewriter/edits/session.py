@@ -74,10 +74,11 @@ class Finished:
     hunks: list[Hunk]
     restart: bool = False
     retried: str = ""  # why the first answer was refused, when this is the second one's (or a branch's)
-    # branches decoded after the answer came back unchanged, as an edit that failed (Feedback) or
-    # refused twice, or for another candidate
+    # candidates decoded (branches; on a sample try, and for another candidate once the branches
+    # are spent, sampled answers too) after the answer came back unchanged, as an edit that failed
+    # (Feedback) or refused twice, or for another candidate
     branches: int = 0
-    another: bool = False  # the answer is another candidate: a branch of the first answer, or the original
+    another: bool = False  # the answer is another candidate: a branch or a sample of the first request, or the original
     sampled: bool = False  # that candidate is an answer sampled to the first request, not a branch
     after_refusals: bool = False  # the answer is a branch of the first, which was refused, as was the one asked again
 
@@ -260,8 +261,8 @@ class EditSession:
     def _sample(self, request: EditRequest, allow_syntax_errors: bool, stopped: Callable[[], bool], count: int,
                 other_than: Collection[str] = ()) -> tuple[tuple[Decision, RewriteResult] | None, int]:
         """As _branch, with up to `count` answers sampled (CANDIDATE_SAMPLING, seeded by their
-        number and how many answers failed) in place of branches; none where the session samples
-        already (its answer was a sample) or the engine is not local (it may not take a seed)."""
+        number and how many texts `other_than` holds, so each later try draws new ones) in place
+        of branches; none where the session samples already or the engine is not local."""
         if not count or not self.offers_candidates():
             return None, 0
         tried = 0
