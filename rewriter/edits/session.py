@@ -249,10 +249,8 @@ class EditSession:
                 tried += 1
                 if stopped():
                     break
-                candidate = self.edit.finish(branch.text, branch.stats.finish_reason, force=False,
-                                             allow_syntax_errors=allow_syntax_errors)
-                if (candidate.status == Status.APPLIED and candidate.text != self.edit.original
-                        and candidate.text not in other_than):
+                candidate = self._qualified(branch, allow_syntax_errors, other_than)
+                if candidate is not None:
                     return (candidate, branch), tried
         except NoCodeBlock:
             pass  # the answer decoded again (to find where it hesitated) has no code block: no branches
@@ -278,12 +276,20 @@ class EditSession:
                 continue
             if result is None:
                 break
-            candidate = self.edit.finish(result.text, result.stats.finish_reason, force=False,
-                                         allow_syntax_errors=allow_syntax_errors)
-            if (candidate.status == Status.APPLIED and candidate.text != self.edit.original
-                    and candidate.text not in other_than):
+            candidate = self._qualified(result, allow_syntax_errors, other_than)
+            if candidate is not None:
                 return (candidate, result), tried
         return None, tried
+
+    def _qualified(self, result: RewriteResult, allow_syntax_errors: bool,
+                   other_than: Collection[str]) -> Decision | None:
+        """The decision on a candidate answer where it changes the code, passes every check
+        (--force overrides none of them here) and is none of `other_than`; else None."""
+        candidate = self.edit.finish(result.text, result.stats.finish_reason, force=False,
+                                     allow_syntax_errors=allow_syntax_errors)
+        if candidate.status != Status.APPLIED or candidate.text == self.edit.original or candidate.text in other_than:
+            return None
+        return candidate
 
     def _decoded(self, request: EditRequest, stopped: Callable[[], bool]) -> RewriteResult | None:
         """The engine's whole answer to `request`, its deltas unseen; None when stopped."""
