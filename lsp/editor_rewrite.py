@@ -321,15 +321,15 @@ class EditorRewrite:
         self.decided = verdict.text
         edits = self.applier.edits
         if self.other_than is not None and not edits:
-            return Outcome(RewriteStatus.UNCHANGED, f"no other candidate passed the checks ({finished.branches} "
+            return Outcome(RewriteStatus.UNCHANGED, f"no other candidate passed the checks ({finished.candidates} "
                            "decoded); the proposal stays as it was", stats=result_stats)
         status = RewriteStatus.DONE if edits else RewriteStatus.UNCHANGED
         summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == Status.STRIPPED else "")
         if self.other_than is not None:
-            found = f"sampled ({finished.branches} decoded)" if finished.sampled else f"branch {finished.branches}"
+            found = f"sampled ({finished.candidates} decoded)" if finished.sampled else f"branch {finished.candidates}"
             summary += f"; {found}"
         elif finished.after_refusals:
-            summary += f"; refused twice, branch {finished.branches} of the first answer passed every check"
+            summary += f"; refused twice, branch {finished.candidates} of the first answer passed every check"
         return Outcome(status, ("rewrote" if edits else "no changes") + f": {summary}", stats=result_stats)
 
     def _proposed(self, outcome: Outcome, collector: ProposalCollector) -> Outcome:

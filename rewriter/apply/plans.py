@@ -94,7 +94,7 @@ class Unit:
     refused_diff: str = ""  # the file's diff had the refused answer been applied
     stats: Stats | None = None
     part_of: str = ""  # the scope this span was cut from to fit the model's context
-    branches: int = 0  # branches decoded after the answer came back unchanged
+    candidates: int = 0  # other answers decoded (branches, samples) after the first came back unchanged or failed
     retried: str = ""  # why the first answer was refused, when a second one was asked for
     failed_before: tuple[str, ...] = ()  # --test: this span's texts of the earlier tries, which the tests failed
 

@@ -241,7 +241,7 @@ def json_report(jobs: list[FilePlan], options: Options, seconds: float, code: in
                 "kind": u.target.kind, "name": u.target.name,
                 "lines": list(u.target.shown_lines),
                 "status": u.status, "reason": u.reason, "part_of": u.part_of,
-                **({"branches": u.branches} if u.branches else {}),
+                **({"candidates": u.candidates} if u.candidates else {}),
                 **({"retried": u.retried} if u.retried else {}),
                 **({"refused_diff": u.refused_diff} if u.refused_diff else {}),
                 **({"stats": _stats_dict(u.stats)} if u.stats else {}),

@@ -129,26 +129,26 @@ class Runner:
             return Unit(span, UnitStatus.FAILED, f"{decision.reason}; not applied", stats=stats)
         if decision.refused:
             override = "--allow-syntax-errors" if decision.refusal == Refusal.SYNTAX else "--force"
-            searched = f"; none of {finished.branches} branches of the first answer passed every check" \
-                if finished.branches else ""
+            searched = f"; none of {finished.candidates} other answers decoded (branches, samples) passed every check" \
+                if finished.candidates else ""
             return Unit(span, UnitStatus.REFUSED,
                         f"{decision.reason}; not applied ({override} applies it anyway){searched}",
                         refused_text=decision.refused_text, stats=stats, retried=finished.retried)
         reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
         if finished.another and decision.text != session.original:
-            found = f"an answer sampled to the first request ({finished.branches} decoded)" if finished.sampled \
-                else f"branch {finished.branches} of the first answer"
+            found = f"an answer sampled to the first request ({finished.candidates} decoded)" if finished.sampled \
+                else f"branch {finished.candidates} of the first answer"
             reason = "; ".join(filter(None, (reason, f"{found}, which no earlier try wrote, passed every check")))
         elif finished.after_refusals:
             reason = "; ".join(filter(None, (reason, f"the answer was refused ({finished.retried}), and so was the "
-                                                      f"one asked again; branch {finished.branches} of the first "
+                                                      f"one asked again; branch {finished.candidates} of the first "
                                                       "answer passed every check")))
-        elif finished.branches and decision.text != session.original:
+        elif finished.candidates and decision.text != session.original:
             came_back = "unchanged" if feedback is None else "unchanged or as an edit the tests failed"
-            reason = "; ".join(filter(None, (reason, f"the answer came back {came_back}; branch {finished.branches} "
+            reason = "; ".join(filter(None, (reason, f"the answer came back {came_back}; branch {finished.candidates} "
                                                       "changed it and passed every check")))
         return Unit(span, UnitStatus.CHANGED if decision.text != session.original else UnitStatus.UNCHANGED, reason,
-                    new_text=decision.text, stats=stats, branches=finished.branches, retried=finished.retried)
+                    new_text=decision.text, stats=stats, candidates=finished.candidates, retried=finished.retried)
 
     def _assemble(self, job: FilePlan, text: str, integrity: FileIntegrity) -> None:
         new = text

@@ -67,7 +67,7 @@ def asked_again(engine: Engine, case: Case, first: dict, branches: int, max_new_
     session decodes the first answer again, which `first` counts already)."""
     source = SourceText.from_text(case.before)
     verdict = _judged(_session(engine, case, source, branches, max_new_tokens), None, source, case, timeout_s)
-    return {**verdict, "tried": int(bool(verdict.get("retried"))) + verdict["branches"],
+    return {**verdict, "tried": int(bool(verdict.get("retried"))) + verdict["candidates"],
             "seconds": max(verdict["seconds"] - first.get("ours_s", 0.0), 0.0)}
 
 
@@ -88,10 +88,10 @@ def _judged(session: EditSession, feedback: Feedback | None, source: SourceText,
         finished = [event for event in session.run(feedback=feedback) if isinstance(event, Finished)][-1]
     except (NoCodeBlock, RewriteError) as error:
         return {"outcome": "no_code_block", "reason": str(error), "seconds": time.perf_counter() - began,
-                "branches": 0}
+                "candidates": 0}
     decision, stats = finished.decision, finished.result.stats
     told = {"seconds": time.perf_counter() - began, "output_tokens": stats.output_tokens,
-            "finish_reason": stats.finish_reason, "retried": finished.retried, "branches": finished.branches,
+            "finish_reason": stats.finish_reason, "retried": finished.retried, "candidates": finished.candidates,
             "another": finished.another, "after_refusals": finished.after_refusals}
     if decision.refused:
         if decision.refused_text is None:
@@ -122,7 +122,7 @@ def summarize_tries(rows: list[dict], tries: int) -> dict:
     within = {str(n): sum(row["passed_on_try"] is not None and row["passed_on_try"] <= n for row in rows)
               for n in range(1, tries + 1)}
     seconds = {str(n): sum(_seconds_until(row, n) for row in rows) for n in range(1, tries + 1)}
-    answers = sum(1 + row.get("branched", {}).get("tried", 0) + sum(1 + later["branches"] for later in row["tries"])
+    answers = sum(1 + row.get("branched", {}).get("tried", 0) + sum(1 + later["candidates"] for later in row["tries"])
                   for row in rows)
     ended = [row["tries"][-1]["outcome"] if row["tries"] else row.get("after_branches", row["outcome"])
              for row in rows]

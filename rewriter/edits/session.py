@@ -74,10 +74,10 @@ class Finished:
     hunks: list[Hunk]
     restart: bool = False
     retried: str = ""  # why the first answer was refused, when this is the second one's (or a branch's)
-    # candidates decoded (branches; on a sample try, and for another candidate once the branches
+    # other answers decoded (branches; on a sample try, and for another candidate once the branches
     # are spent, sampled answers too) after the answer came back unchanged, as an edit that failed
     # (Feedback) or refused twice, or for another candidate
-    branches: int = 0
+    candidates: int = 0
     another: bool = False  # the answer is another candidate: a branch or a sample of the first request, or the original
     sampled: bool = False  # that candidate is an answer sampled to the first request, not a branch
     after_refusals: bool = False  # the answer is a branch of the first, which was refused, as was the one asked again
@@ -198,12 +198,12 @@ class EditSession:
             if chosen is not None:
                 (decision, result), branched = chosen, True
         if decision.status == Status.APPLIED and not retried and not branched:
-            yield Finished(decision, result, hunks.feed(decision.text, final=True), branches=searched + tried)
+            yield Finished(decision, result, hunks.feed(decision.text, final=True), candidates=searched + tried)
             return
         # Stripped, refused or a second answer: what streamed is not what may be applied; start
         # again from the original.
         rest = [] if decision.refused else HunkStream(self.edit.original).feed(decision.text, final=True)
-        yield Finished(decision, result, rest, restart=True, retried=retried, branches=searched + tried,
+        yield Finished(decision, result, rest, restart=True, retried=retried, candidates=searched + tried,
                        after_refusals=after_refusals)
 
     def offers_candidates(self) -> bool:
@@ -218,22 +218,22 @@ class EditSession:
         were decoded. The greedy answer is not taken as it is (it was shown, or it changed nothing)."""
         count = self.branches or DEFAULT_BRANCHES
         chosen, tried = self._branch(request, allow_syntax_errors, stopped, count, other_than)
-        sampled = chosen is None and not stopped()
-        if sampled:
+        sampled = False
+        if chosen is None and not stopped():
             chosen, drawn = self._sample(request, allow_syntax_errors, stopped, count, other_than)
             tried += drawn
+            sampled = chosen is not None
         if chosen is None:
             if stopped():
                 return
             original = self.edit.original
-            chosen, sampled = (Decision(Status.APPLIED, original),
-                               RewriteResult(original, "", Stats(finish_reason="stop"))), False
+            chosen = Decision(Status.APPLIED, original), RewriteResult(original, "", Stats(finish_reason="stop"))
         yield self._finished_another(*chosen, tried, sampled=sampled)
 
     def _finished_another(self, decision: Decision, result: RewriteResult, tried: int,
                           sampled: bool = False) -> Finished:
         hunks = HunkStream(self.edit.original).feed(decision.text, final=True)
-        return Finished(decision, result, hunks, restart=True, branches=tried, another=True, sampled=sampled)
+        return Finished(decision, result, hunks, restart=True, candidates=tried, another=True, sampled=sampled)
 
     def _branch(self, request: EditRequest, allow_syntax_errors: bool, stopped: Callable[[], bool], count: int,
                 other_than: Collection[str] = ()) -> tuple[tuple[Decision, RewriteResult] | None, int]:

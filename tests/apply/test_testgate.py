@@ -84,6 +84,7 @@ def test_a_later_try_that_repeats_the_failed_edit_takes_a_branch_that_did_not_fa
     (file,) = report["files"]
     assert file["status"] == "written" and file["test"]["tries"] == 2
     assert "as an edit the tests failed; branch 2 changed it" in file["spans"][0]["reason"]
+    assert file["spans"][0]["candidates"] == 2
 
 
 def test_after_the_try_told_the_failure_the_third_is_a_branch_of_the_first_answer(project, capsys):

@@ -46,7 +46,7 @@ def test_the_tries_stop_where_apply_stops_them():
 
 
 def later(try_: int, outcome: str, seconds: float = 1.0) -> dict:
-    return {"try": try_, "outcome": outcome, "seconds": seconds, "branches": 0}
+    return {"try": try_, "outcome": outcome, "seconds": seconds, "candidates": 0}
 
 
 def test_the_summary_gives_passes_within_each_count_of_tries_and_their_cost():

@@ -46,7 +46,7 @@ def test_the_first_branch_that_changes_the_code_and_passes_every_check_is_kept()
     engine = BranchingEngine([FILE, LOST, BROKEN, HINTED, FILE.replace("w * h", "h * w")])
     finished = finish(engine, branches=4)
     assert finished.decision.status == Status.APPLIED and finished.decision.text == HINTED
-    assert finished.branches == 4 and finished.restart  # what streamed was the unchanged answer
+    assert finished.candidates == 4 and finished.restart  # what streamed was the unchanged answer
     assert engine.asked == [4]
 
 
@@ -54,7 +54,7 @@ def test_the_first_branch_that_changes_the_code_and_passes_every_check_is_kept()
 def test_no_branch_passing_leaves_the_answer_unchanged(texts, count):
     engine = BranchingEngine(texts)
     finished = finish(engine, branches=count)
-    assert finished.decision.text == FILE and finished.branches == (3 if count else 0)
+    assert finished.decision.text == FILE and finished.candidates == (3 if count else 0)
     assert engine.asked == ([3] if count else [])
 
 
@@ -102,7 +102,7 @@ def test_another_candidate_skips_the_texts_shown_and_the_refused_branches():
     engine = BranchingEngine([HINTED, LOST, FILE, BROKEN, SWAPPED])
     finished = another(engine, [HINTED], branches=5)
     assert finished.decision.status == Status.APPLIED and finished.decision.text == SWAPPED
-    assert finished.branches == 5 and finished.restart and finished.hunks
+    assert finished.candidates == 5 and finished.restart and finished.hunks
     assert engine.requests == [] and engine.asked == [5]  # the greedy answer is not asked as it is
 
 
@@ -117,7 +117,7 @@ def test_no_other_candidate_leaves_the_original_and_says_how_many_were_decoded()
     engine = BranchingEngine([HINTED, LOST, BROKEN, FILE])  # its samples answer the code unchanged
     finished = another(engine, [HINTED])
     assert finished.decision.status == Status.APPLIED and finished.decision.text == FILE
-    assert finished.branches == 8 and finished.hunks == []  # four branches, four samples
+    assert finished.candidates == 8 and finished.hunks == []  # four branches, four samples
     assert all(request.sampling is not None and not request.sampling.greedy for request in engine.requests)
 
 
@@ -126,7 +126,7 @@ def test_branches_spent_another_candidate_is_the_first_sample_that_qualifies():
     samples = iter([HINTED, SWAPPED])  # shown already, then a new edit
     engine.answer = lambda request: next(samples)
     finished = another(engine, [HINTED])
-    assert finished.decision.text == SWAPPED and finished.another and finished.branches == 4
+    assert finished.decision.text == SWAPPED and finished.another and finished.candidates == 4
     assert len(engine.requests) == 2 and len({request.sampling.seed for request in engine.requests}) == 2
 
 
@@ -135,7 +135,7 @@ def test_an_engine_without_branches_or_sampling_offers_no_other_candidates():
     session = EditSession(plain, Target.whole(FILE), "Add type hints", "python", branches=4)
     assert not session.offers_candidates()
     finished = another(plain, [])
-    assert finished.decision.text == FILE and finished.branches == 0 and plain.requests == []
+    assert finished.decision.text == FILE and finished.candidates == 0 and plain.requests == []
     engine = BranchingEngine([HINTED])
     assert another(engine, [], sampling=SamplingParams(temperature=0.7)).decision.text == FILE
     assert engine.asked == []
@@ -156,7 +156,7 @@ def test_an_answer_that_repeats_a_failed_edit_is_branched_for_one_that_did_not_f
     engine = BranchingEngine([HINTED, SWAPPED])
     engine.answer = lambda request: HINTED  # the edit of the try before, again
     finished = later_try(engine, [HINTED])
-    assert finished.decision.text == SWAPPED and finished.branches == 2
+    assert finished.decision.text == SWAPPED and finished.candidates == 2
     engine = BranchingEngine([HINTED])
     engine.answer = lambda request: HINTED
     assert later_try(engine, [HINTED]).decision.text == HINTED  # no branch qualifies: as answered
@@ -167,13 +167,13 @@ def test_later_tries_take_turns_a_branch_a_sample_and_a_request_told_the_failure
     engine = BranchingEngine([HINTED, BROKEN, SWAPPED])
     engine.answer = lambda request: pytest.fail("a branch try asks the model nothing else")
     finished = later_try(engine, [SWAPPED.replace("w, h", "w,  h"), HINTED])  # try 3
-    assert finished.decision.text == SWAPPED and finished.another and finished.branches == 3
+    assert finished.decision.text == SWAPPED and finished.another and finished.candidates == 3
     assert "failed" not in engine.branched[0].instruction  # branches of the first request, not the told one
     failed = [FILE.replace("w * h", "(w * h)"), SWAPPED, FILE.replace("w * h", "h * w")]
     engine = BranchingEngine([SWAPPED])
     engine.answer = lambda request: HINTED if request.sampling is not None else pytest.fail("try 4 samples")
     finished = later_try(engine, failed)  # try 4: an answer sampled to the first request
-    assert finished.decision.text == HINTED and finished.another and finished.branches == 1
+    assert finished.decision.text == HINTED and finished.another and finished.candidates == 1
     (asked,) = engine.requests
     assert asked.sampling is not None and not asked.sampling.greedy and asked.sampling.seed is not None
     assert "failed" not in asked.instruction and engine.asked == []
@@ -188,7 +188,7 @@ def test_later_tries_take_turns_a_branch_a_sample_and_a_request_told_the_failure
     finished = later_try(engine, [HINTED, SWAPPED])  # try 3, no branch left that no try failed: told
     assert finished.decision.text == FILE.replace("w * h", "h * w") and not finished.another
     # the two branches searched before it asked count, beside the two after the answer repeated try 4's edit
-    assert finished.branches == 4
+    assert finished.candidates == 4
     assert "the tests failed" in engine.requests[0].instruction
     plain = AnsweringEngine(lambda request: SWAPPED)  # no branches (an endpoint): told the failure again
     assert later_try(plain, [HINTED, FILE.replace("w * h", "(w * h)")]).decision.text == SWAPPED
@@ -201,7 +201,7 @@ def test_a_sample_try_takes_the_first_sample_that_changes_the_code_passes_every_
     engine = BranchingEngine([])
     engine.answer = lambda request: next(samples) if request.sampling is not None else pytest.fail("sampled")
     finished = later_try(engine, failed)
-    assert finished.decision.text == HINTED and finished.another and finished.branches == 4
+    assert finished.decision.text == HINTED and finished.another and finished.candidates == 4
     seeds = [request.sampling.seed for request in engine.requests]
     assert len(set(seeds)) == 4  # each sample drawn anew
     engine = BranchingEngine([])
@@ -215,7 +215,7 @@ def test_an_answer_that_differs_from_the_failed_edits_is_not_branched():
     engine = BranchingEngine([SWAPPED])
     engine.answer = lambda request: HINTED
     finished = later_try(engine, [SWAPPED])
-    assert finished.decision.text == HINTED and finished.branches == 0 and engine.asked == []
+    assert finished.decision.text == HINTED and finished.candidates == 0 and engine.asked == []
 
 
 # An answer refused, and refused again when asked with the reason: the first answer's branches.
@@ -224,13 +224,13 @@ def test_an_answer_refused_twice_is_branched_and_the_first_branch_passing_every_
     engine.answer = lambda request: LOST
     finished = finish(engine, branches=4)
     assert finished.decision.status == Status.APPLIED and finished.decision.text == HINTED
-    assert finished.after_refusals and finished.branches == 3 and finished.restart
+    assert finished.after_refusals and finished.candidates == 3 and finished.restart
     assert "it would lose function area" in finished.retried and len(engine.requests) == 2
     assert "Fix that." not in engine.branched[0].instruction  # branches of the first request
     engine = BranchingEngine([LOST, BROKEN])
     engine.answer = lambda request: LOST
     finished = finish(engine, branches=4)  # no branch passes: refused, as before
-    assert finished.decision.refused and not finished.after_refusals and finished.branches == 2
+    assert finished.decision.refused and not finished.after_refusals and finished.candidates == 2
     engine = BranchingEngine([HINTED])
     engine.answer = lambda request: LOST
     assert finish(engine, branches=0).decision.refused and engine.asked == []  # --branches 0: none

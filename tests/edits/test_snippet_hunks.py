@@ -473,3 +473,13 @@ def test_a_first_line_the_later_lines_do_not_agree_on_stays_as_written():
               "        lst[i], lst[i+1] = lst[i+1], lst[i]\n    return lst\n"
     outcome = merge_snippet(file, snippet, "python")
     assert isinstance(outcome, Merged) and outcome.text == snippet
+
+
+def test_a_first_line_that_opens_a_brace_lets_the_new_lines_after_it_stand_deeper():
+    # JavaScript: the selection starts at `if`'s code, and the file holds none of the later lines at
+    # one indentation only, so the `{` alone tells that the deeper lines are its block, as `:` does
+    file = "function check(user) {\n  if (user.age < 18) {\n    return false;\n  }\n  return true;\n}\n"
+    new = '    log(user);\n    throw new Error("minor");\n'
+    outcome = merge_snippet(file, "// ...\nif (user.age < 18) {\n" + new + "  }\n// ...\n", "javascript")
+    assert isinstance(outcome, Merged), outcome
+    assert outcome.text == file.replace("    return false;\n", new)

@@ -131,33 +131,19 @@ def _merge(file_text: str, snippet: str | bytes, language: str, instruction: str
 def _first_line_indented(snippet: str, file_lines: list[str]) -> str:
     """A snippet copied from the middle of its first line (a selection that starts at the code, not
     at the line's start) has that line without its indentation while the lines after it keep
-    theirs. The first line gets it back where the file tells it: the file holds the two first
-    lines in a row, at one relative indentation wherever it does; or it holds the first line at one
-    indentation only, and every later line of the snippet that it holds at one indentation only
-    stands as far from it as the others (how far the snippet stands from the file), or it holds
-    none of them (every later line is new: the first alone tells) and the next line stands where
-    the first line, so indented, lets it. Elsewhere the snippet stays as it is."""
+    theirs. The first line gets it back where the file tells how far it stands from the next
+    (`_step_in_a_row`, else `_step_from_held`); elsewhere the snippet stays as it is."""
     lines = snippet.splitlines(keepends=True)
     code = [i for i, line in enumerate(lines) if line.strip() and not is_marker(line)]
     if len(code) < 2 or lines[code[0]][:1] in " \t" or not all(lines[i][:1] in " \t" for i in code[1:]):
         return snippet
-    first, second = lines[code[0]].strip(), lines[code[1]]
     file_code = [line for line in file_lines if line.strip()]
-    steps = {len(indent_of(file_code[k])) - len(indent_of(file_code[k + 1])) for k in range(len(file_code) - 1)
-             if file_code[k].strip() == first and file_code[k + 1].strip() == second.strip()}
-    if len(steps) != 1:
-        widths: dict[str, set[int]] = {}
-        for line in file_code:
-            widths.setdefault(line.strip(), set()).add(len(indent_of(line)))
-        offsets = {len(indent_of(lines[i])) - min(widths[lines[i].strip()]) for i in code[1:]
-                   if len(widths.get(lines[i].strip(), ())) == 1}
-        if len(widths.get(first, ())) != 1 or len(offsets) > 1:
-            return snippet
-        if not offsets and not _opens_to(first, min(widths[first]), len(indent_of(second))):
-            return snippet  # a definition given dedented, its body new: the snippet's own indentation
-        steps = {min(widths[first]) + (offsets.pop() if offsets else 0) - len(indent_of(second))}
+    first, second = lines[code[0]].strip(), lines[code[1]]
+    step = _step_in_a_row(first, second, file_code)
+    if step is None:
+        step = _step_from_held(first, [lines[i] for i in code[1:]], file_code)
     indent = indent_of(second)
-    width = len(indent) + steps.pop()
+    width = len(indent) + step if step is not None else 0
     if width <= 0:
         return snippet
     lines[code[0]] = (indent[:width] if width <= len(indent) else indent + indent[-1] * (width - len(indent))) + \
@@ -165,14 +151,41 @@ def _first_line_indented(snippet: str, file_lines: list[str]) -> str:
     return "".join(lines)
 
 
+def _step_in_a_row(first: str, second: str, file_code: list[str]) -> int | None:
+    """How much deeper `first` stands than `second` where the file holds the two in a row, at one
+    step wherever it does; else None."""
+    steps = {len(indent_of(file_code[k])) - len(indent_of(file_code[k + 1])) for k in range(len(file_code) - 1)
+             if file_code[k].strip() == first and file_code[k + 1].strip() == second.strip()}
+    return steps.pop() if len(steps) == 1 else None
+
+
+def _step_from_held(first: str, later: list[str], file_code: list[str]) -> int | None:
+    """How much deeper `first` stands than the next line (`later[0]`) where the file holds `first`
+    at one indentation only, and every later line it holds at one indentation only stands as far
+    from it as the others (how far the snippet stands from the file); or where it holds none of
+    them (every later line is new: `first` alone tells) and the next line stands where `first`,
+    so indented, lets it. Else None."""
+    widths: dict[str, set[int]] = {}
+    for line in file_code:
+        widths.setdefault(line.strip(), set()).add(len(indent_of(line)))
+    offsets = {len(indent_of(line)) - min(widths[line.strip()]) for line in later
+               if len(widths.get(line.strip(), ())) == 1}
+    if len(widths.get(first, ())) != 1 or len(offsets) > 1:
+        return None
+    width, next_width = min(widths[first]), len(indent_of(later[0]))
+    if not offsets and not _opens_to(first, width, next_width):
+        return None  # a definition given dedented, its body new: the snippet's own indentation
+    return width + (offsets.pop() if offsets else 0) - next_width
+
+
 def _opens_to(line: str, width: int, next_width: int) -> bool:
     """Whether a line at `width` may be followed by one at `next_width`: deeper after a line that
-    opens a block, not deeper after any other."""
-    return next_width > width if line.rstrip().endswith(":") else next_width <= width
+    opens a block or a bracket, not deeper after any other."""
+    return next_width > width if line.rstrip().endswith((":", "{", "(", "[")) else next_width <= width
 
 
 def _read(snippet: str, newline: str, grammar: str, held: set[str]) -> _Snippet:
-    snippet = snippet.replace("\r\n", "\n")
+    """The snippet's lines (its newlines "\n", as `_merge` makes them), in the file's newline."""
     indent = common_indent(snippet)
     lines = [(line[len(indent):] if line.startswith(indent) else line.lstrip(" \t")).replace("\n", newline)
              for line in snippet.splitlines(keepends=True)]
