@@ -483,3 +483,72 @@ def test_a_first_line_that_opens_a_brace_lets_the_new_lines_after_it_stand_deepe
     outcome = merge_snippet(file, "// ...\nif (user.age < 18) {\n" + new + "  }\n// ...\n", "javascript")
     assert isinstance(outcome, Merged), outcome
     assert outcome.text == file.replace("    return false;\n", new)
+
+
+# Two classes with the same methods: a hunk's context fits both.
+TWINS = '''class First:
+    """The first."""
+
+    def size(self):
+        count = len(self.items)
+        return count
+
+    def empty(self):
+        return not self.items
+
+    def label(self):
+        return "first"
+
+
+class Second:
+    """The second."""
+
+    def size(self):
+        count = len(self.items)
+        return count
+
+    def empty(self):
+        return not self.items
+
+    def label(self):
+        return "second"
+'''
+SIZE_HUNK = '''# ... existing code ...
+    def size(self):
+        count = len(self.items)
+        return count + 1
+
+    def empty(self):
+# ... existing code ...
+'''
+
+
+def test_a_hunk_that_fits_two_places_goes_to_the_one_the_later_hunks_follow():
+    # only after First's size does the label hunk, which ends before `class Second:`, have a place
+    snippet = SIZE_HUNK + '    def label(self):\n        return "First"\n\n\nclass Second:\n# ... existing code ...\n'
+    outcome = merge_snippet(TWINS, snippet, "python")
+    assert isinstance(outcome, Merged) and outcome.path == LINES
+    assert outcome.text == TWINS.replace("return count\n", "return count + 1\n", 1).replace('"first"', '"First"')
+
+
+def test_a_hunk_that_fits_two_places_the_later_hunks_follow_both_goes_to_the_model():
+    # the label hunk runs to the file's end, after either copy of size: which one changes is unclear
+    snippet = SIZE_HUNK + '    def label(self):\n        return "Second"\n'
+    outcome = merge_snippet(TWINS, snippet, "python")
+    assert isinstance(outcome, ToModel) and "fit 2 places" in outcome.reason
+
+
+def test_a_hunk_that_fits_two_places_goes_where_its_context_stands_at_the_snippet_s_indentation():
+    # in Second, `count = ...` stands one level deeper than beside First's `def empty`: the
+    # snippet's context lines do not fit there at one indentation, so First's is the place
+    guarded = TWINS.replace("        count = len(self.items)\n        return count\n\n    def empty(self):\n        "
+                            "return not self.items\n\n    def label(self):\n        return \"second\"",
+                            "        if self.items:\n            count = len(self.items)\n        return count\n\n"
+                            "    def empty(self):\n        return not self.items\n\n    def label(self):\n"
+                            "        return \"second\"")
+    assert guarded.count("            count = len(self.items)\n") == 1
+    snippet = "# ... existing code ...\n        count = len(self.items)\n        return count + 1\n\n" \
+              "    def empty(self):\n# ... existing code ...\n"
+    outcome = merge_snippet(guarded, snippet, "python")
+    assert isinstance(outcome, Merged), outcome
+    assert outcome.text == guarded.replace("return count\n", "return count + 1\n", 1)

@@ -24,6 +24,7 @@ SLACK_LINES = 8  # code lines a replaced stretch of the file may hold beyond the
 # How alike (difflib's ratio) the lines a stretch replaces must be to its own where its context
 # fits several places, and twice as alike as at any other place, for the place to be sure.
 ALIKE = 0.5
+LOOKAHEAD_TRIES = 64  # places tried for stretches whose context fits several, in one merge
 
 
 @dataclass(frozen=True)
@@ -53,47 +54,114 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
     """The file's lines with each of the snippet's stretches merged in (lines end in newlines);
     raises Unclear where the place or the extent of a stretch is uncertain. `heads`: the file's
     lines that start a definition; `removals`: the instruction, where it asks for removals."""
-    merge = _LineMerge(file_lines, lines, heads, bool(markers), removals)
-    out: list[str] = []
-    copied = 0  # file lines [0, copied) are in `out` or replaced
-    cursor = 0  # file code lines before it belong to stretches placed already
     stretches = _stretches(lines, markers)
     if not stretches:
         raise Unclear("the snippet holds only markers")
-    for number, stretch in enumerate(stretches):
-        code = [i for i in range(stretch.start, stretch.end) if lines[i].strip()]
-        keys = [lines[i].strip() for i in code]
-        first = number == 0 and not stretch.marker_before
-        last = number == len(stretches) - 1 and not stretch.marker_after
-        try:
-            place = _place(merge.file_keys, keys, cursor, from_start=first, to_end=last)
-            result = merge.stretch(stretch, code, keys, place, first) if place is not None else cursor
-        except Unclear as unclear:
-            # No marker after the last stretch: read literally, it runs to the file's end. Where
-            # the lenient reading (its end matched inside the file) is unsure, the literal one may be sure.
-            literal = _to_end(merge.file_keys, keys, cursor) if last else None
-            if literal is None:
-                raise
-            try:
-                result = merge.stretch(stretch, code, keys, literal, first)
-            except Unclear:
-                raise unclear from None
-        if isinstance(result, int):  # nothing changes there
-            cursor = result
-            continue
-        low, high, replaced, cursor = result
+    out: list[str] = []
+    copied = 0  # file lines [0, copied) are in `out` or replaced
+    for low, high, replaced in _LineMerge(file_lines, lines, heads, bool(markers), removals, stretches).edits(0, 0):
         out += file_lines[copied:low] + replaced
         copied = high
     return out + file_lines[copied:]
 
 
+class _Ambiguous(Unclear):
+    """A stretch's context fits several places (`places`), none clearly the one."""
+
+    def __init__(self, message: str, places: list[_Place]):
+        super().__init__(message)
+        self.places = places
+
+
+class _NotFound(Unclear):
+    """A stretch's lines are nowhere in the file after where the stretches before it went."""
+
+
+class _Misfit(Unclear):
+    """A stretch's context lines stand at a place with another indentation each."""
+
+
 class _LineMerge:
     """The file and the snippet, for merging the snippet's stretches one by one."""
 
-    def __init__(self, file_lines: list[str], lines: list[str], heads: set[int], marked: bool, removals: str):
+    def __init__(self, file_lines: list[str], lines: list[str], heads: set[int], marked: bool, removals: str,
+                 stretches: list[_Stretch]):
         self.file_lines, self.lines, self.heads, self.marked, self.removals = file_lines, lines, heads, marked, removals
+        self.stretches = stretches
         self.file_code = [i for i, line in enumerate(file_lines) if line.strip()]
         self.file_keys = [file_lines[i].strip() for i in self.file_code]
+        self.tries_left = LOOKAHEAD_TRIES
+
+    def edits(self, number: int, cursor: int) -> list[tuple[int, int, list[str]]]:
+        """The file's lines [low, high) that stretches `number` on replace, and their lines in
+        place, the first placed at or after the file's code line `cursor`. A stretch whose context
+        fits several places goes to the one place after which every later stretch has a place
+        too (the snippet shows them in the file's order); where more than one is left, or a later
+        stretch is unclear for another reason, the place is unclear."""
+        if number == len(self.stretches):
+            return []
+        stretch = self.stretches[number]
+        code = [i for i in range(stretch.start, stretch.end) if self.lines[i].strip()]
+        keys = [self.lines[i].strip() for i in code]
+        first = number == 0 and not stretch.marker_before
+        last = number == len(self.stretches) - 1 and not stretch.marker_after
+        try:
+            result = self._placed(stretch, code, keys, cursor, first, last)
+        except _Ambiguous as ambiguous:
+            return self._resolved(ambiguous, number, code, keys, first)
+        return self._then(result, number)
+
+    def _resolved(self, ambiguous: _Ambiguous, number: int, code: list[int], keys: list[str],
+                  first: bool) -> list[tuple[int, int, list[str]]]:
+        """The edits with stretch `number` at the one of its places where its context lines fit
+        and after which the later stretches have places; _NotFound where none is."""
+        found = []
+        for place in ambiguous.places:
+            self.tries_left -= 1
+            if self.tries_left < 0:
+                raise ambiguous
+            try:
+                _check_edges(self.file_keys, keys, place)
+                result = self.stretch(self.stretches[number], code, keys, place, first)
+            except _Misfit:
+                continue  # its context lines stand there at other indentations than the snippet shows
+            except Unclear:
+                raise ambiguous from None
+            try:
+                found.append(self._then(result, number))
+            except _NotFound:
+                continue  # a later stretch is nowhere after this place
+            except Unclear:
+                raise ambiguous from None
+        if not found:
+            raise _NotFound(f"{ambiguous}, and after none of them do the snippet's later lines follow")
+        if len(found) > 1:
+            raise ambiguous
+        return found[0]
+
+    def _then(self, result: tuple[int, int, list[str], int] | int, number: int) -> list[tuple[int, int, list[str]]]:
+        """A stretch's edit (none where it changes nothing) and the later stretches' after it."""
+        if isinstance(result, int):
+            return self.edits(number + 1, result)
+        low, high, replaced, cursor = result
+        return [(low, high, replaced), *self.edits(number + 1, cursor)]
+
+    def _placed(self, stretch: _Stretch, code: list[int], keys: list[str], cursor: int, first: bool,
+                last: bool) -> tuple[int, int, list[str], int] | int:
+        """The stretch merged at its one place (`stretch`'s result)."""
+        try:
+            place = _place(self.file_keys, keys, cursor, from_start=first, to_end=last)
+            return self.stretch(stretch, code, keys, place, first) if place is not None else cursor
+        except Unclear as unclear:
+            # No marker after the last stretch: read literally, it runs to the file's end. Where
+            # the lenient reading (its end matched inside the file) is unsure, the literal one may be sure.
+            literal = _to_end(self.file_keys, keys, cursor) if last else None
+            if literal is None:
+                raise
+            try:
+                return self.stretch(stretch, code, keys, literal, first)
+            except Unclear:
+                raise unclear from None
 
     def stretch(self, stretch: _Stretch, code: list[int], keys: list[str], place: _Place,
                 first: bool) -> tuple[int, int, list[str], int] | int:
@@ -183,7 +251,7 @@ def _place(file_keys: list[str], keys: list[str], cursor: int, from_start: bool,
         return _Place(starts[0], p, starts[0] + p, 0) if len(starts) == 1 else None
     if not p:
         if not from_start:
-            raise Unclear(f"the snippet's line {keys[0]!r} matches nothing in the file after what comes before it")
+            raise _NotFound(f"the snippet's line {keys[0]!r} matches nothing in the file after what comes before it")
         starts = [cursor]
     places = []
     for a in starts:
@@ -195,19 +263,27 @@ def _place(file_keys: list[str], keys: list[str], cursor: int, from_start: bool,
             places.append(_Place(a, p, len(file_keys), 0))
     # a prefix found again before the suffix that follows an earlier one is that suffix's own
     places = [place for place in places if not any(place.a < other.a < place.b for other in places)]
+    if not places and to_end and len(starts) > 1:
+        raise Unclear(f"the snippet's lines from {keys[p - 1]!r} to the file's end fit {len(starts)} places in it")
     if not places:
-        raise Unclear(f"the snippet's line {keys[-1]!r} matches nothing in the file after {keys[p - 1]!r}"
-                      if p else f"the snippet's line {keys[-1]!r} matches nothing in the file")
+        raise _NotFound(f"the snippet's line {keys[-1]!r} matches nothing in the file after {keys[p - 1]!r}"
+                        if p else f"the snippet's line {keys[-1]!r} matches nothing in the file")
     place = places[0] if len(places) == 1 else _likeliest(places, file_keys, keys)
     if place is None:
-        raise Unclear(f"the snippet's lines around {keys[max(p - 1, 0)]!r} fit {len(places)} places in the file")
+        raise _Ambiguous(f"the snippet's lines around {keys[max(p - 1, 0)]!r} fit {len(places)} places in the file",
+                         places)
+    _check_edges(file_keys, keys, place)
+    return place
+
+
+def _check_edges(file_keys: list[str], keys: list[str], place: _Place) -> None:
+    """A stretch without context on a side replaces only a few of the file's lines at its start (end)."""
     new_lines = len(keys) - place.p - place.s
     if not place.p and place.b > max(EDGE_LINES, 2 * new_lines):
         raise Unclear(f"the snippet would replace {place.b} lines at the file's start, with no marker there")
     if not place.s and len(file_keys) - place.a - place.p > max(EDGE_LINES, 2 * new_lines):
         raise Unclear(f"the snippet would replace {len(file_keys) - place.a - place.p} lines at the file's end, "
                       "with no marker there")
-    return place
 
 
 def _to_end(file_keys: list[str], keys: list[str], cursor: int) -> _Place | None:
@@ -315,7 +391,7 @@ def _shift(file_lines: list[str], file_code: list[int], lines: list[str], code: 
     if not pairs and place.a == 0 and place.b == len(file_code):
         return "", 0  # the whole file, no line of it kept: the snippet's lines as they stand
     if len(shifts) != 1:
-        raise Unclear("the snippet's context lines are indented unlike the file's")
+        raise _Misfit("the snippet's context lines are indented unlike the file's")
     shift = shifts.pop()
     widest = max((file_lines[f] for _, f in pairs), key=lambda line: len(indent_of(line)))
     return (indent_of(widest)[:shift], 0) if shift > 0 else ("", -shift)
