@@ -65,6 +65,12 @@ def merge_by_lines(file_lines: list[str], lines: list[str], markers: set[int], h
     return out + file_lines[copied:]
 
 
+# The file's lines [low, high) and the lines in their place.
+_Edit = tuple[int, int, list[str]]
+# A stretch placed: its edit and the file's code line after it, or that line alone where nothing changes.
+_Placed = tuple[int, int, list[str], int] | int
+
+
 class _Ambiguous(Unclear):
     """A stretch's context fits several places (`places`), none clearly the one."""
 
@@ -92,7 +98,7 @@ class _LineMerge:
         self.file_keys = [file_lines[i].strip() for i in self.file_code]
         self.tries_left = LOOKAHEAD_TRIES
 
-    def edits(self, number: int, cursor: int) -> list[tuple[int, int, list[str]]]:
+    def edits(self, number: int, cursor: int) -> list[_Edit]:
         """The file's lines [low, high) that stretches `number` on replace, and their lines in
         place, the first placed at or after the file's code line `cursor`. A stretch whose context
         fits several places goes to the one place after which every later stretch has a place
@@ -112,7 +118,7 @@ class _LineMerge:
         return self._then(result, number)
 
     def _resolved(self, ambiguous: _Ambiguous, number: int, code: list[int], keys: list[str],
-                  first: bool) -> list[tuple[int, int, list[str]]]:
+                  first: bool) -> list[_Edit]:
         """The edits with stretch `number` at the one of its places where its context lines fit
         and after which the later stretches have places; _NotFound where none is."""
         found = []
@@ -134,12 +140,12 @@ class _LineMerge:
             except Unclear:
                 raise ambiguous from None
         if not found:
-            raise _NotFound(f"{ambiguous}, and after none of them do the snippet's later lines follow")
+            raise _NotFound(f"{ambiguous}, and at none of them do its context lines fit and the later lines follow")
         if len(found) > 1:
             raise ambiguous
         return found[0]
 
-    def _then(self, result: tuple[int, int, list[str], int] | int, number: int) -> list[tuple[int, int, list[str]]]:
+    def _then(self, result: _Placed, number: int) -> list[_Edit]:
         """A stretch's edit (none where it changes nothing) and the later stretches' after it."""
         if isinstance(result, int):
             return self.edits(number + 1, result)
@@ -147,7 +153,7 @@ class _LineMerge:
         return [(low, high, replaced), *self.edits(number + 1, cursor)]
 
     def _placed(self, stretch: _Stretch, code: list[int], keys: list[str], cursor: int, first: bool,
-                last: bool) -> tuple[int, int, list[str], int] | int:
+                last: bool) -> _Placed:
         """The stretch merged at its one place (`stretch`'s result)."""
         try:
             place = _place(self.file_keys, keys, cursor, from_start=first, to_end=last)
@@ -164,7 +170,7 @@ class _LineMerge:
                 raise unclear from None
 
     def stretch(self, stretch: _Stretch, code: list[int], keys: list[str], place: _Place,
-                first: bool) -> tuple[int, int, list[str], int] | int:
+                first: bool) -> _Placed:
         """The file's lines [low, high) the stretch (its code lines `code`, stripped `keys`) replaces
         at `place`, the lines in their place and the cursor after them; the cursor alone where
         nothing changes."""
