@@ -326,10 +326,10 @@ class EditorRewrite:
         status = RewriteStatus.DONE if edits else RewriteStatus.UNCHANGED
         summary = stats_message(stats) + (f"; {verdict.reason}" if verdict.status == Status.STRIPPED else "")
         if self.other_than is not None:
-            found = f"sampled ({finished.candidates} decoded)" if finished.sampled else f"branch {finished.candidates}"
+            found = f"sampled ({finished.candidates} decoded)" if finished.sampled else f"branch {finished.branch}"
             summary += f"; {found}"
         elif finished.after_refusals:
-            summary += f"; refused twice, branch {finished.candidates} of the first answer passed every check"
+            summary += f"; refused twice, branch {finished.branch} of the first answer passed every check"
         return Outcome(status, ("rewrote" if edits else "no changes") + f": {summary}", stats=result_stats)
 
     def _proposed(self, outcome: Outcome, collector: ProposalCollector) -> Outcome:

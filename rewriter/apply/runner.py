@@ -137,15 +137,15 @@ class Runner:
         reason = f"applied with --force although {decision.reason}" if decision.forced else decision.reason
         if finished.another and decision.text != session.original:
             found = f"an answer sampled to the first request ({finished.candidates} decoded)" if finished.sampled \
-                else f"branch {finished.candidates} of the first answer"
+                else f"branch {finished.branch} of the first answer"
             reason = "; ".join(filter(None, (reason, f"{found}, which no earlier try wrote, passed every check")))
         elif finished.after_refusals:
             reason = "; ".join(filter(None, (reason, f"the answer was refused ({finished.retried}), and so was the "
-                                                      f"one asked again; branch {finished.candidates} of the first "
+                                                      f"one asked again; branch {finished.branch} of the first "
                                                       "answer passed every check")))
-        elif finished.candidates and decision.text != session.original:
+        elif finished.branch and decision.text != session.original:
             came_back = "unchanged" if feedback is None else "unchanged or as an edit the tests failed"
-            reason = "; ".join(filter(None, (reason, f"the answer came back {came_back}; branch {finished.candidates} "
+            reason = "; ".join(filter(None, (reason, f"the answer came back {came_back}; branch {finished.branch} "
                                                       "changed it and passed every check")))
         return Unit(span, UnitStatus.CHANGED if decision.text != session.original else UnitStatus.UNCHANGED, reason,
                     new_text=decision.text, stats=stats, candidates=finished.candidates, retried=finished.retried)

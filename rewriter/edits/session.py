@@ -78,6 +78,7 @@ class Finished:
     # are spent, sampled answers too) after the answer came back unchanged, as an edit that failed
     # (Feedback) or refused twice, or for another candidate
     candidates: int = 0
+    branch: int = 0  # which branch of the first answer was taken (1 for the first), 0 where none was
     another: bool = False  # the answer is another candidate: a branch or a sample of the first request, or the original
     sampled: bool = False  # that candidate is an answer sampled to the first request, not a branch
     after_refusals: bool = False  # the answer is a branch of the first, which was refused, as was the one asked again
@@ -163,7 +164,8 @@ class EditSession:
             chosen, searched = search(self.request(context_window), allow_syntax_errors, stopped,
                                       self.branches or DEFAULT_BRANCHES, feedback.failed())
             if chosen is not None:
-                yield self._finished_another(*chosen, searched, sampled=kind == SAMPLE)
+                yield self._finished_another(*chosen, searched, branch=searched if kind == BRANCH else 0,
+                                             sampled=kind == SAMPLE)
                 return
             if stopped():
                 return
@@ -175,7 +177,7 @@ class EditSession:
         decision = self.edit.finish(result.text, result.stats.finish_reason, force=force,
                                     allow_syntax_errors=allow_syntax_errors)
         retried = ""
-        branched, tried, after_refusals = False, 0, False
+        branch, tried, after_refusals = 0, 0, False
         failed = feedback.failed() if feedback is not None else ()
         if decision.refused and decision.refusal in RETRIED_REFUSALS:
             retried = decision.reason
@@ -189,22 +191,22 @@ class EditSession:
                 # refused twice: where the model hesitated in its first answer, another choice may pass
                 chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches, failed)
                 if chosen is not None:
-                    (decision, result), branched, after_refusals = chosen, True, True
+                    (decision, result), branch, after_refusals = chosen, tried, True
         # An unchanged answer, or one that repeats an edit the outside check failed (told of the
         # failure, a small model often answers with its earlier edit again): branch for another.
         if decision.status == Status.APPLIED and not retried and (decision.text == self.edit.original
                                                                    or decision.text in failed):
             chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches, failed)
             if chosen is not None:
-                (decision, result), branched = chosen, True
-        if decision.status == Status.APPLIED and not retried and not branched:
+                (decision, result), branch = chosen, tried
+        if decision.status == Status.APPLIED and not retried and not branch:
             yield Finished(decision, result, hunks.feed(decision.text, final=True), candidates=searched + tried)
             return
         # Stripped, refused or a second answer: what streamed is not what may be applied; start
         # again from the original.
         rest = [] if decision.refused else HunkStream(self.edit.original).feed(decision.text, final=True)
         yield Finished(decision, result, rest, restart=True, retried=retried, candidates=searched + tried,
-                       after_refusals=after_refusals)
+                       branch=branch, after_refusals=after_refusals)
 
     def offers_candidates(self) -> bool:
         """Whether the engine decodes other candidates (branches) for this session: a local
@@ -218,6 +220,7 @@ class EditSession:
         were decoded. The greedy answer is not taken as it is (it was shown, or it changed nothing)."""
         count = self.branches or DEFAULT_BRANCHES
         chosen, tried = self._branch(request, allow_syntax_errors, stopped, count, other_than)
+        branch = tried if chosen is not None else 0
         sampled = False
         if chosen is None and not stopped():
             chosen, drawn = self._sample(request, allow_syntax_errors, stopped, count, other_than)
@@ -228,12 +231,13 @@ class EditSession:
                 return
             original = self.edit.original
             chosen = Decision(Status.APPLIED, original), RewriteResult(original, "", Stats(finish_reason="stop"))
-        yield self._finished_another(*chosen, tried, sampled=sampled)
+        yield self._finished_another(*chosen, tried, branch=branch, sampled=sampled)
 
-    def _finished_another(self, decision: Decision, result: RewriteResult, tried: int,
+    def _finished_another(self, decision: Decision, result: RewriteResult, candidates: int, *, branch: int = 0,
                           sampled: bool = False) -> Finished:
         hunks = HunkStream(self.edit.original).feed(decision.text, final=True)
-        return Finished(decision, result, hunks, restart=True, candidates=tried, another=True, sampled=sampled)
+        return Finished(decision, result, hunks, restart=True, candidates=candidates, branch=branch, another=True,
+                        sampled=sampled)
 
     def _branch(self, request: EditRequest, allow_syntax_errors: bool, stopped: Callable[[], bool], count: int,
                 other_than: Collection[str] = ()) -> tuple[tuple[Decision, RewriteResult] | None, int]:

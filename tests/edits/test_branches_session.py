@@ -195,6 +195,22 @@ def test_later_tries_take_turns_a_branch_a_sample_and_a_request_told_the_failure
     assert "the tests failed" in plain.requests[0].instruction
 
 
+def test_a_branch_taken_after_the_told_answer_repeats_a_failed_edit_is_numbered_among_that_answer_s_branches():
+    # try 3 searches the first answer's two branches (both failed before), is told the failure,
+    # answers try 2's edit again and takes the told answer's second branch: branch 2 of 4 decoded
+    class TwoRequests(BranchingEngine):
+        def branches(self, request, count):
+            self.branch_texts = [HINTED, SWAPPED] if "the tests failed" in request.instruction else failed
+            yield from super().branches(request, count)
+
+    failed = [SWAPPED.replace("w, h", "w,  h"), HINTED]
+    engine = TwoRequests([])
+    engine.answer = lambda request: HINTED
+    finished = later_try(engine, failed)
+    assert finished.decision.text == SWAPPED and not finished.another
+    assert finished.candidates == 4 and finished.branch == 2
+
+
 def test_a_sample_try_takes_the_first_sample_that_changes_the_code_passes_every_check_and_did_not_fail():
     failed = [FILE.replace("w * h", "(w * h)"), SWAPPED, FILE.replace("w * h", "h * w")]
     samples = iter([FILE, LOST, SWAPPED, HINTED])  # unchanged, refused, failed before, a new edit
