@@ -486,33 +486,13 @@ def test_a_first_line_that_opens_a_brace_lets_the_new_lines_after_it_stand_deepe
 
 
 # Two classes with the same methods: a hunk's context fits both.
-TWINS = '''class First:
-    """The first."""
-
-    def size(self):
-        count = len(self.items)
-        return count
-
-    def empty(self):
-        return not self.items
-
-    def label(self):
-        return "first"
+def _twin(name: str) -> str:
+    return (f'class {name}:\n    """The {name.lower()}."""\n\n    def size(self):\n        count = len(self.items)\n'
+            '        return count\n\n    def empty(self):\n        return not self.items\n\n    def label(self):\n'
+            f'        return "{name.lower()}"\n')
 
 
-class Second:
-    """The second."""
-
-    def size(self):
-        count = len(self.items)
-        return count
-
-    def empty(self):
-        return not self.items
-
-    def label(self):
-        return "second"
-'''
+TWINS = _twin("First") + "\n\n" + _twin("Second")
 SIZE_HUNK = '''# ... existing code ...
     def size(self):
         count = len(self.items)
