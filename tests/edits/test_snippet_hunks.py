@@ -532,3 +532,12 @@ def test_a_hunk_that_fits_two_places_goes_where_its_context_stands_at_the_snippe
     outcome = merge_snippet(guarded, snippet, "python")
     assert isinstance(outcome, Merged), outcome
     assert outcome.text == guarded.replace("return count\n", "return count + 1\n", 1)
+
+
+def test_a_snippet_of_a_thousand_hunks_merges_without_running_out_of_stack():
+    file = "".join(f"a{i} = 0\nb{i} = 1\nc{i} = 2\n" for i in range(1000))
+    snippet = "# ... existing code ...\n" + "".join(f"a{i} = 0\nb{i} = 10\nc{i} = 2\n# ... existing code ...\n"
+                                                    for i in range(1000))
+    outcome = merge_snippet(file, snippet, "python")
+    assert isinstance(outcome, Merged) and outcome.path == LINES
+    assert outcome.text == file.replace(" = 1\n", " = 10\n")

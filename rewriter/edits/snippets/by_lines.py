@@ -71,6 +71,14 @@ _Edit = tuple[int, int, list[str]]
 _Placed = tuple[int, int, list[str], int] | int
 
 
+def _split(placed: _Placed) -> tuple[list[_Edit], int]:
+    """A placed stretch's edit (none where nothing changes) and the cursor after it."""
+    if isinstance(placed, int):
+        return [], placed
+    low, high, replaced, cursor = placed
+    return [(low, high, replaced)], cursor
+
+
 class _Ambiguous(Unclear):
     """A stretch's context fits several places (`places`), none clearly the one."""
 
@@ -98,24 +106,27 @@ class _LineMerge:
         self.file_keys = [file_lines[i].strip() for i in self.file_code]
         self.tries_left = LOOKAHEAD_TRIES
 
-    def edits(self, number: int, cursor: int) -> list[_Edit]:
-        """The file's lines [low, high) that stretches `number` on replace, and their lines in
+    def edits(self, start: int, cursor: int) -> list[_Edit]:
+        """The file's lines [low, high) that stretches `start` on replace, and their lines in
         place, the first placed at or after the file's code line `cursor`. A stretch whose context
         fits several places goes to the one place after which every later stretch has a place
         too (the snippet shows them in the file's order); where more than one is left, or a later
-        stretch is unclear for another reason, the place is unclear."""
-        if number == len(self.stretches):
-            return []
-        stretch = self.stretches[number]
-        code = [i for i in range(stretch.start, stretch.end) if self.lines[i].strip()]
-        keys = [self.lines[i].strip() for i in code]
-        first = number == 0 and not stretch.marker_before
-        last = number == len(self.stretches) - 1 and not stretch.marker_after
-        try:
-            result = self._placed(stretch, code, keys, cursor, first, last)
-        except _Ambiguous as ambiguous:
-            return self._resolved(ambiguous, number, code, keys, first)
-        return self._then(result, number)
+        stretch is unclear for another reason, the place is unclear. A loop, not a recursion, but
+        for those places: a snippet may hold many stretches."""
+        out: list[_Edit] = []
+        for number in range(start, len(self.stretches)):
+            stretch = self.stretches[number]
+            code = [i for i in range(stretch.start, stretch.end) if self.lines[i].strip()]
+            keys = [self.lines[i].strip() for i in code]
+            first = number == 0 and not stretch.marker_before
+            last = number == len(self.stretches) - 1 and not stretch.marker_after
+            try:
+                result = self._placed(stretch, code, keys, cursor, first, last)
+            except _Ambiguous as ambiguous:
+                return out + self._resolved(ambiguous, number, code, keys, first)
+            edit, cursor = _split(result)
+            out += edit
+        return out
 
     def _resolved(self, ambiguous: _Ambiguous, number: int, code: list[int], keys: list[str],
                   first: bool) -> list[_Edit]:
@@ -128,13 +139,13 @@ class _LineMerge:
                 raise ambiguous
             try:
                 _check_edges(self.file_keys, keys, place)
-                result = self.stretch(self.stretches[number], code, keys, place, first)
+                edit, cursor = _split(self.stretch(self.stretches[number], code, keys, place, first))
             except _Misfit:
                 continue  # its context lines stand there at other indentations than the snippet shows
             except Unclear:
                 raise ambiguous from None
             try:
-                found.append(self._then(result, number))
+                found.append(edit + self.edits(number + 1, cursor))
             except _NotFound:
                 continue  # a later stretch is nowhere after this place
             except Unclear:
@@ -144,13 +155,6 @@ class _LineMerge:
         if len(found) > 1:
             raise ambiguous
         return found[0]
-
-    def _then(self, result: _Placed, number: int) -> list[_Edit]:
-        """A stretch's edit (none where it changes nothing) and the later stretches' after it."""
-        if isinstance(result, int):
-            return self.edits(number + 1, result)
-        low, high, replaced, cursor = result
-        return [(low, high, replaced), *self.edits(number + 1, cursor)]
 
     def _placed(self, stretch: _Stretch, code: list[int], keys: list[str], cursor: int, first: bool,
                 last: bool) -> _Placed:
