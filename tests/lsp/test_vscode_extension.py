@@ -15,9 +15,11 @@ from rewriter.results import DTYPES
 EXTENSION = Path(__file__).resolve().parents[2] / "lsp" / "editors" / "vscode"
 MANIFEST = json.loads((EXTENSION / "package.json").read_text())
 SETTINGS = MANIFEST["contributes"]["configuration"]["properties"]
-# rewriter.server.* say how to start the server; every other setting is an initializationOption.
+# rewriter.server.* say how to start the server and CLIENT_SETTINGS are the extension's own
+# (src/settings.ts); every other setting is an initializationOption.
+CLIENT_SETTINGS = {"rewriter.nextEdit.enabled"}
 OPTION_SETTINGS = {name.removeprefix("rewriter."): schema for name, schema in SETTINGS.items()
-                   if not name.startswith("rewriter.server.")}
+                   if not name.startswith("rewriter.server.") and name not in CLIENT_SETTINGS}
 SERVER_COMMANDS = {rewrite_commands.REWRITE, rewrite_commands.REWRITE_FILE, rewrite_commands.CANCEL,
                    rewrite_commands.WAIT, proposal_commands.ACCEPT_HUNK, proposal_commands.REJECT_HUNK,
                    proposal_commands.ACCEPT_ALL, proposal_commands.REJECT_ALL, proposal_commands.REFINE,
@@ -55,6 +57,10 @@ def nested(flat: dict) -> dict:
 def test_every_server_option_is_a_setting_and_every_setting_an_option():
     assert set(OPTION_SETTINGS) == set(server_defaults())
     assert all(name.startswith("rewriter.") for name in SETTINGS)
+    # The extension keeps its own settings out of the initializationOptions.
+    source = (EXTENSION / "src" / "settings.ts").read_text()
+    listed = re.search(r"CLIENT_SETTINGS: readonly string\[\] = \[([^\]]*)\]", source).group(1)
+    assert {f"rewriter.{name}" for name in re.findall(r"'([A-Za-z.]+)'", listed)} == CLIENT_SETTINGS <= set(SETTINGS)
 
 
 def test_the_settings_defaults_are_the_servers():

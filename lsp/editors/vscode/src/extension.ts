@@ -1,6 +1,6 @@
 // The Rewriter extension: starts `rewriter lsp` with vscode-languageclient and adds the commands
 // (commands.ts), the progress in the status bar (progress.ts), the review of proposals
-// (review.ts) and Apply Code Block to File (snippet.ts). The code actions (presets),
+// (review.ts), Apply Code Block to File (snippet.ts) and next-edit suggestions (nextEdit.ts). The code actions (presets),
 // the streamed edits and the refused-edit question come from the server through the client.
 import * as vscode from 'vscode';
 import {
@@ -15,6 +15,8 @@ import {
 } from 'vscode-languageclient/node';
 
 import { registerCommands, RewriteServer, Rewrites } from './commands';
+import { NextEdit, NextEditServer, registerNextEdit } from './nextEdit';
+import { INLINE_COMPLETION, InlineCompletionResult } from './nextEditItem';
 import { ProgressTracker, ProgressValue, Token } from './progress';
 import { PROPOSAL, PROPOSAL_ENDED, Proposal, ProposalEnded } from './proposal';
 import { registerReview, Review } from './review';
@@ -25,6 +27,9 @@ let client: LanguageClient | undefined;
 let progress: ProgressTracker | undefined;
 let output: vscode.OutputChannel | undefined;
 let review: Review | undefined;
+/** What the running server was started with: a settings change that leaves it alone (one the
+ *  extension reads itself) needs no restart. */
+let startedWith: string | undefined;
 
 /** Answers window/workDoneProgress/create with the status-bar tracker. Registered after the
  *  client's built-in features, so its handler is the one that stays. */
@@ -54,11 +59,28 @@ class StatusBarProgress implements StaticFeature {
   }
 }
 
+/** Declares textDocument/inlineCompletion (LSP 3.18), which nextEdit.ts sends itself:
+ *  vscode-languageclient 9 has it only among its proposed features, as a provider of ghost text alone. */
+class InlineCompletionCapability implements StaticFeature {
+  fillClientCapabilities(capabilities: { textDocument?: Record<string, unknown> }): void {
+    capabilities.textDocument = { ...capabilities.textDocument, inlineCompletion: { dynamicRegistration: false } };
+  }
+
+  getState(): { kind: 'static' } {
+    return { kind: 'static' };
+  }
+
+  initialize(): void {}
+
+  clear(): void {}
+}
+
 function settingsProperties(context: vscode.ExtensionContext): Record<string, unknown> {
   return context.extension.packageJSON.contributes.configuration.properties;
 }
 
-async function startClient(context: vscode.ExtensionContext): Promise<void> {
+/** How the server starts with the settings as they are now. */
+function launch(context: vscode.ExtensionContext) {
   const settings = vscode.workspace.getConfiguration(SECTION);
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
   const command = serverCommand({
@@ -66,6 +88,18 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
     path: settings.get<string>('server.path'),
     logLevel: settings.get<string>('server.logLevel'),
   }, folder);
+  const options = initializationOptions((key) => settings.get(key), settingsProperties(context));
+  return { folder, command, options };
+}
+
+function launchKey(launched: ReturnType<typeof launch>): string {
+  return JSON.stringify({ command: launched.command, options: launched.options });
+}
+
+async function startClient(context: vscode.ExtensionContext): Promise<void> {
+  const launched = launch(context);
+  const { folder, command, options } = launched;
+  startedWith = launchKey(launched);
   if ('error' in command) {
     void vscode.window.showErrorMessage(`rewriter: ${command.error}`, 'Open Settings').then((choice) => {
       if (choice) {
@@ -77,11 +111,12 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   const serverOptions: ServerOptions = { command: command.command, args: command.args, options: { cwd: folder } };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
-    initializationOptions: initializationOptions((key) => settings.get(key), settingsProperties(context)),
+    initializationOptions: options,
     outputChannel: output,
   };
   const languageClient = new LanguageClient('rewriter', 'Rewriter', serverOptions, clientOptions);
   languageClient.registerFeature(new StatusBarProgress(languageClient, progress!));
+  languageClient.registerFeature(new InlineCompletionCapability());
   languageClient.onNotification(PROPOSAL, (params: Proposal) => review?.onProposal(params));
   languageClient.onNotification(PROPOSAL_ENDED, (params: ProposalEnded) => review?.onProposalEnded(params));
   client = languageClient;
@@ -117,6 +152,19 @@ function server(): RewriteServer | undefined {
   };
 }
 
+/** The server, if it runs and answers textDocument/inlineCompletion. */
+function nextEditServer(): NextEditServer | undefined {
+  const running = client;
+  if (!running || !running.isRunning() || !running.initializeResult?.capabilities.inlineCompletionProvider) {
+    return undefined;
+  }
+  return {
+    uriOf: (document) => running.code2ProtocolConverter.asUri(document.uri),
+    inlineCompletion: (params, token) =>
+      running.sendRequest(INLINE_COMPLETION, params, token) as Promise<InlineCompletionResult>,
+  };
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel('Rewriter');
   progress = new ProgressTracker();
@@ -126,9 +174,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     await startClient(context);
   };
   context.subscriptions.push(output, progress, ...registerCommands(new Rewrites(server), progress, restart),
-    ...registerReview(review), vscode.commands.registerCommand(APPLY_CODE_BLOCK, () => applyCodeBlock(server)));
+    ...registerReview(review), vscode.commands.registerCommand(APPLY_CODE_BLOCK, () => applyCodeBlock(server)),
+    ...registerNextEdit(new NextEdit(nextEditServer, undefined, (message) => output?.appendLine(message))));
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async (event) => {
-    if (!event.affectsConfiguration(SECTION)) {
+    if (!event.affectsConfiguration(SECTION) || launchKey(launch(context)) === startedWith) {
       return;
     }
     // The server reads its options once, at start.

@@ -1,12 +1,15 @@
-// The extension's settings: `rewriter.server.*` say how to start the language server; every
-// other `rewriter.*` setting is one of the server's initializationOptions (lsp/options.py), passed
-// through as it is, so a setting added to package.json reaches the server with no code here.
+// The extension's settings: `rewriter.server.*` say how to start the language server and
+// CLIENT_SETTINGS are the extension's own; every other `rewriter.*` setting is one of the server's
+// initializationOptions (lsp/options.py), passed through as it is, so a setting added to
+// package.json reaches the server with no code here.
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
 export const SECTION = 'rewriter';
 export const SERVER_SETTINGS = 'server.';
+/** Read by the extension alone (tests/lsp/test_vscode_extension.py knows them too). */
+export const CLIENT_SETTINGS: readonly string[] = ['nextEdit.enabled'];
 
 export type Options = { [key: string]: unknown };
 
@@ -17,7 +20,7 @@ export function initializationOptions(get: (key: string) => unknown, properties:
   const options: Options = {};
   for (const name of Object.keys(properties)) {
     const key = name.slice(SECTION.length + 1);
-    if (!name.startsWith(`${SECTION}.`) || key.startsWith(SERVER_SETTINGS)) {
+    if (!name.startsWith(`${SECTION}.`) || key.startsWith(SERVER_SETTINGS) || CLIENT_SETTINGS.includes(key)) {
       continue;
     }
     const value = get(key);

@@ -2,6 +2,7 @@ import * as assert from 'assert';
 import * as vscode from 'vscode';
 
 import { CLIENT_COMMANDS, registerCommands, RewriteServer, Rewrites, SERVER_COMMANDS } from '../src/commands';
+import { NextEdit, registerNextEdit } from '../src/nextEdit';
 import { ProgressTracker } from '../src/progress';
 import { registerReview, Review } from '../src/review';
 import { APPLY_CODE_BLOCK, applyCodeBlock } from '../src/snippet';
@@ -134,7 +135,7 @@ describe('the commands', () => {
   it('are the ones package.json contributes, none of them a server command', async () => {
     const progress = new ProgressTracker();
     const disposables = [...registerCommands(new Rewrites(() => undefined), progress, async () => undefined),
-      ...registerReview(new Review(() => undefined)),
+      ...registerReview(new Review(() => undefined)), ...registerNextEdit(new NextEdit(() => undefined)),
       vscode.commands.registerCommand(APPLY_CODE_BLOCK, () => applyCodeBlock(() => undefined))];
     const registered = [...ui.commands.keys()].sort();
     const contributed = manifest.contributes.commands.map((c: { command: string }) => c.command);

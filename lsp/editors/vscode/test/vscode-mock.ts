@@ -65,11 +65,13 @@ export class EventEmitter<T> {
   dispose(): void { this.listeners = []; }
 }
 
-/** A text document over `text`, enough for what the extension reads of one. */
+/** A text document over `text`, enough for what the extension reads of one; `version` counts
+ *  the edits `workspace.applyEdit` (or a test, through `type`) made to it. */
 export class TextDocument {
   readonly uri: Uri;
   isClosed = false;
   isDirty = false;
+  version = 1;
   constructor(readonly fileName: string, public text: string, scheme = 'file') {
     this.uri = new Uri(scheme, fileName);
   }
@@ -87,17 +89,60 @@ export class TextDocument {
   lineAt(line: number): { text: string } {
     return { text: this.text.split('\n')[line] };
   }
+  get lineCount(): number {
+    return this.text.split('\n').length;
+  }
+  positionAt(offset: number): Position {
+    const before = this.text.slice(0, offset).split('\n');
+    return new Position(before.length - 1, before[before.length - 1].length);
+  }
+  /** The user's typing: `text` replaces `range`, a new version. */
+  type(range: Range, text: string): void {
+    this.text = this.text.slice(0, this.offsetAt(range.start)) + text + this.text.slice(this.offsetAt(range.end));
+    this.version += 1;
+  }
+}
+
+export class CancellationTokenSource {
+  private listeners: (() => void)[] = [];
+  readonly token = {
+    isCancellationRequested: false,
+    onCancellationRequested: (listener: () => void) => {
+      this.listeners.push(listener);
+      return new Disposable(() => { this.listeners = this.listeners.filter((l) => l !== listener); });
+    },
+  };
+  cancel(): void {
+    if (!this.token.isCancellationRequested) {
+      this.token.isCancellationRequested = true;
+      this.listeners.forEach((listener) => listener());
+    }
+  }
+  dispose(): void { this.listeners = []; }
+}
+
+export class InlineCompletionItem {
+  constructor(readonly insertText: string, readonly range?: Range, readonly command?: unknown) {}
+}
+
+export class WorkspaceEdit {
+  readonly edits: { uri: Uri; range: Range; text: string }[] = [];
+  replace(uri: Uri, range: Range, text: string): void { this.edits.push({ uri, range, text }); }
 }
 
 /** An editor on `document`; `decorations` holds what was last set for each decoration type. */
 export class TextEditor {
   readonly decorations = new Map<unknown, any[]>();
+  readonly revealed: Range[] = [];
   selection: Selection;
   constructor(readonly document: TextDocument, at: [number, number] = [0, 0], to: [number, number] = at) {
     this.selection = new Selection(new Position(...at), new Position(...to));
   }
   setDecorations(type: unknown, options: any[]): void {
     this.decorations.set(type, options);
+  }
+  revealRange(range: Range): void {
+    this.revealed.push(range);
   }
 }
 
@@ -128,6 +173,9 @@ export const ui = {
   clipboard: '',
   executed: [] as { id: string; args: any[] }[],
   messageAnswer: undefined as string | undefined,
+  settings: new Map<string, unknown>(),
+  appliedEdits: [] as WorkspaceEdit[],
+  inlineCompletionProviders: [] as unknown[],
   reset(): void {
     this.shown = [];
     this.statusBarItems = [];
@@ -141,6 +189,9 @@ export const ui = {
     this.clipboard = '';
     this.executed = [];
     this.messageAnswer = undefined;
+    this.settings = new Map();
+    this.appliedEdits = [];
+    this.inlineCompletionProviders = [];
     window.activeTextEditor = undefined;
     window.visibleTextEditors = [];
     workspace.textDocuments = [];
@@ -177,6 +228,7 @@ export const window: any = {
   },
   onDidChangeVisibleTextEditors: () => new Disposable(),
   onDidChangeActiveTextEditor: () => new Disposable(),
+  onDidChangeTextEditorSelection: () => new Disposable(),
   showErrorMessage: show('error'),
   showWarningMessage: show('warning'),
   showInformationMessage: show('information'),
@@ -205,18 +257,43 @@ export const workspace: any = {
   asRelativePath: (uri: Uri) => uri.path.replace(/^\/project\//, ''),
   onWillSaveTextDocument: () => new Disposable(),
   registerTextDocumentContentProvider: () => new Disposable(),
+  onDidChangeTextDocument: () => new Disposable(),
+  onDidCloseTextDocument: () => new Disposable(),
+  onDidChangeConfiguration: () => new Disposable(),
+  /** `ui.settings` by their full names (`rewriter.nextEdit.enabled`), else the default asked for. */
+  getConfiguration: (section: string) => ({
+    get: (key: string, fallback?: unknown) => (ui.settings.has(`${section}.${key}`) ? ui.settings.get(`${section}.${key}`) : fallback),
+  }),
+  /** Applies the edits to the open documents (each a new version); false if one is not open. */
+  applyEdit: (edit: WorkspaceEdit) => {
+    ui.appliedEdits.push(edit);
+    const documents = edit.edits.map((one) => workspace.textDocuments.find((d: TextDocument) => d.uri.toString() === one.uri.toString()));
+    if (documents.some((document) => !document)) {
+      return Promise.resolve(false);
+    }
+    edit.edits.forEach((one, index) => documents[index].type(one.range, one.text));
+    return Promise.resolve(true);
+  },
 };
 
-export const languages = { registerCodeLensProvider: () => new Disposable() };
+export const languages = {
+  registerCodeLensProvider: () => new Disposable(),
+  registerInlineCompletionItemProvider: (_selector: unknown, provider: unknown) => {
+    ui.inlineCompletionProviders.push(provider);
+    return new Disposable();
+  },
+};
 
 export const env = { clipboard: { readText: () => Promise.resolve(ui.clipboard) } };
 
 export const StatusBarAlignment = { Left: 1, Right: 2 };
 export const OverviewRulerLane = { Left: 1, Center: 2, Right: 4, Full: 7 };
+export const TextEditorRevealType = { Default: 0, InCenter: 1, InCenterIfOutsideViewport: 2, AtTop: 3 };
 
 const vscode = {
   Disposable, Position, Range, Selection, Uri, ThemeColor, MarkdownString, CodeLens, EventEmitter,
   StatusBarAlignment, OverviewRulerLane, window, commands, workspace, languages, env,
+  CancellationTokenSource, InlineCompletionItem, WorkspaceEdit, TextEditorRevealType,
 };
 
 // `require('vscode')` in the extension's modules gets this object.
