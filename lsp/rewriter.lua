@@ -14,6 +14,10 @@
 -- in the repository, lists the commands and mappings).
 -- The rewrite's progress comes as LSP progress (the LspProgress event; :checkhealth vim.lsp
 -- shows the log), and how it ended as a message.
+-- Next-edit suggestions (textDocument/inlineCompletion) need Neovim 0.12: vim.lsp.inline_completion
+-- shows them as ghost text while you type in insert mode, <Tab> accepts (vim.g.rewriter_next_edit_key
+-- sets another key, false none), moving the cursor or <Esc> dismisses. vim.g.rewriter_next_edit =
+-- false turns them off; on Neovim 0.11 a message says once that they are not available.
 
 local function execute(client, bufnr, command, argument)
   client:request('workspace/executeCommand', { command = command, arguments = { argument } }, function(err)
@@ -61,6 +65,27 @@ local function add_commands(client, bufnr)
   end, { desc = 'Stop the rewrite running in this buffer' })
 end
 
+-- Neovim 0.12's inline completion for the server's next-edit suggestions, in this buffer.
+local function enable_next_edit(client, bufnr)
+  if vim.g.rewriter_next_edit == false or not client:supports_method('textDocument/inlineCompletion', bufnr) then
+    return
+  end
+  local inline = vim.fn.has('nvim-0.12') == 1 and vim.lsp.inline_completion
+  if not inline then
+    return vim.notify_once('rewriter: next-edit suggestions need Neovim 0.12 (vim.lsp.inline_completion); '
+      .. 'vim.g.rewriter_next_edit = false turns this message off', vim.log.levels.INFO)
+  end
+  inline.enable(true, { bufnr = bufnr })
+  local key = vim.g.rewriter_next_edit_key
+  if key == nil then key = '<Tab>' end
+  if key then
+    -- With no suggestion shown, the key does what it did.
+    vim.keymap.set('i', key, function()
+      if not inline.get() then return key end
+    end, { buffer = bufnr, expr = true, replace_keycodes = true, desc = 'Accept the next-edit suggestion' })
+  end
+end
+
 local review_module = debug.getinfo(1, 'S').source:sub(2):gsub('rewriter%.lua$', 'editors/nvim_review.lua')
 local review = vim.g.rewriter_review and vim.fn.filereadable(review_module) == 1
 if review then
@@ -83,5 +108,8 @@ return {
   root_markers = { 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml', '.git' },
   -- Neovim applies versioned edits (checking the buffer version), so the rewrite can stream in.
   init_options = review and { streamEdits = 'always', review = true } or { streamEdits = 'always' },
-  on_attach = add_commands,
+  on_attach = function(client, bufnr)
+    add_commands(client, bufnr)
+    enable_next_edit(client, bufnr)
+  end,
 }

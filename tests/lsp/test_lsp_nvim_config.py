@@ -76,3 +76,35 @@ def test_the_config_file_on_the_runtimepath_rewrites_a_range(tmp_path):
     assert "\n".join(report["lines"]) + "\n" == SAMPLE.replace("self.r * self.r", "self.r ** 2")
     assert report["progress"] >= 2 and report["progress_end"].startswith("rewrote"), report
     assert any(m.startswith("rewriter: rewrote") for m in report["messages"]), report
+
+
+def test_next_edit_suggestions_wait_for_neovim_012_and_can_be_turned_off(tmp_path):
+    # lsp/rewriter.lua's on_attach with a client that offers inline completion (no server runs).
+    # Neovim 0.12 is not on PyPI, so its path runs against a stand-in vim.lsp.inline_completion.
+    out = tmp_path / "report.json"
+    env = {**os.environ, "REWRITER_NVIM_OUT": str(out), "REWRITER_NVIM_RUNTIME": str(ROOT),
+           "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    completed = subprocess.run(
+        [NVIM, "--headless", "--clean", "-i", "NONE", "-n", "-c", f"luafile {HERE / 'nvim' / 'next_edit.lua'}"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert out.exists(), f"nvim wrote no report (rc {completed.returncode}): {completed.stderr[-2000:]}"
+    report = json.loads(out.read_text())
+    assert report["status"] == "finished", report
+    cases = report["cases"]
+    assert all(case["ok"] for case in cases.values()), cases
+    assert all("Rewrite" in case["commands"] for case in cases.values()), cases  # the commands still come
+    # Turned off: not a word. On 0.11: said once, over two buffers, and nothing mapped.
+    assert cases["off"]["messages"] == 0 and cases["off"]["keys"] == []
+    if not report["version_is_012"]:
+        assert cases["here"]["messages"] == 1 and cases["here_again"]["messages"] == 1
+        assert "need Neovim 0.12" in report["messages"][0]
+        assert cases["here"]["keys"] == [] and cases["here_again"]["keys"] == []
+    # The 0.12 path: enabled for the buffer, Tab accepts, and is a Tab when nothing is shown.
+    # Enabled in each buffer attached on 0.12 (stand_in, other_key, no_key), not where it is off.
+    assert [case["enable"] for case in report["enabled"]] == [True, True, True], report["enabled"]
+    assert report["enabled_bufnr_matches"]
+    assert cases["off_stand_in"]["keys"] == []
+    assert cases["stand_in"]["keys"] == ["<Tab>"] and report["tab_expr"] == 1
+    assert report["tab_when_accepted"] == "nil" and report["tab_when_nothing_shown"] == "<Tab>"
+    assert cases["other_key"]["keys"] == ["<C-L>"] and cases["no_key"]["keys"] == []
