@@ -23,6 +23,7 @@ export const NEXT_EDIT_COMMANDS = {
 export const NEXT_EDIT_SHOWN = 'rewriter.nextEditShown';
 export const NEXT_EDIT_AWAY = 'rewriter.nextEditAway';
 export const ENABLED_SETTING = 'nextEdit.enabled';
+const TRIGGER_INLINE_SUGGEST = 'editor.action.inlineSuggest.trigger';
 
 /** What the suggestions need from the running language client. */
 export interface NextEditServer {
@@ -222,6 +223,10 @@ export class NextEdit implements vscode.InlineCompletionItemProvider, vscode.Dis
     const applied = await vscode.workspace.applyEdit(edit);
     if (applied && shown.command) {
       await vscode.commands.executeCommand(shown.command.command, ...(shown.command.arguments ?? []));
+    }
+    if (applied) {
+      // The edit was not typed, so VS Code does not ask for the one after it by itself.
+      await vscode.commands.executeCommand(TRIGGER_INLINE_SUGGEST);
     }
     return applied;
   }

@@ -123,6 +123,17 @@ describe('next-edit suggestions', () => {
     assert.strictEqual(ui.context.get(NEXT_EDIT_SHOWN), false);
     assert.strictEqual(await nextEdit.accept(editor as unknown as vscode.TextEditor), false);
     assert.strictEqual(ui.appliedEdits.length, 1);
+    // The next suggestion is asked for once, after the edit.
+    assert.deepStrictEqual(ui.executed.map((e) => e.id), ['editor.action.inlineSuggest.trigger']);
+  });
+
+  it("runs the item's command after applying it", async () => {
+    const command = { title: 'Log', command: 'rewriter.logAccepted', arguments: [{ id: 7 }] };
+    const { document, editor, nextEdit } = setUp(() => [{ insertText: '    return 3.14 * r ** 2\n', range: lines([1, 0], [2, 0]), command }]);
+    await ask(nextEdit, document, [1, 23]);
+    await nextEdit.accept(editor as unknown as vscode.TextEditor);
+    assert.deepStrictEqual(ui.executed.map((e) => [e.id, e.args]),
+      [['rewriter.logAccepted', [{ id: 7 }]], ['editor.action.inlineSuggest.trigger', []]]);
   });
 
   it('drops a suggestion the document has changed since, without applying it', async () => {
@@ -132,6 +143,7 @@ describe('next-edit suggestions', () => {
     assert.strictEqual(await nextEdit.accept(editor as unknown as vscode.TextEditor), false);
     assert.deepStrictEqual(ui.appliedEdits, []);
     assert.strictEqual(document.text, `# shapes\n${SHAPES}`);
+    assert.deepStrictEqual(ui.executed, []);
     assert.deepStrictEqual(shown(editor, nextEdit), nothingShown);
   });
 
