@@ -1,8 +1,11 @@
 import * as assert from 'assert';
 import * as vscode from 'vscode';
 
-import { NEXT_EDIT_AWAY, NEXT_EDIT_COMMANDS, NEXT_EDIT_SHOWN, NextEdit, NextEditServer, registerNextEdit } from '../src/nextEdit';
+import {
+  ENABLED_SETTING, NEXT_EDIT_AWAY, NEXT_EDIT_COMMANDS, NEXT_EDIT_SHOWN, NextEdit, NextEditServer, registerNextEdit,
+} from '../src/nextEdit';
 import { InlineCompletionParams, InlineCompletionResult } from '../src/nextEditItem';
+import { manifest, properties } from './manifest';
 import {
   CancellationTokenSource, InlineCompletionItem, Position, Range, StatusBarItem, TextDocument, TextEditor, ui, window, workspace,
 } from './vscode-mock';
@@ -244,5 +247,32 @@ describe('next-edit suggestions', () => {
     ui.reset();
     const document = new TextDocument('/project/shapes.py', SHAPES);
     assert.strictEqual(await ask(new NextEdit(() => undefined, () => true), document, [1, 23]), undefined);
+  });
+});
+
+describe('next-edit suggestions in package.json', () => {
+  type Binding = { command: string; key: string; when: string };
+  const bindings = (command: string): Binding[] => manifest.contributes.keybindings.filter((b: Binding) => b.command === command);
+  const escaped = (key: string) => key.replace(/\./g, '\\.');
+
+  it('binds Tab to go to a marker, Tab to accept, Esc to dismiss, each only while a suggestion is shown', () => {
+    const [goTo] = bindings(NEXT_EDIT_COMMANDS.goTo);
+    const [accept] = bindings(NEXT_EDIT_COMMANDS.accept);
+    const [dismiss] = bindings(NEXT_EDIT_COMMANDS.dismiss);
+    assert.deepStrictEqual([goTo.key, accept.key, dismiss.key], ['tab', 'tab', 'escape']);
+    assert.match(goTo.when, new RegExp(`(^| )${escaped(NEXT_EDIT_AWAY)}( |$)`));
+    assert.match(accept.when, new RegExp(`${escaped(NEXT_EDIT_SHOWN)} && !${escaped(NEXT_EDIT_AWAY)}`));
+    assert.match(dismiss.when, new RegExp(escaped(NEXT_EDIT_SHOWN)));
+    // Tab stays Tab for the suggest widget, VS Code's own ghost text and snippets.
+    for (const tab of [goTo, accept]) {
+      for (const other of ['!suggestWidgetVisible', '!inlineSuggestionVisible', '!inSnippetMode']) {
+        assert.ok(tab.when.includes(other), `${tab.command}: ${other}`);
+      }
+    }
+  });
+
+  it('has the setting, on by default', () => {
+    assert.deepStrictEqual([properties[`rewriter.${ENABLED_SETTING}`]?.default, (properties[`rewriter.${ENABLED_SETTING}`] as { type?: string })?.type],
+      [true, 'boolean']);
   });
 });
