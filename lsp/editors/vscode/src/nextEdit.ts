@@ -157,7 +157,10 @@ export class NextEdit implements vscode.InlineCompletionItemProvider, vscode.Dis
     if (renderingOf(lspRange(range), cursor) === 'ghostText') {
       return [new vscode.InlineCompletionItem(change.text, emptyRange(cursor), vscodeCommand(item.command))];
     }
-    this.shown = { document, version, range, text: change.text, command: item.command, cursor };
+    // Drawn from where the cursor is now: it may have moved while the server computed.
+    const editor = vscode.window.activeTextEditor;
+    const now = editor?.document === document ? editor.selection.active : position;
+    this.shown = { document, version, range, text: change.text, command: item.command, cursor: { line: now.line, character: now.character } };
     this.render();
     return undefined;
   }

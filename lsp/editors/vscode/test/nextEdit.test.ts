@@ -7,7 +7,7 @@ import {
 import { InlineCompletionParams, InlineCompletionResult } from '../src/nextEditItem';
 import { manifest, properties } from './manifest';
 import {
-  CancellationTokenSource, InlineCompletionItem, Position, Range, StatusBarItem, TextDocument, TextEditor, ui, window, workspace,
+  CancellationTokenSource, InlineCompletionItem, Position, Range, Selection, StatusBarItem, TextDocument, TextEditor, ui, window, workspace,
 } from './vscode-mock';
 
 const SHAPES = [
@@ -115,6 +115,15 @@ describe('next-edit suggestions', () => {
     assert.deepStrictEqual(shown(editor, nextEdit), { removed: ['3.14'], inserted: ['math.pi'], marker: [], hint: [] });
     assert.strictEqual(ui.context.get(NEXT_EDIT_AWAY), false);
     assert.strictEqual(ui.context.get(NEXT_EDIT_SHOWN), true);
+  });
+
+  it('draws the suggestion from where the cursor is when the answer comes', async () => {
+    const { document, editor, nextEdit } = setUp(() => {
+      editor.selection = new Selection(new Position(5, 2), new Position(5, 2)); // moved meanwhile, no typing
+      return [{ insertText: '    return 2 * math.pi * r', range: lines([5, 0], [5, 23]) }];
+    });
+    await ask(nextEdit, document, [1, 23]);
+    assert.deepStrictEqual(shown(editor, nextEdit), { removed: ['3.14'], inserted: ['math.pi'], marker: [], hint: [] });
   });
 
   it('applies the edit on accept, once, and shows nothing more', async () => {
