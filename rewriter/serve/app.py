@@ -35,7 +35,7 @@ from .apply_model import APPLY_MODEL, parsed_and_merged
 from .backend import Backend
 from .chat_request import ChatRequest, parse_chat
 from .request_body import ClientGone, read_json
-from .schema import ApiError, Limits, error_for, parse_rewrite
+from .schema import ApiError, Limits, check_max_tokens, error_for, parse_rewrite
 from .streaming import EventStream, log_done, next_event, sse, start
 from .worker import END, AnsweredJob, QueueFull, Worker
 
@@ -119,6 +119,7 @@ async def chat_completions(request: Request) -> Response:
     service = service_of(request)
     body = await read_json(request, service.limits.max_body_bytes, service.limits.read_timeout_s)
     chat = parse_chat(body, set(service.served))
+    check_max_tokens(chat.max_tokens, service.limits)  # also where the apply model's merge needs no model
     if chat.model == APPLY_MODEL:
         return await apply_completions(request, chat)
     try:
@@ -304,7 +305,7 @@ async def http_error(request: Request, error: HTTPException) -> Response:
     message = {404: f"Unknown path {request.url.path}.",
                405: f"Method {request.method} is not allowed on {request.url.path}."}.get(
                    error.status_code, str(error.detail))
-    return ApiError(error.status_code, message, code=code).response()
+    return ApiError(error.status_code, message, code=code, headers=error.headers).response()  # 405's Allow
 
 
 async def server_error(request: Request, error: Exception) -> Response:
