@@ -312,7 +312,7 @@ async def http_error(request: Request, error: HTTPException) -> Response:
     message = {404: f"Unknown path {request.url.path}.",
                405: f"Method {request.method} is not allowed on {request.url.path}."}.get(
                    error.status_code, str(error.detail))
-    return ApiError(error.status_code, message, code=code, headers=error.headers).response()  # 405's Allow
+    return ApiError(error.status_code, message, code=code, headers=dict(error.headers or {})).response()  # 405's Allow
 
 
 async def server_error(request: Request, error: Exception) -> Response:

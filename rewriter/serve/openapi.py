@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from ..edits.checks.integrity import Status
 from ..results import Stats
@@ -163,12 +164,13 @@ def document(served: Served) -> dict:
                 if schemas.setdefault(name, schema) != schema:
                     raise ValueError(f"two different schemas named {name}")
             paths.setdefault(path, {})[method] = _operation(operation, served)
-    found = {"openapi": OPENAPI_VERSION,
-             "info": {"title": "rewriter", "version": "0.1.0",
-                      "description": "Rewrite code with a language model, your code as the predicted output."},
-             "paths": paths, "components": {"schemas": dict(sorted(schemas.items()))}}
+    components: dict = {"schemas": dict(sorted(schemas.items()))}
+    found: dict[str, Any] = {"openapi": OPENAPI_VERSION,
+                             "info": {"title": "rewriter", "version": "0.1.0", "description":
+                                      "Rewrite code with a language model, your code as the predicted output."},
+                             "paths": paths, "components": components}
     if served.api_key:
-        found["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         found["security"] = [{"bearer": []}]
     return found
 
