@@ -6,7 +6,7 @@ headers, body, each event of a stream); a request the schema refuses must be ref
 
 schemathesis' engine runs it, as its CLI would (its pytest plugin's lazy schemas do not run on
 pytest 9). The generation is deterministic, the same requests every run; REWRITER_FUZZ_RANDOM=1
-draws new ones. What it found is kept as regression tests in test_service_openapi.py.
+draws new ones. What it found is kept as regression tests in test_service_findings.py.
 """
 from __future__ import annotations
 
