@@ -34,8 +34,9 @@ from .access import API_KEY_ENV, LOOPBACK_HOSTS, bearer_token, host_name, is_loo
 from .apply_model import APPLY_MODEL, parsed_and_merged
 from .backend import Backend
 from .chat_request import ChatRequest, parse_chat
+from .openapi import Served, document
 from .request_body import ClientGone, read_json
-from .schema import ApiError, Limits, error_for, parse_rewrite
+from .schema import ApiError, Limits, check_max_tokens, error_for, parse_rewrite
 from .streaming import EventStream, log_done, next_event, sse, start
 from .worker import END, AnsweredJob, QueueFull, Worker
 
@@ -53,6 +54,7 @@ class Service:
     api_key: str | None
     hosts: set[str]  # Host names served without an API key
     created: int = field(default_factory=lambda: int(time.time()))
+    document: dict = field(default_factory=dict)  # what GET /openapi.json answers
 
     @property
     def name(self) -> str:
@@ -119,6 +121,7 @@ async def chat_completions(request: Request) -> Response:
     service = service_of(request)
     body = await read_json(request, service.limits.max_body_bytes, service.limits.read_timeout_s)
     chat = parse_chat(body, set(service.served))
+    check_max_tokens(chat.max_tokens, service.limits)  # also where the apply model's merge needs no model
     if chat.model == APPLY_MODEL:
         return await apply_completions(request, chat)
     try:
@@ -281,6 +284,11 @@ async def health(request: Request) -> Response:
     })
 
 
+async def openapi(request: Request) -> Response:
+    check_auth(request)  # it names the served models, as /v1/models does
+    return JSONResponse(service_of(request).document)
+
+
 def guarded(handler):
     """The handler behind the Host check, with every failure answered in OpenAI's error shape."""
 
@@ -304,7 +312,7 @@ async def http_error(request: Request, error: HTTPException) -> Response:
     message = {404: f"Unknown path {request.url.path}.",
                405: f"Method {request.method} is not allowed on {request.url.path}."}.get(
                    error.status_code, str(error.detail))
-    return ApiError(error.status_code, message, code=code).response()
+    return ApiError(error.status_code, message, code=code, headers=dict(error.headers or {})).response()  # 405's Allow
 
 
 async def server_error(request: Request, error: Exception) -> Response:
@@ -317,6 +325,7 @@ ROUTES = [
     Route("/v1/models", guarded(models), methods=["GET"]),
     Route("/v1/models/{name:path}", guarded(model), methods=["GET"]),
     Route("/health", guarded(health), methods=["GET"]),
+    Route("/openapi.json", guarded(openapi), methods=["GET"]),
 ]
 
 
@@ -330,6 +339,7 @@ def create_app(loaded: LoadedModel, limits: Limits | None = None, api_key: str |
                       limits=limits, served=[*sorted((model_ids or {loaded.name}) - {APPLY_MODEL}), APPLY_MODEL],
                       api_key=(api_key or "").strip() or None,
                       hosts={*LOOPBACK_HOSTS, *(host_name(h) for h in allowed_hosts)})
+    service.document = document(Served(service.served, limits, service.api_key is not None))
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

@@ -29,7 +29,7 @@ from ..results import Stats
 from ..weights.models import LoadedModel
 from .apply_model import ApplyRequest, merge_refused
 from .chat_request import ChatRequest
-from .schema import ApiError, Limits, RewriteRequest
+from .schema import ApiError, Limits, RewriteRequest, check_max_tokens
 
 STATS_EVERY_S = 0.5
 
@@ -159,7 +159,7 @@ class Backend:
                        "rejected_prediction_drafts": 0}
 
     def prepare_chat(self, request: ChatRequest) -> PreparedChat:
-        self._check_max_tokens(request.max_tokens)
+        check_max_tokens(request.max_tokens, self.limits)
         prompt = self.rewriter.encode_messages(request.messages)
         if len(prompt) > self.max_prompt_tokens:
             raise ApiError(400, f"The messages take {len(prompt)} tokens; this server takes at most "
@@ -201,16 +201,11 @@ class Backend:
         self.totals["rejected_prediction_tokens"] += rejected
         self.totals["rejected_prediction_drafts"] += stats.rejected_prediction_tokens
 
-    def _check_max_tokens(self, max_tokens: int | None) -> None:
-        if max_tokens and max_tokens > self.limits.max_output_tokens:
-            raise ApiError(400, f"Invalid 'max_tokens': this server allows at most {self.limits.max_output_tokens} "
-                           f"output tokens, got {max_tokens}.", param="max_tokens", code="integer_above_max_value")
-
     def prepare_rewrite(self, request: RewriteRequest) -> PreparedRewrite:
         target = target_of(request)
         language = request.language or language_for(request.file_name or "")
         context = request.context if request.context is not None else request.text if request.lines else None
-        self._check_max_tokens(request.max_tokens)
+        check_max_tokens(request.max_tokens, self.limits)
         # The checks need a grammar: named, from the file name, else guessed from the code.
         session = EditSession(self.rewriter, target, request.instruction, language,
                               grammar=grammar_of(language, target.text), context=context,

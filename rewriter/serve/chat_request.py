@@ -86,7 +86,7 @@ def _message(message, param: str) -> dict:
     if not isinstance(message, dict):
         raise wrong_type(param, "an object", message)
     role = message.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:  # an object or array cannot be looked up
         if role in ("tool", "function"):
             raise ApiError(400, f"Invalid '{param}.role': {role} messages are not supported "
                            "(this server has no function calling).", param=f"{param}.role", code="invalid_value")
@@ -190,10 +190,9 @@ def _refuse_unsupported(body: dict, with_prediction: bool) -> None:
         refuse("logprobs", "(true)")
     if get_field(body, "top_logprobs", "int") is not None:
         refuse("top_logprobs", "")
-    for name in ("presence_penalty", "frequency_penalty"):
-        value = get_field(body, name, "number", 0)
-        if value > 0 or (value != 0 and not with_prediction):
-            refuse(name, "other than 0" if not with_prediction else "greater than 0")
+    for name in ("presence_penalty", "frequency_penalty"):  # OpenAI takes negative ones with a prediction;
+        if get_field(body, name, "number", 0) != 0:  # this server applies none, so it takes none
+            refuse(name, "other than 0")
     for name in ("tools", "functions"):
         if get_field(body, name, "list"):
             refuse(name, "(function calling)")

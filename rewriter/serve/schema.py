@@ -101,6 +101,12 @@ class RewriteRequest:
     conversation: tuple[Turn, ...] = ()  # a refine: the turns before this one (engine.EditRequest)
 
 
+def check_max_tokens(max_tokens: int | None, limits: Limits) -> None:
+    if max_tokens and max_tokens > limits.max_output_tokens:
+        raise ApiError(400, f"Invalid 'max_tokens': this server allows at most {limits.max_output_tokens} "
+                       f"output tokens, got {max_tokens}.", param="max_tokens", code="integer_above_max_value")
+
+
 def parse_rewrite(body: dict) -> RewriteRequest:
     text = body.get("text")
     if not isinstance(text, str):
