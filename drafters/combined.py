@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .base import Draft, Drafter
-from .prediction import PredictionDrafter
+from .prediction import PredictionDrafter, PromptSpanDrafter
 from .prompt_lookup import PromptLookupDrafter
 
 
@@ -34,3 +34,9 @@ def rewrite_drafter(prediction: Sequence[int]) -> CombinedDrafter:
     """What a rewrite drafts with, in our loop and in vLLM's: the predicted output (the code),
     realigned after each edit, and prompt lookup where the prediction has nothing."""
     return CombinedDrafter(PredictionDrafter(prediction), PromptLookupDrafter())
+
+
+def lookup_drafter(prompt: Sequence[int]) -> CombinedDrafter:
+    """What a raw completion without a prediction drafts with: the span of the prompt the answer
+    repeats (a next-edit model's window), and prompt lookup beside it."""
+    return CombinedDrafter(PromptSpanDrafter(prompt), PromptLookupDrafter())

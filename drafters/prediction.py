@@ -89,3 +89,22 @@ class PredictionDrafter:
         if i < len(ends):
             return ends[i]
         return ends[-1]
+
+
+class PromptSpanDrafter(PredictionDrafter):
+    """Draft from the prompt itself, for an answer that repeats a span of it (a next-edit model
+    rewriting the window its prompt holds) when no prediction is given.
+
+    The prediction drafter's realignment over the prompt's tokens: the longest tail of the output
+    (up to MAX_NGRAM tokens) found in the prompt, at or after the place the output last followed,
+    so a repeated line does not send the draft back to an earlier copy (prompt lookup's 3-grams,
+    at their latest place, often land in the answer itself). Unlike a prediction, the answer does
+    not start at the prompt's start: the first draft waits for a match.
+    """
+
+    name = "prompt_span"
+
+    def __init__(self, prompt: Sequence[int], max_ngram: int = MAX_NGRAM):
+        super().__init__(prompt, max_ngram)
+        self.cursor = None
+        self.run = self.confirmed = 0

@@ -170,6 +170,13 @@ def add_bench(commands) -> argparse.ArgumentParser:
                             "rename, simplify in turn) and count answers applied, stripped and refused")
     bench.add_argument("--spans", type=int, default=48, help="--integrity: how many functions (default 48)")
     snippet_options(bench)
+    next_edit = bench.add_argument_group("next-edit suggestions")
+    next_edit.add_argument("--next-edit", action="store_true",
+                           help="next-edit cases cut from the reference edits (as --snippets finds them): the hunk "
+                                "before as the user's edit, the next one expected, and no-op cases; right, wrong, "
+                                "none, no-op quiet, latency cold and with the prefix computed ahead, against greedy")
+    next_edit.add_argument("--next-edit-format", metavar="NAME",
+                           help="with --next-edit, the prompt format (sweep, zeta, ...); default: the model name's")
     quality = bench.add_argument_group("edit quality")
     quality.add_argument("--tests", action="store_true",
                          help="run each case's tests on the edited code (pass rate, unchanged, no code block); "

@@ -85,6 +85,18 @@ class EditRequest:
     conversation: tuple[Turn, ...] = ()
 
 
+@dataclass(frozen=True)
+class CompletionRequest:
+    """A raw completion: the prompt decoded as it is, with no chat template (a next-edit model's
+    format, /v1/completions). Without a prediction, the answer is drafted from the prompt."""
+
+    prompt: str
+    prediction: str | None = None  # the answer the model is expected to give, verified as the draft
+    max_new_tokens: int | None = None  # None: the engine's own budget
+    stop: tuple[str, ...] = ()  # the answer ends before the first of these
+    sampling: SamplingParams | None = None  # None: greedy
+
+
 class Engine(Protocol):
     """What every engine offers; front ends and the edit session know engines by this alone."""
 

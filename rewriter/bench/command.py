@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,8 @@ def bench_command(args: argparse.Namespace, params: SamplingParams, load: LoadRe
         return _random_weights_bench(args, sampling, say)
     if args.snippets:
         return _snippet_bench(args, load, sampling, say)
+    if args.next_edit:
+        return _next_edit_bench(args, load, sampling, say)
     if args.model_merge or args.model_only or args.styles or args.random_style:
         say("--model-merge, --model-only, --styles and --random-style measure the snippet merge: add --snippets")
         return 2
@@ -137,6 +140,43 @@ def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool,
     if one_style:
         return _one_style_snippet_bench(args, paths, load, sampling, say)
     return _snippet_styles_bench(args, paths, load, say)
+
+
+def _next_edit_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool, say: Say) -> int:
+    """Next-edit cases cut from the reference edits, suggested through the product's own path."""
+    from ..next_edit.formats import FORMATS, format_for_model
+    from .next_edit_bench import NoSuggestionPath, run_next_edit_bench, suggestion_path
+    from .next_edit_cases import make_cases
+    from .snippet_cases import NoReferenceEdits, reference_edit_paths
+
+    if sampling or args.endpoint or args.tests or args.integrity:
+        say("--next-edit measures greedy suggestions on a local model: no sampling, --endpoint, --tests or --integrity")
+        return 2
+    if args.next_edit_format and args.next_edit_format not in FORMATS:
+        say(f"--next-edit-format: expected one of {', '.join(sorted(FORMATS))}, got {args.next_edit_format!r}")
+        return 2
+    try:
+        suggestion_path()  # before a model loads: the bench has nothing to measure without it
+        paths = reference_edit_paths([args.cases] if args.cases else None)
+    except (NoSuggestionPath, NoReferenceEdits) as error:
+        say(str(error))
+        return 2
+    cases = select(make_cases(paths), args.every, args.limit)
+    if not cases:
+        say("no cases selected")
+        return 2
+    rewriter = load(args, prefix_cache=True)  # "with the prefix computed ahead" needs it
+    name = args.next_edit_format or ""
+    fmt = FORMATS[name] if name else format_for_model(rewriter.loaded.name) or FORMATS.get("instruct")
+    if fmt is None:
+        say(f"no next-edit format for {rewriter.loaded.name}: name one with --next-edit-format "
+            f"({', '.join(sorted(FORMATS))})")
+        return 2
+    say(f"{len(cases)} next-edit cases ({sum(case.no_op for case in cases)} no-op) from "
+        f"{', '.join(str(path) for path in paths)}, on {rewriter.loaded.name} ({rewriter.loaded.dtype}) in the "
+        f"{fmt.name} format")
+    run_next_edit_bench(rewriter, cases, fmt, args.json, sys.stdout, args.max_new_tokens)
+    return 0
 
 
 def _snippet_styles_bench(args: argparse.Namespace, paths: list[Path], load: LoadRewriter, say: Say) -> int:

@@ -5,14 +5,15 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from drafters import Drafter, rewrite_drafter
+from drafters import Drafter, lookup_drafter, rewrite_drafter
 from drafters.draft_model import PredictionThenModelDrafter
 
 from ..answer import AnswerStream, NoCodeBlock, closing_fence_end, echo_scan
-from ..engine import EditRequest, SamplingParams, Turn, require_instruction
+from ..engine import CompletionRequest, EditRequest, SamplingParams, Turn, require_instruction
 from ..prompt import RewritePrompt, build_prompt, first_turn, prediction_ids
 from ..results import ContextTooLarge, Progress, RewriteError, RewriteResult  # noqa: F401 (re-exported: defined here before)
 from .branches import Branched, Hesitation, HesitationRecorder, mean_log_prob
+from .completion import CompletionPiece, PlannedCompletion, decode_completion, plan_completion
 from .decode import Decoder, Stats, StopCheck
 from .prefix_cache import PREFIX_CACHE_BYTES
 from .sampling import make_verifier, model_drafter
@@ -153,6 +154,28 @@ class Rewriter:
             return rewrite_drafter(prediction)
         small = model_drafter(self, self.draft, SamplingParams())
         return PredictionThenModelDrafter(rewrite_drafter(prediction), small)
+
+    def completion_drafter(self, planned: PlannedCompletion) -> Drafter:
+        """A raw completion's drafter: its prediction as a rewrite's is; without one, the span of
+        the prompt its answer repeats; then the draft model, where there is one."""
+        if planned.prediction is not None:
+            return self.drafter(planned.prediction)
+        if self.draft is None:
+            return lookup_drafter(planned.prompt)
+        return PredictionThenModelDrafter(lookup_drafter(planned.prompt),
+                                          model_drafter(self, self.draft, SamplingParams()))
+
+    def plan_completion(self, request: CompletionRequest) -> PlannedCompletion:
+        """A raw completion's tokens and budget; ContextTooLarge when the prompt leaves no room."""
+        return plan_completion(self.tokenizer, self.loaded.context_length, request)
+
+    def complete(self, request: CompletionRequest,
+                 planned: PlannedCompletion | None = None) -> Iterator[CompletionPiece]:
+        """A raw completion's pieces as they are accepted (decoding/completion.py); `planned`: the
+        request planned already (the service checks its limits first)."""
+        planned = planned or self.plan_completion(request)
+        verifier = make_verifier(request.sampling) if request.sampling is not None else None
+        return decode_completion(self.decoder, self.completion_drafter(planned), planned, verifier)
 
     def plan(self, code: str, instruction: str, language: str = "", context: str | None = None,
              max_new_tokens: int | None = None) -> tuple[list[int], list[int], int]:

@@ -34,10 +34,12 @@ from .access import API_KEY_ENV, LOOPBACK_HOSTS, bearer_token, host_name, is_loo
 from .apply_model import APPLY_MODEL, parsed_and_merged
 from .backend import Backend
 from .chat_request import ChatRequest, parse_chat
+from .completion_request import parse_completion
+from .completions import answer_completion
 from .openapi import Served, document
 from .request_body import ClientGone, read_json
 from .schema import ApiError, Limits, check_max_tokens, error_for, parse_rewrite
-from .streaming import EventStream, log_done, next_event, sse, start
+from .streaming import EventStream, log_done, next_event, sse, start, usage_of
 from .worker import END, AnsweredJob, QueueFull, Worker
 
 log = logging.getLogger(__name__)
@@ -98,21 +100,6 @@ def submit(service: Service, work, request_id: str, tokens: int):
                        headers={"Retry-After": str(full.retry_after)}) from full
 
 
-def usage_of(stats: Stats, rejected_prediction_tokens: int) -> dict:
-    return {
-        "prompt_tokens": stats.prompt_tokens,
-        "completion_tokens": stats.output_tokens,
-        "total_tokens": stats.prompt_tokens + stats.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": stats.cached_prompt_tokens, "audio_tokens": 0},
-        "completion_tokens_details": {
-            "accepted_prediction_tokens": stats.accepted_prediction_tokens,
-            "rejected_prediction_tokens": rejected_prediction_tokens,
-            "reasoning_tokens": 0,
-            "audio_tokens": 0,
-        },
-    }
-
-
 # Handlers ---------------------------------------------------------------------------------------
 
 
@@ -135,6 +122,25 @@ async def chat_completions(request: Request) -> Response:
     tokens = min(prepared.budget, len(prepared.prediction) + 16 if prepared.prediction else prepared.budget)
     return await answer_chat(request, chat, submit(service, lambda: backend.chat(prepared, verifier), request_id,
                                                    tokens), request_id)
+
+
+async def completions(request: Request) -> Response:
+    """OpenAI's completions: a raw prompt, no chat template (completions.py)."""
+    check_auth(request)
+    service = service_of(request)
+    body = await read_json(request, service.limits.max_body_bytes, service.limits.read_timeout_s)
+    completion = parse_completion(body, set(service.served) - {APPLY_MODEL})
+    try:
+        verifier = make_verifier(completion.sampling)
+    except ValueError as error:
+        raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
+                       code="unsupported_value") from error
+    backend = service.backend
+    planned = await asyncio.to_thread(backend.prepare_completion, completion)  # refusals before a queue slot
+    request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
+    tokens = min(planned.budget, len(planned.prediction) + 16 if planned.prediction else planned.budget)
+    job = submit(service, lambda: backend.completion(planned, verifier), request_id, tokens)
+    return await answer_completion(request, completion, job, request_id, f"rewriter-{service.name}")
 
 
 async def apply_completions(request: Request, chat: ChatRequest) -> Response:
@@ -321,6 +327,7 @@ async def server_error(request: Request, error: Exception) -> Response:
 
 ROUTES = [
     Route("/v1/chat/completions", guarded(chat_completions), methods=["POST"]),
+    Route("/v1/completions", guarded(completions), methods=["POST"]),
     Route("/v1/rewrites", guarded(rewrites), methods=["GET", "POST"]),
     Route("/v1/models", guarded(models), methods=["GET"]),
     Route("/v1/models/{name:path}", guarded(model), methods=["GET"]),

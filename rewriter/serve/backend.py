@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..decoding.decode import Decoder, StopCheck
+from ..decoding.completion import PlannedCompletion, StopTrimmer, decode_completion, plan_completion, stop_strings
+from ..decoding.decode import Decoder
 from ..decoding.rewrite import RewriteError, Rewriter
 from ..edits.checks.integrity import Status
 from ..edits.hunks import Hunk
@@ -23,72 +24,19 @@ from ..edits.session import Delta, EditSession
 from ..edits.snippets.merge import Merged
 from ..edits.snippets.region import snippet_region
 from ..edits.target import Target
+from ..engine import CompletionRequest
 from ..engine_factory import local_engine
 from ..prompt import language_for, merge_instruction, prediction_ids
 from ..results import Stats
 from ..weights.models import LoadedModel
 from .apply_model import ApplyRequest, merge_refused
 from .chat_request import ChatRequest
+from .completion_request import CompletionBody
 from .schema import ApiError, Limits, RewriteRequest, check_max_tokens
 
 STATS_EVERY_S = 0.5
-
-
-def stop_strings(tokenizer, stops: list[str]) -> StopCheck:
-    """Stop once any stop string is in the output, keeping the fewest tokens that hold it."""
-    # Enough tail tokens to hold the longest stop string even in byte tokens (4 per character).
-    tail = 4 * max(len(s) for s in stops) + 8
-
-    def contains(ids: list[int]) -> bool:
-        text = tokenizer.decode(ids[-tail:], skip_special_tokens=True)
-        return any(s in text for s in stops)
-
-    def check(output: list[int]) -> int | None:
-        if not contains(output):
-            return None
-        keep = len(output)
-        while keep > 1 and contains(output[: keep - 1]):
-            keep -= 1
-        return keep
-
-    return check
-
-
-class StopTrimmer:
-    """Text increments without the stop string or anything after it.
-
-    While the text ends with what may become a stop string, that part is held back.
-    """
-
-    def __init__(self, stops: list[str]):
-        self.stops = stops
-        self.text = ""
-        self.sent = 0
-        self.stopped = False
-
-    def feed(self, piece: str, final: bool) -> str:
-        if self.stopped:
-            return ""
-        self.text += piece
-        cuts = [i for i in (self.text.find(s) for s in self.stops) if i >= 0]
-        if cuts:
-            end, self.stopped = min(cuts), True
-        elif final:
-            end = len(self.text)
-        else:
-            end = len(self.text) - self._held()
-        out = self.text[self.sent:end] if end > self.sent else ""
-        self.sent = max(self.sent, end)
-        return out
-
-    def _held(self) -> int:
-        longest = 0
-        for stop in self.stops:
-            for n in range(min(len(stop) - 1, len(self.text)), longest, -1):
-                if self.text.endswith(stop[:n]):
-                    longest = n
-                    break
-        return longest
+# OpenAI's completions default: a request without max_tokens and a prediction gets this many tokens.
+DEFAULT_COMPLETION_TOKENS = 16
 
 
 @dataclass
@@ -195,6 +143,37 @@ class Backend:
                 self._count(step.stats, rejected)
             yield ChatDelta(trimmer.feed(step.text, step.done), dataclasses.replace(step.stats), step.done,
                             rejected)
+
+    def prepare_completion(self, body: CompletionBody) -> PlannedCompletion:
+        """A raw completion tokenized and checked against the limits, before it takes a queue slot."""
+        self._check_max_tokens(body.max_tokens)
+        request = CompletionRequest(body.prompt, body.prediction, body.max_tokens, tuple(body.stop), body.sampling)
+        try:
+            planned = plan_completion(self.tokenizer, self.context_length, request, DEFAULT_COMPLETION_TOKENS)
+        except RewriteError as error:
+            raise ApiError(400, str(error), param="prompt", code="context_length_exceeded") from error
+        prompt = len(planned.prompt)
+        if prompt > self.max_prompt_tokens:
+            raise ApiError(400, f"The prompt takes {prompt} tokens; this server takes at most "
+                           f"{self.max_prompt_tokens} prompt tokens. Please shorten it.", param="prompt",
+                           code="context_length_exceeded")
+        if body.max_tokens and prompt + body.max_tokens > self.context_length:
+            raise ApiError(400, f"This model's maximum context length is {self.context_length} tokens. However, "
+                           f"you requested {prompt + body.max_tokens} tokens ({prompt} in the prompt, "
+                           f"{body.max_tokens} in the completion). Please reduce the length of the prompt or "
+                           "completion.", param="max_tokens", code="context_length_exceeded")
+        planned.budget = min(planned.budget, self.limits.max_output_tokens)
+        return planned
+
+    def completion(self, planned: PlannedCompletion, verifier) -> Iterator[ChatDelta]:
+        """A raw completion's pieces (decoding/completion.py), OpenAI's rejected count on the last."""
+        drafter = self.rewriter.completion_drafter(planned)
+        for piece in decode_completion(self.decoder, drafter, planned, verifier):
+            rejected = 0
+            if piece.done:
+                rejected = rejected_prediction_tokens(planned.prediction or [], piece.output)
+                self._count(piece.stats, rejected)
+            yield ChatDelta(piece.text, piece.stats, piece.done, rejected)
 
     def _count(self, stats: Stats, rejected: int) -> None:
         self.totals["accepted_prediction_tokens"] += stats.accepted_prediction_tokens

@@ -90,3 +90,18 @@ def sse(data: Any, event: str | None = None) -> bytes:
     head = f"event: {event}\n" if event else ""
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     return f"{head}data: {payload}\n\n".encode()
+
+
+def usage_of(stats: Stats, rejected_prediction_tokens: int) -> dict:
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.output_tokens,
+        "total_tokens": stats.prompt_tokens + stats.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.cached_prompt_tokens, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "accepted_prediction_tokens": stats.accepted_prediction_tokens,
+            "rejected_prediction_tokens": rejected_prediction_tokens,
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+        },
+    }

@@ -98,3 +98,30 @@ def test_combined_takes_the_likeliest_proposal_and_reports_to_its_owner():
     assert draft.source == "high"
     combined.feedback(draft, 1)
     assert high.heard == [1] and low.heard == []
+
+
+def test_the_prompt_span_drafter_waits_for_the_answer_to_reach_the_span_it_repeats():
+    from drafters import PromptSpanDrafter
+
+    prompt = [50, 51, 60, 61, 62, 63, 64, 65, 52]  # a header, the window 60..65, a footer
+    drafter = PromptSpanDrafter(prompt)
+    assert drafter.propose(prompt, len(prompt), 4) is None  # no output yet: the answer's start is unknown
+    assert drafter.propose(prompt + [70], len(prompt), 4) is None  # 70 occurs nowhere in the prompt
+    draft = drafter.propose(prompt + [70, 60, 61], len(prompt), 3)
+    assert draft.tokens == [62, 63, 64] and draft.source == "prompt_span"
+
+
+def test_the_prompt_span_drafter_follows_the_copy_past_a_repeated_line_where_prompt_lookup_does_not():
+    from drafters import PromptSpanDrafter
+
+    line = [7, 8, 9]
+    window = [1] + line + [2] + line + [3, 4]
+    prompt = [90, 91] + window + [92]
+    # The answer copied the window up to the second copy of the line.
+    output = [1] + line + [2] + line
+    span = PromptSpanDrafter(prompt)
+    for end in range(1, len(output) + 1):  # the decoder asks after every step
+        draft = span.propose(prompt + output[:end], len(prompt), 2)
+    assert draft.tokens == [3, 4]
+    lookup = PromptLookupDrafter(max_ngram=3).propose(prompt + output, len(prompt), 2)
+    assert lookup.tokens != [3, 4]  # its latest "7 8 9" is the answer's own, followed by nothing new
