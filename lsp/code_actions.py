@@ -10,6 +10,7 @@ from typing import Protocol
 from lsprotocol import types
 from pygls.workspace import Workspace
 
+from .open_documents import open_document
 from .open_reviews import Reviews
 from .options import DIAGNOSTIC_PRESET, InitializationOptions
 from .proposal_commands import TRY_ANOTHER
@@ -64,7 +65,9 @@ def review_actions(ls: RewriterServer, params: types.CodeActionParams,
 def rewrite_actions(ls: RewriterServer, params: types.CodeActionParams,
                     literal: bool) -> list[types.CodeAction | types.Command] | None:
     """The rewrites offered for `params`."""
-    document = ls.workspace.get_text_document(params.text_document.uri)
+    document = open_document(ls.workspace, params.text_document.uri)
+    if document is None:  # read from disk otherwise, whatever the path
+        return None
     text = document.source
     lines = document.lines
     language = ls.language_of(document)

@@ -22,6 +22,7 @@ from pygls.workspace import Workspace
 from rewriter.engine import EditRequest
 
 from .editor_rewrite import rewrite_session
+from .open_documents import is_open
 from .options import InitializationOptions
 from .targets import document_context, document_target
 
@@ -116,7 +117,7 @@ class PrefillAhead:
         """What a rewrite in the document would send, and whether its code is known; None when
         there is nothing worth computing."""
         workspace, options = self.host.workspace, self.host.options
-        if uri not in workspace.text_documents:
+        if not is_open(workspace, uri):
             return None
         document = workspace.get_text_document(uri)
         count = len(document.lines)

@@ -16,6 +16,7 @@ from rewriter.prompt import SourceText, merge_instruction
 from .arguments import argument, invalid
 from .edit_applier import line_range, workspace_edit
 from .host import RewriteHost
+from .open_documents import is_open
 from .open_reviews import Reviews, answer
 from .proposal import Proposal
 from .statuses import ReviewAnswer, RewriteStatus
@@ -104,7 +105,7 @@ def final_proposal(reviews: Reviews, proposal_id: str, doing: str) -> tuple[Prop
 
 
 async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: str, wait: bool) -> dict:
-    if uri not in ls.workspace.text_documents:
+    if not is_open(ls.workspace, uri):
         raise invalid(f"{uri} is not open in the editor")
     if instruction_is_empty(snippet):
         raise invalid("the snippet is empty")

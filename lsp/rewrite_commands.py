@@ -10,6 +10,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace import Workspace
 
 from .arguments import argument, invalid
+from .open_documents import is_open
 from .statuses import RewriteStatus
 from .targets import enclosing_definition, selection_lines
 
@@ -49,7 +50,7 @@ def register_rewrite_commands(server: LanguageServer) -> None:
         """{uri, instruction, wait?}: rewrite the whole document."""
         uri = argument(args, "uri", str)
         instruction = _instruction(args)
-        if uri not in ls.workspace.text_documents:
+        if not is_open(ls.workspace, uri):
             raise invalid(f"{uri} is not open in the editor")
         lines = ls.workspace.get_text_document(uri).lines
         return await ls.start_rewrite(uri, range(0, max(len(lines), 1)), instruction, _wait(args))
@@ -80,7 +81,7 @@ async def rewrite_range(ls: RewriterServer, args: tuple) -> dict:
         positions = (int(start["line"]), int(start["character"]), int(end["line"]), int(end["character"]))
     except (KeyError, TypeError, ValueError):
         raise invalid(f"argument 'range' must be an LSP range, got {rng!r:.80}") from None
-    if uri not in ls.workspace.text_documents:
+    if not is_open(ls.workspace, uri):
         raise invalid(f"{uri} is not open in the editor")
     document = ls.workspace.get_text_document(uri)
     line_count = len(document.lines)

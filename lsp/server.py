@@ -23,6 +23,7 @@ from .arguments import invalid
 from .code_actions import ACTION_KIND, code_actions
 from .editor_rewrite import EditorRewrite, Outcome
 from .engine_choice import EngineError, make_engine
+from .open_documents import is_open
 from .open_reviews import Reviews
 from .options import InitializationOptions, parse_options
 from .prefill_ahead import PrefillAhead
@@ -125,7 +126,7 @@ class RewriterServer(LanguageServer):
         progress and window/showMessage. With `wait` (or rewriter.wait), answer with its outcome.
         With review on, the rewrite becomes a proposal; `refine` rewrites one's proposed text;
         `another` asks its request again for a candidate it has not shown (try another)."""
-        if uri not in self.workspace.text_documents:
+        if not is_open(self.workspace, uri):
             raise invalid(f"{uri} is not open in the editor")
         if instruction_is_empty(instruction):
             raise invalid("the instruction is empty")

@@ -219,7 +219,7 @@ def add_serve(commands) -> argparse.ArgumentParser:
                        help="a small model with the same tokenizer that drafts where the prediction does not "
                             "(e.g. --draft-model embedded; none by default)")
     serve.add_argument("--api-key-file", help="file whose first line is the API key (default: $REWRITER_API_KEY)")
-    serve.add_argument("--max-queue", type=int, default=32, help="requests that may wait for the model before 503")
+    serve.add_argument("--max-queue", type=int, default=32, help="requests that may wait for the model before 429")
     serve.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024)
     serve.add_argument("--max-prompt-tokens", type=int, help="default: the model's context length")
     serve.add_argument("--max-output-tokens", type=int, default=8192)

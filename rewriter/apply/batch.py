@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
-from typing import TextIO
+from typing import TextIO, cast
 
 from ..edits.node_kinds import tree_language
 from ..edits.scopes import ScopeError, SyntaxTree, expand_to_nodes, select_nodes
@@ -23,7 +23,7 @@ from ..edits.target import Target, numbered_lines
 from ..engine import Engine, instruction_is_empty
 from ..prompt import language_for
 from .collect import collect
-from .diffs import colorize, unified_diff
+from .diffs import ReaderOutput, colorize, unified_diff
 from .files import FileError, SourceFile, atomic_write, read_source
 from .plans import BatchError, FilePlan, FileStatus, Options, Unit
 from .report import Report, TerminalReport, exit_code, json_report, plural, summary_table
@@ -207,7 +207,8 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
                   stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """`rewriter apply PATHS...`: the exit code (0 fine, 1 changes under --check or failures,
     2 bad usage or nothing to rewrite, 130 interrupted)."""
-    stdout = stdout or sys.stdout
+    shown = ReaderOutput(stdout or sys.stdout)
+    stdout = cast(TextIO, shown)
     stderr = stderr or sys.stderr
     if instruction_is_empty(options.instruction):
         raise BatchError("the instruction is empty: say what to change with -i")
@@ -229,8 +230,17 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
                         diff_out=None if json_output else stdout, tests_before=tests_before)
     finally:
         engine.close()
-    return conclude(jobs, options, completed, time.perf_counter() - started, json_output=json_output,
+    code = conclude(jobs, options, completed, time.perf_counter() - started, json_output=json_output,
                     quiet=quiet, say=say, stdout=stdout, stderr=stderr)
+    return reader_gone(shown, code, say)
+
+
+def reader_gone(stdout: ReaderOutput, code: int, say: Callable[[str], None]) -> int:
+    """The exit code once standard output's reader went away (1 at least: not all was shown)."""
+    if not stdout.closed_by_reader:
+        return code
+    say("standard output was closed before all of it was written; the files were written as asked")
+    return code or 1
 
 
 def check_options(options: Options) -> None:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import difflib
+import os
+from typing import TextIO
 
 
 def colorize(diff: str) -> str:
@@ -20,3 +22,40 @@ def unified_diff(before: str, after: str, name: str) -> str:
     )
     # A last line without newline must still end the diff line, as diff(1) marks it.
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+class ReaderOutput:
+    """Standard output whose reader may go away (`| head`): once a write finds the pipe closed,
+    what is left is dropped and the run goes on, writing the files it was asked to write."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.closed_by_reader = False
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def write(self, text: str) -> None:
+        if not self.closed_by_reader:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+
+    def flush(self) -> None:
+        if not self.closed_by_reader:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        self.closed_by_reader = True
+        try:
+            descriptor = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return  # not a file: nothing flushes it at exit
+        # What is still buffered is flushed at exit: into /dev/null, not into a second error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, descriptor)
+        os.close(devnull)

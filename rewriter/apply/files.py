@@ -45,8 +45,8 @@ def read_source(path: str | os.PathLike) -> SourceFile:
 def atomic_write(source: SourceFile, text: str) -> None:
     """Replace the file with `text` in one rename, keeping its mode and BOM.
 
-    Refuses when the file changed on disk since it was read. A failure at any point leaves the
-    original file as it was.
+    Refuses a read-only file and one that changed on disk since it was read. A failure at any
+    point leaves the original file as it was.
     """
     path = source.path
     try:
@@ -58,18 +58,28 @@ def atomic_write(source: SourceFile, text: str) -> None:
     replace_bytes(path, (UTF8_BOM if source.bom else b"") + text.encode("utf-8"))
 
 
+TEMP_MARK = ".rewriter-"  # in every temporary file's name: `.NAME.rewriter-XXXXXXXX.tmp` beside NAME
+
+
 def replace_bytes(path: Path, data: bytes) -> None:
     """Make `data` the file's bytes in one rename, keeping its mode; on any failure the file
-    stays as it was."""
-    mode = stat.S_IMODE(path.stat().st_mode)
-    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    stays as it was. A symbolic link keeps pointing at its file, whose bytes are replaced.
+
+    Killed outright (SIGKILL, power loss) before the rename, the file keeps its old bytes and a
+    `.NAME.rewriter-XXXXXXXX.tmp` may remain beside it: never read, safe to delete."""
+    target = Path(os.path.realpath(path))
+    mode = stat.S_IMODE(target.stat().st_mode)
+    # The rename would replace a file whose permissions forbid writing it (root may write anything).
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise FileError(f"{path}: read-only; not overwritten")
+    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}{TEMP_MARK}", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as temp:
             temp.write(data)
             temp.flush()
             os.fsync(temp.fileno())
         os.chmod(temp_name, mode)
-        os.replace(temp_name, path)
+        os.replace(temp_name, target)
     except BaseException:
         if os.path.exists(temp_name):
             os.unlink(temp_name)

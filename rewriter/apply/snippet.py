@@ -19,13 +19,14 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, TextIO, cast
 
 from ..edits.snippets.merge import Merged, Refused, ToModel, merge_snippet
 from ..edits.snippets.region import snippet_region
 from ..engine import Engine
-from .batch import MAX_FILE_BYTES, check_options, conclude, deliver, plan_all, progress_report, run
+from .batch import MAX_FILE_BYTES, check_options, conclude, deliver, plan_all, progress_report, reader_gone, run
 from .collect import collect
+from .diffs import ReaderOutput
 from .plans import BatchError, FilePlan, FileStatus, MergePath, Options, Unit, UnitStatus
 from .report import Report
 from .testgate import EditGate, check_baseline
@@ -48,7 +49,8 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
                     stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """The exit code, as `apply_command`'s: 0 merged (or nothing to change), 1 refused or failed, or
     changes under --check; 2 bad usage; 130 interrupted."""
-    stdout = stdout or sys.stdout
+    shown = ReaderOutput(stdout or sys.stdout)
+    stdout = cast(TextIO, shown)
     stderr = stderr or sys.stderr
     if options.lines or options.each or options.expand:
         raise BatchError("--snippet merges into the whole file; leave out --lines, --expand and --each")
@@ -85,8 +87,9 @@ def snippet_command(paths: list[str], snippet: bytes, options: Options, make_eng
             engine.close()
     else:
         _refused(job, outcome, options, None if json_output else stdout)
-    return conclude(jobs, options, completed, time.perf_counter() - started, json_output=json_output,
+    code = conclude(jobs, options, completed, time.perf_counter() - started, json_output=json_output,
                     quiet=quiet, say=say, stdout=stdout, stderr=stderr)
+    return reader_gone(shown, code, say)
 
 
 def _merged(job: FilePlan, text: str, path: str) -> None:

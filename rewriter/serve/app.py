@@ -95,7 +95,8 @@ def submit(service: Service, work, request_id: str, tokens: int):
         return service.worker.submit(work, tokens=tokens)
     except QueueFull as full:
         log.warning("%s refused: %d requests waiting", request_id, service.worker.waiting)
-        raise ApiError(503, f"The server is busy ({service.worker.waiting} requests waiting); retry in "
+        # 429, as OpenAI answers an overloaded engine: clients retry it after Retry-After.
+        raise ApiError(429, f"The server is busy ({service.worker.waiting} requests waiting); retry in "
                        f"{full.retry_after}s.", code="server_busy", type="server_error",
                        headers={"Retry-After": str(full.retry_after)}) from full
 

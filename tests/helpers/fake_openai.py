@@ -10,15 +10,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeOpenAI:
-    """`answer(body)` is the reply to a chat request; `metrics(n)`, the /metrics text after n
-    requests (None: /metrics is 404). Each request is appended to `log` as (name, body)."""
+    """`answer(body)` is the reply to a chat request, streamed `chunk_chars` characters an event;
+    `metrics(n)`, the /metrics text after n requests (None: /metrics is 404). Each request is
+    appended to `log` as (name, body)."""
 
     def __init__(self, name: str, answer: Callable[[dict], str], log: list, first_chunk_s: float = 0.0,
                  chunk_gap_s: float = 0.0, completion_tokens: int = 40, usage_details: dict | None = None,
-                 metrics: Callable[[int], str] | None = None):
+                 metrics: Callable[[int], str] | None = None, chunk_chars: int = 7):
         self.name, self.answer, self.log = name, answer, log
         self.first_chunk_s, self.chunk_gap_s = first_chunk_s, chunk_gap_s
         self.completion_tokens, self.usage_details, self.metrics = completion_tokens, usage_details, metrics
+        self.chunk_chars = chunk_chars
         self.requests = 0
         self.lock = threading.Lock()
         fake = self
@@ -47,7 +49,8 @@ class FakeOpenAI:
                 self.send_header("Connection", "close")
                 self.end_headers()
                 time.sleep(fake.first_chunk_s)
-                pieces = [answer[i:i + 7] for i in range(0, len(answer), 7)]
+                size = fake.chunk_chars
+                pieces = [answer[i:i + size] for i in range(0, len(answer), size)]
                 for piece in pieces:
                     self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
                     time.sleep(fake.chunk_gap_s)

@@ -52,7 +52,7 @@ def full(tiny_loaded):
 
 def test_unservable_input_is_refused_before_it_takes_a_queue_slot(full, tiny_loaded):
     ok = chat_body(tiny_loaded)
-    assert full.post(CHAT, json=ok).status_code == 503  # it would have queued
+    assert full.post(CHAT, json=ok).status_code == 429  # it would have queued
     lone = "\ud800"
     cases = [
         ({**ok, "messages": [{"role": "user", "content": f"x{lone}"}]}, CHAT, "messages[0].content"),
