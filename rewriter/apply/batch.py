@@ -234,7 +234,7 @@ def apply_command(paths: list[str], options: Options, make_engine: Callable[[], 
 
 
 def check_options(options: Options) -> None:
-    if options.branches < 0:
+    if options.edit.branches < 0:
         raise BatchError("--branches takes a number of branches, 0 or more")
     if options.test is not None:
         if options.check:
