@@ -13,6 +13,7 @@ from rewriter.bench.cases import Case
 from rewriter.edits.options import EditOptions
 from rewriter.results import RewriteResult, Stats
 from tests.helpers.bench_cases import AFTER, INSTRUCTION, MEAN, TOTAL, fenced, write_cases
+from tests.helpers.cli import assert_clean_failure, run_cli
 from tests.helpers.scripted_model import ScriptedRewriter
 
 AREA = "def area(w, h):\n    return w * h\n"
@@ -95,3 +96,9 @@ def test_a_refused_answer_is_asked_again_with_the_reason_then_branched():
     assert len(engine.requests) == 2 and "would lose function total" in engine.requests[1].instruction
     refused = judged(case_session(engine, case, EditOptions(branches=0)), case, 30.0)
     assert refused["outcome"] == "refused" and refused["refused_tests_passed"] is True  # a false refusal
+
+
+def test_branches_and_the_self_test_are_for_tests(tmp_path):
+    cases = write_cases(tmp_path, [CASES[0]])
+    assert_clean_failure(run_cli("bench", str(cases), "--self-test"), "--self-test decide each answer of --tests")
+    assert_clean_failure(run_cli("bench", str(cases), "--tests", "--branches", "-1"), "--branches takes a number")
