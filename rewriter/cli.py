@@ -65,27 +65,26 @@ def _load_rewriter(args: argparse.Namespace, prefix_cache: bool = False):
 def cmd_apply(args: argparse.Namespace) -> int:
     from .apply.batch import apply_command
     from .apply.plans import BatchError, Options
+    from .cli_arguments import edit_options
     from .edits.target import parse_line_range
-    from .engine import DEFAULT_BRANCHES
 
     if args.instruction is None and args.snippet is None:
         raise BatchError("say what to change with -i, or give a snippet to merge with --snippet")
     options = Options(
         instruction=args.instruction or "", lines=parse_line_range(args.lines) if args.lines else None,
         expand=args.expand, each=args.each, write=args.write or args.test is not None, check=args.check,
-        allow_syntax_errors=args.allow_syntax_errors, max_new_tokens=args.max_new_tokens,
-        force=args.force, show_refused=args.show_refused, review=_review(args),
-        test=args.test, tries=args.tries, test_timeout=args.test_timeout,
-        # a remote engine answers what its model answers: no branches
-        branches=0 if args.endpoint else DEFAULT_BRANCHES if args.branches is None else args.branches,
+        allow_syntax_errors=args.allow_syntax_errors, force=args.force, show_refused=args.show_refused,
+        review=_review(args), test=args.test, tries=args.tries, test_timeout=args.test_timeout,
+        edit=edit_options(args),  # the same object `rewriter bench --tests` decides each answer with
     )
     params = _sampling_params(args)  # refuses bad settings before any model loads
     if args.endpoint:
         from .engine_factory import EngineError, EngineSettings, api_key, build_engine
 
-        if params != _default_sampling() or args.draft_model or args.mjsd is not None or args.branches is not None:
-            _say("--temperature, --top-p, --top-k, --seed, --verification, --draft-model, --mjsd and --branches "
-                 "apply to the local model, not to --endpoint")
+        if params != _default_sampling() or args.draft_model or args.mjsd is not None or args.branches is not None \
+                or args.self_test:
+            _say("--temperature, --top-p, --top-k, --seed, --verification, --draft-model, --mjsd, --branches and "
+                 "--self-test apply to the local model, not to --endpoint")
             return 2
 
         try:

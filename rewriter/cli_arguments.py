@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .edits.options import EditOptions
+from .edits.self_test import SAMPLES as SELF_TEST_SAMPLES
+from .edits.self_test import TIMEOUT_S as SELF_TEST_TIMEOUT_S
 from .engine import DEFAULT_BRANCHES, PREFIX_CACHE_MB
 from .results import DTYPES
 
@@ -62,6 +65,30 @@ def model_and_dtype(value: str) -> tuple[str | None, str]:
         raise argparse.ArgumentTypeError(f"no model in {value!r} (MODEL or MODEL:DTYPE, e.g. embedded:float32)")
     return (None if model == "embedded" else model), dtype
 
+def edit_option_arguments(group) -> None:
+    """What decides each answer, the same flags and defaults for `apply` and `bench --tests`
+    (edit_options reads them)."""
+    group.add_argument("--branches", type=int, metavar="N",
+                       help="when an answer comes back unchanged, decode up to N more, each branching where the "
+                            "model came closest to writing something else, and keep the first that changes the "
+                            f"code and passes every check (the local model, greedy; default {DEFAULT_BRANCHES}; "
+                            "0: keep the unchanged answer)")
+    group.add_argument("--self-test", action="store_true",
+                       help="Python, the local model: the model also writes a few tests of the change, which run "
+                            f"(in a temporary directory, {SELF_TEST_TIMEOUT_S:g} s at most) on the answer, its "
+                            f"branches and {SELF_TEST_SAMPLES} sampled answers; the one passing most is kept, the "
+                            "usual choice on a tie. Runs code the model wrote: use it only where you would")
+
+
+def edit_options(args: argparse.Namespace) -> EditOptions:
+    """The options `apply` and `bench --tests` decide each answer with, from the flags above and
+    --max-new-tokens; a remote engine (apply's --endpoint) answers what its model answers: no branches."""
+    branches = DEFAULT_BRANCHES if args.branches is None else args.branches
+    remote = bool(getattr(args, "endpoint", None))
+    return EditOptions(branches=0 if remote else branches, self_test=args.self_test,
+                       max_new_tokens=args.max_new_tokens)
+
+
 def add_apply(commands) -> argparse.ArgumentParser:
     apply = commands.add_parser("apply", help="rewrite files, or parts of them, and show the diff")
     apply.add_argument("paths", nargs="+", metavar="PATH",
@@ -91,11 +118,7 @@ def add_apply(commands) -> argparse.ArgumentParser:
                             "code, undefined names)")
     apply.add_argument("--show-refused", action="store_true",
                        help="print the diff of each refused answer, with the reason")
-    apply.add_argument("--branches", type=int, metavar="N",
-                       help="when an answer comes back unchanged, decode up to N more, each branching where the "
-                            "model came closest to writing something else, and keep the first that changes the "
-                            f"code and passes every check (the local model, greedy; default {DEFAULT_BRANCHES}; "
-                            "0: keep the unchanged answer)")
+    edit_option_arguments(apply)
     tests = apply.add_argument_group("tests (each file's edit is kept only if they pass)")
     tests.add_argument("--test", metavar="CMD",
                        help="shell command run before any edit (failing there, it says what the edit is to fix) "
@@ -185,9 +208,7 @@ def add_bench(commands) -> argparse.ArgumentParser:
     quality.add_argument("--compare", action="append", type=model_and_dtype, metavar="MODEL[:DTYPE]",
                          help="with --tests, run the same cases again on this model and path (e.g. embedded:float32, "
                               "qwen2.5-coder-1.5b-instruct); repeat it for more; a table side by side ends the run")
-    quality.add_argument("--branches", type=int, default=0, metavar="N",
-                         help="with --tests, branch each unchanged answer as `apply --branches N` does: the first "
-                              "branch that changes the code and passes the checks is chosen blind, then tested")
+    edit_option_arguments(quality)  # each case's answer decided as `rewriter apply` decides it
     quality.add_argument("--feedback", action="store_true",
                          help="with --tests, a second try where the first answer did not pass, shown the end of "
                               "its test output or why nothing was applied; blind and after-feedback pass rates")

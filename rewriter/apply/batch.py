@@ -244,7 +244,7 @@ def reader_gone(stdout: ReaderOutput, code: int, say: Callable[[str], None]) -> 
 
 
 def check_options(options: Options) -> None:
-    if options.branches < 0:
+    if options.edit.branches < 0:
         raise BatchError("--branches takes a number of branches, 0 or more")
     if options.test is not None:
         if options.check:

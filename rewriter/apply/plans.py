@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from ..edits.options import EditOptions
 from ..edits.target import Target
 from ..results import Stats
 from .files import SourceFile
@@ -65,7 +66,6 @@ class Options:
     write: bool = False
     check: bool = False
     allow_syntax_errors: bool = False
-    max_new_tokens: int | None = None
     force: bool = False  # apply answers the integrity or the lint check refuses
     show_refused: bool = False  # print the diff of each refused answer
     # --snippet: the snippet the model merges into the region it goes in (the instruction is then
@@ -76,7 +76,8 @@ class Options:
     tries: int = 4  # answers asked for per file under --test, the first included
     test_timeout: float = 300.0  # seconds the test command may run before it counts as failed
     review: Review | None = None  # --interactive: each hunk is asked about; what is accepted is written
-    branches: int = 0  # --branches: an unchanged answer's branches to try (edits/session.py)
+    # what decides each answer (--branches, --self-test, --max-new-tokens), as `rewriter bench --tests` takes it
+    edit: EditOptions = field(default_factory=EditOptions)
 
     def __post_init__(self):
         self.write = self.write or self.review is not None

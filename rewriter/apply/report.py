@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import asdict
 from typing import TextIO
 
 from ..edits.target import Target
@@ -262,6 +263,6 @@ def json_report(jobs: list[FilePlan], options: Options, seconds: float, code: in
         "files": files,
         "summary": {"files": len(jobs), **counts, "stats": _stats_dict(total),
                     "seconds": round(seconds, 3), "exit_code": code,
-                    "write": options.write, "check": options.check,
+                    "write": options.write, "check": options.check, "edit_options": asdict(options.edit),
                     **({"test": options.test} if options.test is not None else {})},
     }, indent=2)

@@ -11,7 +11,7 @@ from ..answer import NoCodeBlock
 from ..edits.checks.integrity import FileIntegrity
 from ..edits.pipeline import Refusal
 from ..edits.scopes import SyntaxTree, split_span
-from ..edits.session import EditSession, Feedback, Finished
+from ..edits.session import Feedback, Finished, session_for
 from ..edits.target import Target
 from ..engine import Engine
 from ..prompt import merge_instruction
@@ -105,10 +105,8 @@ class Runner:
         instruction = self.options.instruction
         if self.options.snippet is not None:  # the integrity check reads the user's hint alone
             instruction = merge_instruction(self.options.snippet, job.language, self.options.instruction)
-        session = EditSession(self.engine, span, instruction, job.language, integrity=integrity,
-                              max_new_tokens=self.options.max_new_tokens,
-                              judged_instruction=self.options.instruction, branches=self.options.branches,
-                              snippet=self.options.snippet)
+        session = session_for(self.engine, span, instruction, job.language, self.options.edit, integrity=integrity,
+                              judged_instruction=self.options.instruction, snippet=self.options.snippet)
         finished = None
         stats = None
         try:
@@ -147,6 +145,8 @@ class Runner:
             came_back = "unchanged" if feedback is None else "unchanged or as an edit the tests failed"
             reason = "; ".join(filter(None, (reason, f"the answer came back {came_back}; branch {finished.branch} "
                                                       "changed it and passed every check")))
+        if finished.self_test is not None:
+            reason = "; ".join(filter(None, (reason, finished.self_test.describe())))
         return Unit(span, UnitStatus.CHANGED if decision.text != session.original else UnitStatus.UNCHANGED, reason,
                     new_text=decision.text, stats=stats, candidates=finished.candidates, retried=finished.retried)
 

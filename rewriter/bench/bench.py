@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -17,11 +18,13 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from ..answer import NoCodeBlock, extract_code
 from ..decoding.prefix_cache import PrefixCache
 from ..decoding.rewrite import Rewriter
+from ..edits.options import EditOptions
+from ..edits.testrun import DEFAULT_TIMEOUT_S, run_tests
 from ..engine import EditRequest
 from ..passes import has_row_independent_prompts
 from ..prompt import SourceText
 from ..results import Stats
-from .branch_choice import branched
+from .as_apply import case_session, judged
 from .cases import Case, run_cases
 from .feedback import feedback_prompt, output_tail
 from .summary import (
@@ -37,8 +40,7 @@ from .summary import (
     summarize,
     summarize_tests,
 )
-from .testrun import DEFAULT_TIMEOUT_S, run_tests
-from .tries import asked_again, later_tries, passed_on_try
+from .tries import later_tries, passed_on_try
 
 
 class FenceCriteria(StoppingCriteria):
@@ -269,47 +271,30 @@ def judge_answer(case: Case, answer: str, refusal: Refusal | None = None,
     return verdict
 
 
-def run_tests_case(rewriter: Rewriter, case: Case, max_new_tokens: int | None, baselines: bool = False,
+def run_tests_case(rewriter: Rewriter, case: Case, options: EditOptions, baselines: bool = False,
                    refusal: Refusal | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                   feedback: bool = False, branches: int = 0, tries: int = 1) -> dict:
-    """One case decoded and judged; with `feedback`, a first answer that did not pass gets a
-    second try (feedback.py), judged the same way, under "feedback"; with `branches`, an
-    unchanged answer is branched (`apply --branches`), chosen blind, and a refused one (not cut) is
-    asked again, then branched, as `apply` takes it, both under "branched"; with
-    `tries` above 1, a blind answer that fails its tests is asked again as `apply --test --tries`
-    asks (tries.py), under "tries", and "passed_on_try" says which answer passed."""
+                   feedback: bool = False, tries: int = 1) -> dict:
+    """One case's file rewritten as `rewriter apply` rewrites it with `options` (as_apply.py), and
+    judged by its tests; with `baselines`, plain greedy and prompt lookup decode its first request
+    too, for speed; with `feedback`, an answer that did not pass gets a second try (feedback.py),
+    judged the same way, under "feedback"; with `tries` above 1, an answer that fails its tests is
+    asked again as `apply --test --tries` asks (tries.py), under "tries", and "passed_on_try" says
+    which answer passed."""
+    row: dict = {"id": case.id, "dtype": rewriter.loaded.dtype}
     if baselines:
-        row, tokens = _measure_case(rewriter, case, max_new_tokens)
-    else:
-        code = SourceText.from_text(case.before).code
-        prompt_ids, prediction, budget = rewriter.plan(code, case.instruction, case.language, None, max_new_tokens)
-        tokens, stats, seconds = _decode_ours(rewriter, prompt_ids, prediction, budget)
-        row = {
-            "id": case.id, "dtype": rewriter.loaded.dtype, "prompt_tokens": len(prompt_ids),
-            "prediction_tokens": len(prediction), "output_tokens": len(tokens),
-            "ours_s": seconds, "ours_tokens_per_s": len(tokens) / seconds,
-            "ours_forward_passes": stats.forward_passes,
-            "forward_passes_per_token": stats.forward_passes / max(len(tokens), 1),
-            "accepted_prediction_tokens": stats.accepted_prediction_tokens,
-            "rejected_prediction_tokens": stats.rejected_prediction_tokens,
-            "ttft_s": stats.ttft_s, "finish_reason": stats.finish_reason,
-        }
-    answer: str = rewriter.tokenizer.decode(tokens, skip_special_tokens=True)  # type: ignore[assignment]  # one sequence
-    row = {**row, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
-    if branches and row["outcome"] == "refused" and row.get("finish_reason") != "length":
-        row["branched"] = asked_again(rewriter, case, row, branches, max_new_tokens, timeout_s)
-        row["after_branches"] = row["branched"]["outcome"]
-    elif branches:
-        row["branched"] = branched(rewriter, case, row, max_new_tokens, branches, refusal,
-                                   lambda case, answer: judge_answer(case, answer, refusal, timeout_s))
-        row["after_branches"] = row["branched"].get("outcome", row["outcome"])
+        row = {**_measure_case(rewriter, case, options.max_new_tokens)[0], **row}
+    verdict = judged(case_session(rewriter, case, options), case, timeout_s)
+    seconds = verdict.pop("seconds")
+    row = {**row, **verdict, "ours_s": seconds,
+           "ours_tokens_per_s": verdict["output_tokens"] / seconds if seconds else 0.0,
+           "forward_passes_per_token": verdict.get("forward_passes", 0) / max(verdict["output_tokens"], 1)}
     if tries > 1:
-        blind = row["branched"] if row.get("branched", {}).get("outcome") else row
         row["tries_allowed"] = tries
-        row["tries"] = later_tries(rewriter, case, blind, tries, branches, max_new_tokens, timeout_s)
-        row["passed_on_try"] = passed_on_try(blind["outcome"], row["tries"])
+        row["tries"] = later_tries(rewriter, case, row, tries, options, timeout_s)
+        row["passed_on_try"] = passed_on_try(row["outcome"], row["tries"])
     if feedback and row["outcome"] != "passed":
-        row["feedback"] = _second_try(rewriter, case, answer, row, max_new_tokens, refusal, timeout_s)
+        row["feedback"] = _second_try(rewriter, case, row.get("answer", ""), row, options.max_new_tokens, refusal,
+                                      timeout_s)
     if feedback:
         row["after_feedback"] = row["feedback"]["outcome"] if "feedback" in row else row["outcome"]
     return row
@@ -326,15 +311,19 @@ def _second_try(rewriter: Rewriter, case: Case, first_answer: str, verdict: dict
             "finish_reason": stats.finish_reason, "answer": answer, **judge_answer(case, answer, refusal, timeout_s)}
 
 
-def run_tests_bench(rewriter: Rewriter, cases: list[Case], max_new_tokens: int | None, json_path: str | None,
+def run_tests_bench(rewriter: Rewriter, cases: list[Case], options: EditOptions, json_path: str | None,
                     baselines: bool = False, refusal: Refusal | None = None,
-                    timeout_s: float = DEFAULT_TIMEOUT_S, out=sys.stdout, feedback: bool = False,
-                    branches: int = 0, tries: int = 1) -> dict:
+                    timeout_s: float = DEFAULT_TIMEOUT_S, out=None, feedback: bool = False,
+                    tries: int = 1) -> dict:
+    out = out or sys.stdout  # looked up now: the stream of the call, not of the import
     warm_up(rewriter)
     columns = TESTS_TABLE_COLUMNS + (FEEDBACK_COLUMNS if feedback else [])
     print(" | ".join(title for title, _, _ in columns), file=out, flush=True)
 
     def one(case: Case) -> dict:
-        return run_tests_case(rewriter, case, max_new_tokens, baselines, refusal, timeout_s, feedback, branches, tries)
+        return run_tests_case(rewriter, case, options, baselines, refusal, timeout_s, feedback, tries)
 
-    return run_cases(cases, one, format_tests_row, summarize_tests, format_tests_summary, json_path, out)
+    def summarized(rows: list[dict]) -> dict:  # the report names the options it ran
+        return {**summarize_tests(rows), "edit_options": asdict(options), "as_apply": options.describe()}
+
+    return run_cases(cases, one, format_tests_row, summarized, format_tests_summary, json_path, out)

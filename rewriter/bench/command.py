@@ -62,6 +62,12 @@ def _counts_fit(args: argparse.Namespace, say: Say) -> bool:
     if args.tries < 1 or (args.tries > 1 and not args.tests):
         say("--tries takes a whole number of at least 1, and more than 1 only with --tests")
         return False
+    if (args.self_test or args.branches is not None) and not args.tests:
+        say("--branches and --self-test decide each answer of --tests, as they decide `rewriter apply`'s")
+        return False
+    if args.branches is not None and args.branches < 0:
+        say("--branches takes a number of branches, 0 or more")
+        return False
     return True
 
 
@@ -317,8 +323,10 @@ def _candidate_pass_costs(float32_rewriter: Rewriter, dtype: str, say: Say) -> d
 
 def _tests_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case], load: LoadRewriter,
                  say: Say) -> int:
+    from ..cli_arguments import edit_options
     from .bench import integrity_refusal, run_tests_bench
 
+    options = edit_options(args)  # what `rewriter apply` would run with the same flags
     ways = "plain greedy, prompt lookup and ours" if args.baselines else "ours only (--baselines adds the others)"
     runs = [(args.model, args.dtype), *(args.compare or [])]
     reports = []
@@ -327,12 +335,13 @@ def _tests_bench(args: argparse.Namespace, rewriter: Rewriter, cases: list[Case]
             rewriter = load(argparse.Namespace(**{**vars(args), "model": model, "dtype": dtype}))
         name = model or rewriter.loaded.name
         say(f"{len(cases)} cases on {name} in {rewriter.loaded.dtype}, decoded by {ways}; "
+            f"each file rewritten as `rewriter apply` rewrites it ({options.describe()}); "
             f"tests run on each edit ({args.test_timeout:g}s limit)"
             + ("; a second try after feedback where the first did not pass" if args.feedback else "")
             + (f"; up to {args.tries} tries as `apply --test --tries {args.tries}`" if args.tries > 1 else ""))
-        report = run_tests_bench(rewriter, cases, args.max_new_tokens, None if args.compare else args.json,
+        report = run_tests_bench(rewriter, cases, options, None if args.compare else args.json,
                                  baselines=args.baselines, refusal=integrity_refusal, timeout_s=args.test_timeout,
-                                 feedback=args.feedback, branches=args.branches, tries=args.tries)
+                                 feedback=args.feedback, tries=args.tries)
         reports.append({"model": name, **report})
     if args.compare:
         from .summary import cascade, format_cascade, format_tests_side_by_side

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..edits.snippets.merge import Merged, MergeOutcome, merge_snippet
+from ..edits.testrun import DEFAULT_TIMEOUT_S, run_tests
 from .snippet_cases import (
     NoReferenceEdits,
     SnippetCase,
@@ -34,7 +35,6 @@ from .snippet_cases import (
     reference_edit_paths,
 )
 from .snippet_styles import STYLES, style_cases, unknown_styles
-from .testrun import DEFAULT_TIMEOUT_S, run_tests
 
 TOP_REASONS = 5
 

@@ -115,7 +115,7 @@ OUTCOMES = ("passed", "failed", "timed_out", "unchanged", "no_code_block", "refu
 def summarize_tests(rows: list[dict]) -> dict:
     counts = {outcome: sum(row["outcome"] == outcome for row in rows) for outcome in OUTCOMES}
     tokens = sum(row["output_tokens"] for row in rows)
-    seconds = sum(row["ours_s"] for row in rows)
+    seconds = sum(row["ours_s"] for row in rows)  # each case's whole session: its answers, branches, samples
     summary = {
         "cases": len(rows),
         "dtype": rows[0]["dtype"] if rows else None,
@@ -143,49 +143,15 @@ def summarize_tests(rows: list[dict]) -> dict:
         summary["median_speedup_vs_greedy"] = statistics.median(row["speedup_vs_greedy"] for row in rows)
     if rows and "after_feedback" in rows[0]:
         summary["feedback"] = summarize_feedback(rows)
-    if rows and "after_branches" in rows[0]:
-        summary["branches"] = summarize_branches(rows)
+    if any("self_test" in row for row in rows):
+        from .blind_rules import summarize_self_test
+
+        summary["self_test"] = summarize_self_test(rows)
     if rows and "passed_on_try" in rows[0]:
         from .tries import summarize_tries
 
         summary["tries"] = summarize_tries(rows, rows[0]["tries_allowed"])
     return summary
-
-
-def summarize_branches(rows: list[dict]) -> dict:
-    """`--branches`: the outcomes once unchanged answers were branched and refused ones asked again
-    (then branched), as `apply` takes them, and what that cost."""
-    branched = [row["branched"] for row in rows if row["branched"]]
-    return {
-        "passed": sum(row["after_branches"] == "passed" for row in rows),
-        "unchanged": sum(row["after_branches"] == "unchanged" for row in rows),
-        "refused": sum(row["after_branches"] == "refused" for row in rows),
-        "false_refusals": sum(bool(row["branched"].get("refused_tests_passed")) for row in rows if row["branched"]),
-        "cases_branched": len(branched),
-        "refused_asked_again": sum("after_refusals" in b for b in branched),
-        "changed_by_a_branch": sum(b.get("outcome", "refused") != "refused" for b in branched),
-        "branches_decoded": sum(b["tried"] for b in branched),
-        "branch_s": sum(b["seconds"] for b in branched),
-        **(_rules_side_by_side(rows) if any("rules" in b for b in branched) else {}),
-    }
-
-
-def _rules_side_by_side(rows: list[dict]) -> dict:
-    """Passes in all if each blind rule chose among every branch (bench/branch_choice.py), and
-    what decoding them all cost."""
-    branched = [row["branched"] for row in rows if row["branched"]]
-    rules = next(b["rules"] for b in branched if "rules" in b)
-    ruled = [b for b in branched if "rules" in b]  # a refused answer asked again is taken as apply takes it
-    return {
-        "passed_by_rule": {name: sum(row["branched"]["rules"][name] == "passed" if "rules" in row["branched"]
-                                     else row.get("after_branches", row["outcome"]) == "passed" for row in rows)
-                           for name in rules},
-        "candidates": sum(len(b["candidates"]) for b in ruled),
-        "passing_candidates": sum(c["outcome"] == "passed" for b in ruled for c in b["candidates"]),
-        "cases_with_a_passing_candidate": sum(any(c["outcome"] == "passed" for c in b["candidates"]) for b in ruled),
-        "all_branches_decoded": sum(b["decoded"] for b in ruled),
-        "all_branch_s": sum(b["all_seconds"] for b in ruled),
-    }
 
 
 def summarize_feedback(rows: list[dict]) -> dict:
@@ -210,22 +176,6 @@ TESTS_TABLE_COLUMNS = [
     ("outcome", "outcome", "{}"),
 ]
 FEEDBACK_COLUMNS = [("after feedback", "after_feedback", "{}")]
-
-
-def format_branches(branches: dict) -> str:
-    return (f"after branching unchanged answers and asking refused ones again as apply does: passed "
-            f"{branches['passed']}, unchanged {branches['unchanged']}, refused {branches['refused']} "
-            f"({branches['false_refusals']} false); {branches['cases_branched']} cases branched "
-            f"({branches.get('refused_asked_again', 0)} of them refused), {branches['changed_by_a_branch']} changed, "
-            f"{branches['branches_decoded']} answers decoded in {branches['branch_s']:.1f} s"
-            + (_format_rules(branches) if "passed_by_rule" in branches else ""))
-
-
-def _format_rules(branches: dict) -> str:
-    rules = ", ".join(f"{name} {passed}" for name, passed in branches["passed_by_rule"].items())
-    return (f"\nblind rules over every branch, passed in all: {rules}; {branches['candidates']} candidates "
-            f"({branches['passing_candidates']} passing, in {branches['cases_with_a_passing_candidate']} cases) from "
-            f"{branches['all_branches_decoded']} branches decoded in {branches['all_branch_s']:.1f} s")
 
 
 def format_tests_summary(summary: dict) -> str:
@@ -253,8 +203,10 @@ def format_tests_summary(summary: dict) -> str:
                      f"({100 * after['pass_rate']:.1f}%) against {summary['tests_passed']} blind; {outcomes}; "
                      f"false refusals {after['false_refusals']}; {after['output_tokens']} more tokens in "
                      f"{after['decode_s']:.1f}s")
-    if "branches" in summary:
-        lines.append(format_branches(summary["branches"]))
+    if "self_test" in summary:
+        from .blind_rules import format_self_test
+
+        lines.append(format_self_test(summary["self_test"]))
     if "tries" in summary:
         from .tries import format_tries
 

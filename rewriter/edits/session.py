@@ -15,10 +15,12 @@ try on, tries take turns: a branch of the first answer that no try failed, an an
 the first request that no try failed, one told of the last failure (`try_kind`). Asked for
 another candidate than the answers shown already (a review's "try another"), a session answers
 the first of the engine's branches, or else of its sampled answers, that passes every check and
-is none of them.
+is none of them. With the self-test (`--self-test`), the model's own tests of the change choose
+among today's choice, the first answer's branches and a few sampled answers (self_test.py).
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Generator
 from dataclasses import dataclass, field, replace
 
@@ -28,7 +30,9 @@ from ..prompt import fence_for
 from ..results import RewriteResult, Stats
 from .checks.integrity import FileIntegrity, Status
 from .hunks import Hunk, HunkStream
+from .options import EditOptions
 from .pipeline import Decision, Refusal, TargetEdit
+from .self_test import SAMPLES, SelfTestReport, best, score, test_request, tests_from
 from .target import Target
 
 TOLD, BRANCH, SAMPLE = "told", "branch", "sample"
@@ -47,6 +51,8 @@ def try_kind(attempt: int) -> str:
         return TOLD
     return (BRANCH, SAMPLE, TOLD)[(attempt - 3) % 3]
 
+
+Chosen = tuple[Decision, RewriteResult]  # a candidate answer taken, and its decision
 
 # Refusals a model may mend when told the reason (a name it forgot to import, a missing colon, a
 # function it left out because it answered only what it changed); a cut answer is not asked again.
@@ -82,6 +88,7 @@ class Finished:
     another: bool = False  # the answer is another candidate: a branch or a sample of the first request, or the original
     sampled: bool = False  # that candidate is an answer sampled to the first request, not a branch
     after_refusals: bool = False  # the answer is a branch of the first, which was refused, as was the one asked again
+    self_test: SelfTestReport | None = None  # --self-test: the model's tests and how the candidates did on them
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,10 @@ class EditSession:
                  language: str = "", *, grammar: str | None = None, integrity: FileIntegrity | None = None,
                  max_new_tokens: int | None = None, sampling: SamplingParams | None = None,
                  context: str | None = None, judged_instruction: str | None = None,
-                 conversation: tuple[Turn, ...] = (), branches: int = 0, snippet: str | None = None):
+                 conversation: tuple[Turn, ...] = (), branches: int = 0, snippet: str | None = None,
+                 self_test: bool = False):
         self.engine = engine
+        self.self_test = self_test  # the model's tests choose among the candidates (self_test.py)
         # An unchanged answer: how many branches where the model hesitated to try (engines that
         # decode locally and greedily offer them), the first that changes the code and passes
         # every check taking its place.
@@ -199,14 +208,80 @@ class EditSession:
             chosen, tried = self._branch(request, allow_syntax_errors, stopped, self.branches, failed)
             if chosen is not None:
                 (decision, result), branch = chosen, tried
-        if decision.status == Status.APPLIED and not retried and not branch:
-            yield Finished(decision, result, hunks.feed(decision.text, final=True), candidates=searched + tried)
+        self_test = None
+        if feedback is None and (tested := self._self_tested(request, decision, allow_syntax_errors, stopped)):
+            self_test, taken = tested[1], tested[0]
+            if taken is not None:  # what streamed is not the answer taken
+                (decision, result), branch, after_refusals = taken, 0, False
+        if decision.status == Status.APPLIED and not retried and not branch and not (self_test and self_test.taken):
+            yield Finished(decision, result, hunks.feed(decision.text, final=True), candidates=searched + tried,
+                           self_test=self_test)
             return
-        # Stripped, refused or a second answer: what streamed is not what may be applied; start
-        # again from the original.
+        # Stripped, refused, a second answer or another candidate: what streamed is not what may be
+        # applied; start again from the original.
         rest = [] if decision.refused else HunkStream(self.edit.original).feed(decision.text, final=True)
         yield Finished(decision, result, rest, restart=True, retried=retried, candidates=searched + tried,
-                       branch=branch, after_refusals=after_refusals)
+                       branch=branch, after_refusals=after_refusals, self_test=self_test)
+
+    def _self_tested(self, request: EditRequest, decision: Decision, allow_syntax_errors: bool,
+                     stopped: Callable[[], bool]) -> tuple[Chosen | None, SelfTestReport] | None:
+        """--self-test (self_test.py): the model's tests run on today's choice (`decision`; the original
+        where it is unchanged) and on the other candidates. The candidate taken instead, or None, and
+        the report; None where the self-test is off or cannot run (an engine that offers no
+        candidates, a file that is not Python, a run stopped)."""
+        if not self.self_test or not self.offers_candidates() or self.edit.grammar != "python" or stopped():
+            return None
+        began = time.perf_counter()
+        try:
+            written = self._decoded(test_request(request), stopped)
+        except NoCodeBlock:
+            written = None
+        report = SelfTestReport(tests_from(written.text) if written is not None else None,
+                                written.text if written is not None else "")
+        chosen = None
+        if report.tests is not None:
+            today = report.today_text = None if decision.refused else decision.text
+            if today is not None:
+                report.today = score(self.edit.target.replaced_by(today), report.tests)
+            found = self._candidates(request, allow_syntax_errors, stopped, {self.edit.original, today or ""})
+            report.candidates = [(origin, taken.text, score(self.edit.target.replaced_by(taken.text), report.tests))
+                                 for origin, taken, _ in found]
+            report.chosen = best([scored for _, _, scored in report.candidates], report.today)
+            if report.chosen is not None:
+                chosen = found[report.chosen][1:]
+        report.seconds = time.perf_counter() - began
+        return chosen, report
+
+    def _candidates(self, request: EditRequest, allow_syntax_errors: bool, stopped: Callable[[], bool],
+                    shown: set[str]) -> list[tuple[str, Decision, RewriteResult]]:
+        """The self-test's other candidates, each passing every check and none of `shown` or of one
+        another: the first request's branches, then SAMPLES answers sampled to it; each with where
+        it came from."""
+        found: list[tuple[str, Decision, RewriteResult]] = []
+        results: list[tuple[str, RewriteResult]] = []
+        try:
+            decode_branches = getattr(self.engine, "branches", None)  # offers_candidates said it has them
+            branches = decode_branches(request, self.branches) if decode_branches and self.branches else ()
+            for number, branch in enumerate(branches, 1):
+                if stopped():
+                    break
+                results.append((f"branch {number}", branch))
+        except NoCodeBlock:
+            pass  # the answer decoded again (to find where it hesitated) has no code block: no branches
+        for number in range(SAMPLES):
+            if stopped():
+                break
+            try:
+                sampled = self._decoded(replace(request, sampling=replace(CANDIDATE_SAMPLING, seed=number)), stopped)
+            except NoCodeBlock:
+                continue
+            if sampled is not None:
+                results.append((f"sample {number + 1}", sampled))
+        for origin, result in results:
+            candidate = self._qualified(result, allow_syntax_errors, shown | {taken.text for _, taken, _ in found})
+            if candidate is not None:
+                found.append((origin, candidate, result))
+        return found
 
     def offers_candidates(self) -> bool:
         """Whether the engine decodes other candidates (branches) for this session: a local
@@ -325,6 +400,14 @@ class EditSession:
         finally:
             events.close()  # stops decoding at once when we leave early
         raise RuntimeError("the engine's stream ended without a result")
+
+
+def session_for(engine: Engine, target: Target, instruction: str, language: str, options: EditOptions,
+                **more) -> EditSession:
+    """The session `options` ask for: `rewriter apply` and `rewriter bench --tests` open theirs here,
+    so that both decide an answer alike; `more`: the session's other settings (integrity, snippet, ...)."""
+    return EditSession(engine, target, instruction, language, branches=options.branches,
+                       self_test=options.self_test, max_new_tokens=options.max_new_tokens, **more)
 
 
 def retry_instruction(instruction: str, reason: str, previous: str | None = None, language: str = "") -> str:

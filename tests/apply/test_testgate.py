@@ -15,6 +15,7 @@ import pytest
 from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import BatchError, Options, RunOutcome
 from rewriter.apply.testgate import CommandRun, pytest_failures, run_tests
+from rewriter.edits.options import EditOptions
 from rewriter.edits.session import EditSession, Feedback
 from rewriter.edits.target import Target, numbered_lines
 from tests.helpers.cli import assert_clean_failure
@@ -78,7 +79,7 @@ def test_a_later_try_that_repeats_the_failed_edit_takes_a_branch_that_did_not_fa
                 yield RewriteResult(text=text, answer="", stats=Stats(output_tokens=4, finish_reason="stop"))
 
     engine = Repeating(lambda request: request.code.replace("a + b", "a - b"))
-    code, report = apply(engine, json_output=True, capsys=capsys, branches=2)
+    code, report = apply(engine, json_output=True, capsys=capsys, edit=EditOptions(branches=2))
     assert code == 0
     assert (project / "m.py").read_bytes() == ORIGINAL.replace(b"def add(a, b):", b"def add(a: int, b: int) -> int:")
     (file,) = report["files"]
@@ -105,7 +106,7 @@ def test_after_the_try_told_the_failure_the_third_is_a_branch_of_the_first_answe
                 yield RewriteResult(text=text, answer="", stats=Stats(output_tokens=4, finish_reason="stop"))
 
     engine = Branching()
-    code, report = apply(engine, json_output=True, capsys=capsys, branches=2)
+    code, report = apply(engine, json_output=True, capsys=capsys, edit=EditOptions(branches=2))
     assert code == 0
     assert (project / "m.py").read_bytes() == ORIGINAL.replace(b"def add(a, b):", b"def add(a: int, b: int) -> int:")
     assert len(engine.requests) == 2 and not retried(engine.branched[-1])  # the blind request's branches
@@ -135,7 +136,7 @@ def test_the_fourth_try_is_an_answer_sampled_to_the_first_request(project, capsy
                                 stats=Stats(output_tokens=4, finish_reason="stop"))
 
     engine = Sampling()
-    code, report = apply(engine, json_output=True, capsys=capsys, branches=2, tries=4)
+    code, report = apply(engine, json_output=True, capsys=capsys, edit=EditOptions(branches=2), tries=4)
     assert code == 0
     assert (project / "m.py").read_bytes() == ORIGINAL.replace(b"def add(a, b):", b"def add(a: int, b: int) -> int:")
     (file,) = report["files"]

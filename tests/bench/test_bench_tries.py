@@ -3,12 +3,14 @@ from rewriter.bench.bench import judge_answer
 from rewriter.bench.cases import Case
 from rewriter.bench.summary import format_tests_summary, summarize_tests
 from rewriter.bench.tries import later_tries, passed_on_try
+from rewriter.edits.options import EditOptions
 from rewriter.results import RewriteResult, Stats
 from tests.helpers.bench_cases import AFTER, INSTRUCTION, MEAN, MINIMAL_CASE, fenced, row, write_cases
 from tests.helpers.cli import assert_clean_failure, run_cli
 
 CASE = Case("t/1", "python", MEAN, INSTRUCTION, "assert mean([1, 2, 3]) == 2\nassert mean([]) == 0.0\n")
 WRONG = AFTER.replace("0.0", "1.0")  # changed, and fails the tests
+OPTIONS = EditOptions(branches=0)  # the engines here have no branches
 
 
 class Answering:
@@ -27,7 +29,7 @@ class Answering:
 def test_a_failed_answer_is_asked_again_with_its_code_and_the_failing_output_until_one_passes():
     first = judge_answer(CASE, fenced(WRONG))
     engine = Answering([WRONG, AFTER])
-    later = later_tries(engine, CASE, first, 4, 0, None, 30.0)
+    later = later_tries(engine, CASE, first, 4, OPTIONS, 30.0)
     assert [answer["outcome"] for answer in later] == ["failed", "passed"]
     assert [answer["try"] for answer in later] == [2, 3]
     told = engine.requests[0].instruction
@@ -37,10 +39,10 @@ def test_a_failed_answer_is_asked_again_with_its_code_and_the_failing_output_unt
 
 
 def test_the_tries_stop_where_apply_stops_them():
-    assert later_tries(Answering([]), CASE, judge_answer(CASE, fenced(AFTER)), 4, 0, None, 30.0) == []
-    unchanged = later_tries(Answering([MEAN, AFTER]), CASE, judge_answer(CASE, fenced(WRONG)), 4, 0, None, 30.0)
+    assert later_tries(Answering([]), CASE, judge_answer(CASE, fenced(AFTER)), 4, OPTIONS, 30.0) == []
+    unchanged = later_tries(Answering([MEAN, AFTER]), CASE, judge_answer(CASE, fenced(WRONG)), 4, OPTIONS, 30.0)
     assert [answer["outcome"] for answer in unchanged] == ["unchanged"]
-    spent = later_tries(Answering([WRONG, WRONG, AFTER]), CASE, judge_answer(CASE, fenced(WRONG)), 2, 0, None, 30.0)
+    spent = later_tries(Answering([WRONG, WRONG, AFTER]), CASE, judge_answer(CASE, fenced(WRONG)), 2, OPTIONS, 30.0)
     assert [answer["outcome"] for answer in spent] == ["failed"]
     assert passed_on_try("failed", spent) is None
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rewriter.bench.testrun import run_tests
+from rewriter.edits.testrun import run_tests
 
 BEFORE = "def mean(values):\n    return sum(values) / len(values)\n"
 AFTER = "def mean(values):\n    if not values:\n        return 0.0\n    return sum(values) / len(values)\n"

@@ -7,6 +7,7 @@ import pytest
 from rewriter.apply.batch import apply_command
 from rewriter.apply.plans import Options
 from rewriter.edits.checks.integrity import FileIntegrity, Status
+from rewriter.edits.options import EditOptions
 from rewriter.edits.session import EditSession, Finished
 from rewriter.edits.target import Target
 from rewriter.engine import SamplingParams
@@ -68,7 +69,7 @@ def test_apply_with_branches_reports_the_branch_that_changed_the_file(tmp_path):
     path = tmp_path / "shapes.py"
     path.write_text(FILE)
     engine = BranchingEngine([LOST, HINTED])
-    code = apply_command([str(path)], Options("Add type hints", write=True, branches=2), lambda: engine,
+    code = apply_command([str(path)], Options("Add type hints", write=True, edit=EditOptions(branches=2)), lambda: engine,
                          quiet=True, say=lambda message: None)
     assert code == 0 and path.read_text() == HINTED
 
@@ -82,7 +83,7 @@ def test_the_cli_refuses_negative_branches_and_branches_for_a_remote_engine(tmp_
     assert "--branches takes a number" in capsys.readouterr().err
     assert cli.main(["apply", str(path), "-i", "Add type hints", "--endpoint", "http://127.0.0.1:9/v1",
                      "--branches", "2"]) == 2
-    assert "--branches apply to the local model" in capsys.readouterr().err
+    assert "--branches and --self-test apply to the local model" in capsys.readouterr().err
     assert path.read_text() == FILE
 
 
@@ -268,7 +269,7 @@ def test_apply_says_which_branch_it_took_after_two_refusals(tmp_path):
     engine = BranchingEngine([LOST, HINTED])
     engine.answer = lambda request: LOST
     out = io.StringIO()
-    code = apply_command([str(path)], Options("Add type hints", write=True, branches=2), lambda: engine,
+    code = apply_command([str(path)], Options("Add type hints", write=True, edit=EditOptions(branches=2)), lambda: engine,
                          json_output=True, quiet=True, say=lambda message: None, stdout=out)
     assert code == 0 and path.read_text() == HINTED
     (span,) = json.loads(out.getvalue())["files"][0]["spans"]

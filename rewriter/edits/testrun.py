@@ -1,4 +1,5 @@
-"""Run a case's tests on edited code: a Python subprocess with a time limit, in a fresh temporary directory.
+"""Run tests on edited code (a bench case's, or the model's own: self_test.py): a Python subprocess with a time
+limit, in a fresh temporary directory.
 
 The program is the edited code followed by the tests; it passes when it exits 0. What it gets:
 its own temporary directory as the working directory, HOME and TMPDIR (deleted afterwards), a
@@ -44,7 +45,7 @@ def _guard(event, args):
 sys.addaudithook(_guard)
 del resource, socket
 sys.argv = ["program.py"]
-runpy.run_path("program.py", run_name="__main__")
+runpy.run_path("program.py", run_name={run_name!r})
 """
 
 
@@ -64,7 +65,9 @@ def program_text(code: str, tests: str) -> str:
 
 
 def run_tests(code: str, tests: str, timeout_s: float = DEFAULT_TIMEOUT_S,
-              python: str = sys.executable) -> ProgramRun:
+              python: str = sys.executable, run_name: str = "__main__") -> ProgramRun:
+    """The program run once; `run_name` is its `__name__` (another than "__main__" keeps the code's
+    `if __name__ == "__main__":` block from running)."""
     with tempfile.TemporaryDirectory(prefix="rewriter-tests-") as scratch:
         Path(scratch, "program.py").write_text(program_text(code, tests), encoding="utf-8")
         env = {
@@ -74,7 +77,7 @@ def run_tests(code: str, tests: str, timeout_s: float = DEFAULT_TIMEOUT_S,
         start = time.perf_counter()
         # A session of its own, so a timeout kills the whole process group, not just the child.
         child = subprocess.Popen(
-            [python, "-I", "-c", _GUARD.format(memory=MEMORY_LIMIT_BYTES)], cwd=scratch, env=env,
+            [python, "-I", "-c", _GUARD.format(memory=MEMORY_LIMIT_BYTES, run_name=run_name)], cwd=scratch, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True,
         )

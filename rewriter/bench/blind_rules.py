@@ -1,0 +1,92 @@
+"""`rewriter bench CASES --tests --self-test`: the self-test's choice beside today's, from one run,
+and how well the model's tests tell the candidates that pass the case's tests from those that fail.
+
+Each case's row (as_apply.py) holds today's choice (what the session decides without the
+self-test) judged by the case's tests, and every other candidate with how many of the model's
+tests it passed and its outcome on the case's tests. Blind rules, none of which sees the case's
+tests:
+
+- `today`: the session's choice without the self-test;
+- `most_tests`: the self-test's, the candidate that passes most of the model's tests, today's on a
+  tie (the row's own outcome);
+- `agreed_behaviour`: the candidate whose results on the model's tests (which pass, which fail)
+  most candidates share, today's first on a tie.
+
+`any_candidate` is no rule: the cases where some candidate passes, the most any rule could reach.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+RULES = ("today", "most_tests", "agreed_behaviour")
+
+
+def _pool(test: dict) -> list[dict]:
+    """Today's choice where it was an edit or the original (not refused), then the other candidates."""
+    today = test["today"]
+    first = [{**today, "origin": "today"}] if today["passed"] is not None else []
+    return first + test["candidates"]
+
+
+def _agreed(pool: list[dict]) -> dict:
+    behaviours = Counter(frozenset(candidate["passed_tests"]) for candidate in pool)
+    return max(pool, key=lambda c: (behaviours[frozenset(c["passed_tests"])], -pool.index(c)))
+
+
+def rule_outcomes(row: dict) -> dict[str, str]:
+    """Each rule's outcome for one case; all the row's own where the model wrote no tests that ran."""
+    test = row.get("self_test")
+    if not test or test.get("tests") is None:
+        return {**{name: row["outcome"] for name in RULES}, "any_candidate": row["outcome"]}
+    pool = _pool(test)
+    return {"today": test["today"]["outcome"], "most_tests": row["outcome"],
+            "agreed_behaviour": _agreed(pool)["outcome"] if pool else test["today"]["outcome"],
+            "any_candidate": "passed" if any(c["outcome"] == "passed" for c in pool) else row["outcome"]}
+
+
+def auc(scored: list[tuple[float, bool]]) -> float | None:
+    """The chance that a passing candidate scores above a failing one (ties count half); None
+    without both kinds."""
+    passing = [score for score, passed in scored if passed]
+    failing = [score for score, passed in scored if not passed]
+    if not passing or not failing:
+        return None
+    wins = sum((p > f) + 0.5 * (p == f) for p in passing for f in failing)
+    return wins / (len(passing) * len(failing))
+
+
+def summarize_self_test(rows: list[dict]) -> dict:
+    """Passes under each rule, what became of today's unchanged and refused answers, the AUC of the
+    model's tests (the share a candidate passes) against the case's, and seconds per passing edit."""
+    outcomes = [rule_outcomes(row) for row in rows]
+    written = [row["self_test"] for row in rows if row.get("self_test", {}).get("tests") is not None]
+    scored = [(c["passed"] / max(len(test["names"]), 1), c["outcome"] == "passed")
+              for test in written for c in _pool(test) if c["outcome"] not in ("unchanged", "refused")]
+    all_s = sum(row["ours_s"] for row in rows)
+    today_s = all_s - sum(row.get("self_test", {}).get("seconds", 0.0) for row in rows)
+    passed = {name: sum(o[name] == "passed" for o in outcomes) for name in (*RULES, "any_candidate")}
+    return {
+        "cases_with_tests": len(written),
+        "tests_written": sum(len(test["names"]) for test in written),
+        "passed_by_rule": passed,
+        "unchanged": {name: sum(o[name] == "unchanged" for o in outcomes) for name in RULES},
+        "refused": {name: sum(o[name] == "refused" for o in outcomes) for name in RULES},
+        "choices_changed": sum(test["chosen"] is not None for test in written),
+        "candidates_scored": len(scored),
+        "auc": auc(scored),
+        "seconds": {"today": today_s, "most_tests": all_s},
+        "seconds_per_passing_edit": {"today": today_s / passed["today"] if passed["today"] else None,
+                                     "most_tests": all_s / passed["most_tests"] if passed["most_tests"] else None},
+    }
+
+
+def format_self_test(summary: dict) -> str:
+    passed = ", ".join(f"{name} {count}" for name, count in summary["passed_by_rule"].items())
+    per = summary["seconds_per_passing_edit"]
+    cost = ", ".join(f"{name} {'-' if s is None else f'{s:.1f} s'}" for name, s in per.items())
+    auc_text = "-" if summary["auc"] is None else f"{summary['auc']:.2f}"
+    return (f"self-test: the model wrote tests for {summary['cases_with_tests']} cases "
+            f"({summary['tests_written']} tests); passed by rule: {passed}; unchanged {summary['unchanged']}, "
+            f"refused {summary['refused']}; {summary['choices_changed']} choices changed; AUC of the model's "
+            f"tests against the case's over {summary['candidates_scored']} candidates {auc_text}; "
+            f"seconds per passing edit: {cost}")
