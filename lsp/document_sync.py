@@ -7,10 +7,24 @@ change that touches them is a conflict (the rewrite stops, nothing more is appli
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 
 from rewriter.edits.hunks import Hunk
 from rewriter.edits.target import touches
+
+LINE_BREAK = re.compile("\r\n|\r|\n")  # LSP's line ends: a form feed or U+2028 is text (lsp/documents.py)
+
+
+def document_lines(text: str) -> list[str]:
+    """The lines of `text` as LSP numbers them, each with its line break (an empty last line left out)."""
+    lines, start = [], 0
+    for match in LINE_BREAK.finditer(text):
+        lines.append(text[start:match.end()])
+        start = match.end()
+    if start < len(text):
+        lines.append(text[start:])
+    return lines
 
 
 def changed_lines(before: list[str], after: list[str]) -> tuple[int, int, int]:
@@ -71,7 +85,7 @@ class DocumentSync:
         """Accept a change of `base` into `text` outside the target's lines; a change inside is a conflict."""
         if text == base:
             return
-        start, end, growth = changed_lines(base.splitlines(keepends=True), text.splitlines(keepends=True))
+        start, end, growth = changed_lines(document_lines(base), document_lines(text))
         if touches(self.lines_now(), start, end) or self.conflict:
             self.stop(f"lines {start + 1}-{max(end, start + 1)} were edited while the rewrite ran")
             return

@@ -15,7 +15,7 @@ from lsprotocol import types
 from rewriter.edits.hunks import Hunk
 from rewriter.prompt import SourceText
 
-from .document_sync import DocumentSync
+from .document_sync import DocumentSync, document_lines
 from .host import RewriteHost
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class EditApplier:
             place = sync.place(hunk)
             text = self.source.native(hunk.text)
             edits.append(types.TextEdit(range=line_range(lines, place.start, place.stop, codec), new_text=text))
-            after[place.start + shift:place.stop + shift] = text.splitlines(keepends=True)
+            after[place.start + shift:place.stop + shift] = document_lines(text)
             shift += len(hunk.lines) - (hunk.end - hunk.start)
         edit = self._workspace_edit(document, edits)
         sync.sending("".join(after), document.version)
@@ -96,7 +96,7 @@ class EditApplier:
 
     async def restore(self, original: str) -> None:
         """Replace the target, as our streamed edits left it, by its original lines."""
-        lines = tuple(original.splitlines(keepends=True))
+        lines = tuple(document_lines(original))
         current = len(lines) + self.sync.delta
         self.sync.restored()
         await self.apply([Hunk(0, current, lines)])

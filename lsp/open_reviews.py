@@ -20,7 +20,7 @@ from rewriter.edits.hunks import Hunk, apply_hunks
 from rewriter.edits.target import Target
 from rewriter.prompt import SourceText
 
-from .document_sync import DocumentSync
+from .document_sync import DocumentSync, document_lines
 from .edit_applier import APPLY_ANYWAY, DISCARD, line_range, workspace_edit
 from .host import RewriteHost
 from .proposal import Proposal
@@ -243,7 +243,7 @@ class ProposalCollector:
 
     def _propose(self, code: str, hunks: list[Hunk]) -> None:
         new = self.source.native(apply_hunks(code, hunks))
-        self.proposal.propose_region(new.splitlines(keepends=True))
+        self.proposal.propose_region(document_lines(new))
 
     def conclude(self, status: RewriteStatus, message: str, stats: dict) -> int:
         """The rewrite ended with `status`: publish the final proposal, or end it; its hunk count."""
@@ -284,5 +284,5 @@ class ProposalCollector:
                                 types.MessageType.Warning)
             return
         reviews.register(proposal)
-        proposal.propose_region(self.source.native(refused_text).splitlines(keepends=True))
+        proposal.propose_region(document_lines(self.source.native(refused_text)))
         self.reviews.publish(proposal, final=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from rewriter.edits.target import Target
 from rewriter.engine import Turn
 
-from .document_sync import changed_lines
+from .document_sync import changed_lines, document_lines
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class Proposal:
     def propose(self, changes: list[tuple[int, int, tuple[str, ...]]]) -> None:
         """The hunks under review become `changes` (start, end, new lines) in the document as it is;
         a hunk identical to one already under review keeps its id."""
-        lines = self.text.splitlines(keepends=True)
+        lines = document_lines(self.text)
         known = {(h.start, h.end, h.new): h.id for h in self.hunks}
         hunks = []
         for start, end, new in changes:
@@ -108,12 +108,12 @@ class Proposal:
 
     def propose_region(self, new_region: list[str]) -> None:
         """The region's lines should read `new_region`: its hunks are the difference."""
-        lines = self.text.splitlines(keepends=True)
+        lines = document_lines(self.text)
         self.propose(line_hunks(lines[self.region.start:self.region.stop], new_region, self.region.start))
 
     def proposed_text(self) -> str:
         """The document with every hunk under review applied."""
-        lines = self.text.splitlines(keepends=True)
+        lines = document_lines(self.text)
         for hunk in reversed(self.hunks):
             lines[hunk.start:hunk.end] = hunk.new
         return "".join(lines)
@@ -124,7 +124,7 @@ class Proposal:
 
     def region_text(self) -> str:
         """The region's lines in the document as the proposal last saw it."""
-        return "".join(self.text.splitlines(keepends=True)[self.region.start:self.region.stop])
+        return "".join(document_lines(self.text)[self.region.start:self.region.stop])
 
     def why_not_asked_again(self) -> str | None:
         """Why try another may not ask the request that made the proposal again; None: it may."""
@@ -146,12 +146,12 @@ class Proposal:
 
     def placed(self) -> bool:
         """Whether every hunk's old lines are still where it says (the last guard before an edit)."""
-        lines = self.text.splitlines(keepends=True)
+        lines = document_lines(self.text)
         return all(tuple(lines[h.start:h.end]) == h.old for h in self.hunks)
 
     def accept(self, hunk_ids: list[str]) -> str:
         """The document once the hunks are applied: send it, then `landed` when the client shows it."""
-        lines = self.text.splitlines(keepends=True)
+        lines = document_lines(self.text)
         for hunk in reversed(self.hunks):
             if hunk.id in hunk_ids:
                 lines[hunk.start:hunk.end] = hunk.new
@@ -192,7 +192,7 @@ class Proposal:
     def _judge(self, text: str) -> str | None:
         if text == self.text:
             return None
-        start, end, growth = changed_lines(self.text.splitlines(keepends=True), text.splitlines(keepends=True))
+        start, end, growth = changed_lines(document_lines(self.text), document_lines(text))
         self.text = text
         for hunk in self.hunks:
             if hunk.collides(start, end):

@@ -14,6 +14,7 @@ from rewriter.engine import instruction_is_empty
 from rewriter.prompt import SourceText, merge_instruction
 
 from .arguments import argument, invalid
+from .document_sync import document_lines
 from .edit_applier import line_range, workspace_edit
 from .host import RewriteHost
 from .open_documents import is_open
@@ -131,7 +132,7 @@ async def merge_into_document(ls: RewriterServer, uri: str, snippet: str, hint: 
     new_text = SourceText.from_text(document.source).native(outcome.text)
     if ls.options.review:
         proposal = ls.reviews.open(uri, whole, SNIPPET_LABEL)
-        proposal.propose_region(new_text.splitlines(keepends=True))
+        proposal.propose_region(document_lines(new_text))
         ls.reviews.publish(proposal, final=True)
         return {"status": RewriteStatus.PROPOSED, "message": f"proposed {len(proposal.hunks)} change(s) for review, "
                 f"merged by {outcome.path} without a model",

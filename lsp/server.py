@@ -21,6 +21,7 @@ from rewriter.prompt import language_for
 
 from .arguments import invalid
 from .code_actions import ACTION_KIND, code_actions
+from .documents import ClientProtocol
 from .editor_rewrite import EditorRewrite, Outcome
 from .engine_choice import EngineError, make_engine
 from .open_documents import is_open
@@ -40,7 +41,7 @@ KEEP_OUTCOMES = 32  # finished rewrites whose outcome rewriter.wait can still gi
 
 class RewriterServer(LanguageServer):
     def __init__(self):
-        super().__init__("rewriter", package_version())
+        super().__init__("rewriter", package_version(), protocol_cls=ClientProtocol)
         self.options = InitializationOptions()
         self.option_warnings: list[str] = []
         self.engine = None

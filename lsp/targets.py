@@ -12,6 +12,8 @@ from rewriter.edits.node_kinds import grammar_for
 from rewriter.edits.scopes import SyntaxTree, definition_at
 from rewriter.edits.target import Target
 
+from .document_sync import document_lines
+
 # `# rewrite: make this async`, `// rewrite: ...`, `-- rewrite: ...`, `/* rewrite: ... */`
 COMMENT_INSTRUCTION = re.compile(r"^\s*(?:#+|//+|--|;+|/\*+|\*)\s*rewrite:\s*(?P<instruction>.*?)\s*(?:\*/)?\s*$")
 COMMENT_START = re.compile(r"^\s*(?:#|//|--|;|/\*|\*)")
@@ -47,7 +49,7 @@ def enclosing_definition(text: str, language: str, line: int) -> range | None:
 
 def _definition_at(text: str, language: str, line: int) -> Target | None:
     grammar = grammar_for(language)
-    if grammar is None or not 0 <= line < len(text.splitlines()):
+    if grammar is None or not 0 <= line < len(document_lines(text)):
         return None
     return definition_at(SyntaxTree(text, grammar), line)
 
@@ -69,7 +71,7 @@ def comment_instruction(lines: list[str], target_lines: range) -> str | None:
 
 def lines_after_comment(text: str, language: str, line: int) -> range | None:
     """With the cursor on a `rewrite:` comment, the definition (or line) right below the comment block."""
-    lines = text.splitlines(keepends=True)
+    lines = document_lines(text)
     if line >= len(lines) or not COMMENT_INSTRUCTION.match(lines[line]):
         return None
     below = line + 1

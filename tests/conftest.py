@@ -1,12 +1,29 @@
 """Shared fixtures: tiny random models (fast, exact properties) and the embedded real model."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
+from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from tests.helpers.models import QWEN_VOCAB, tiny_model
 
 PROCESS_THREADS = torch.get_num_threads()  # before any test sets its own
+
+# The property tests (tests/properties/): "ci", the default, runs the same 300 examples a property
+# each time (derandomized: a gate that a new draw cannot fail); "long" (HYPOTHESIS_PROFILE=long)
+# draws 5000 afresh each run, a search of hours; "quick" 30 afresh, while writing one. No deadline:
+# a slow example on a busy machine is no failure. Failing examples of the random profiles are kept
+# in .hypothesis/ (ignored by git) and replayed first next time; print_blob prints what reproduces
+# one anywhere (@reproduce_failure).
+_EXAMPLES = DirectoryBasedExampleDatabase(Path(__file__).resolve().parent.parent / ".hypothesis" / "examples")
+settings.register_profile("long", max_examples=5000, deadline=None, print_blob=True, database=_EXAMPLES)
+settings.register_profile("quick", settings.get_profile("long"), max_examples=30)
+settings.register_profile("ci", settings.get_profile("long"), max_examples=300, derandomize=True, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

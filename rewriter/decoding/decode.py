@@ -120,7 +120,7 @@ class Decoder:
     def _passes(self, start: int, bound: int, end: int) -> list[tuple[int, int]]:
         """The passes that feed a prompt's positions start..end, those from `bound` on as decoding passes."""
         if not self.prompt_in_chunks:
-            return [(start, end)]
+            return [(start, end)] if start < end else []  # all of it held already: no pass
         passes = prompt_passes(start, min(bound, end)) if start < min(bound, end) else []
         return passes + decoding_passes(max(start, bound), end)
 

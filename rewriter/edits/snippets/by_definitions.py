@@ -120,6 +120,7 @@ class DefinitionMerge:
         items = self._items(node, self.lines, self.markers | (set() if literal else self.maybe), True)
         pairs = self._pairs(items, file_items)
         self._check_renames(items, file_items, pairs)
+        self._check_nested_elsewhere(file_node, items, pairs)
         if file_node is self.file_tree:
             self.anchored += len(pairs)
         out: list[str] = []
@@ -233,6 +234,23 @@ class DefinitionMerge:
             if similar:
                 raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
                               f"{similar[0][1].name} renamed, or a copy of it")
+
+    def _check_nested_elsewhere(self, file_node: Node, items: list[Item], pairs: list[tuple[int, int]]) -> None:
+        """A new definition inside a function, named as one the file has outside it: a method of a
+        class the snippet hides behind a marker, which the snippet's indentation seems to nest in
+        the function before it; which one it means, the names cannot say."""
+        if file_node.kind != "function":
+            return
+        matched = {at for at, _ in pairs}
+        inside = {id(node) for node in file_node.walk()}
+        for at, item in enumerate(items):
+            if item.node is None or at in matched:
+                continue
+            elsewhere = [node for node in self.file_tree.walk()
+                         if node is not self.file_tree and node.key() == item.node.key() and id(node) not in inside]
+            if elsewhere:
+                raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} inside function "
+                              f"{file_node.name} is named as one the file has outside it: which it means is unclear")
 
     def _gap(self, items: list[Item], file_items: list[Item], edge: bool, keeps_head: bool,
              anchored: tuple[bool, bool] = (True, True)) -> list[str]:

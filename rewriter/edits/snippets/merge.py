@@ -135,19 +135,31 @@ def _first_line_indented(snippet: str, file_lines: list[str]) -> str:
     (`_step_in_a_row`, else `_step_from_held`); elsewhere the snippet stays as it is."""
     lines = snippet.splitlines(keepends=True)
     code = [i for i, line in enumerate(lines) if line.strip() and not is_marker(line)]
-    if len(code) < 2 or lines[code[0]][:1] in " \t" or not all(lines[i][:1] in " \t" for i in code[1:]):
+    # A later line at column 0 may be one the file has there (a function after the method the
+    # first line opens): the lines the file holds then say whether the snippet stands where it does.
+    if len(code) < 2 or lines[code[0]][:1] in " \t" or lines[code[1]][:1] not in " \t":
         return snippet
     file_code = [line for line in file_lines if line.strip()]
+    if not all(lines[i][:1] in " \t" for i in code[1:]):
+        at_column_0 = {line.strip() for line in file_code if line[:1] not in " \t"}
+        if not all(lines[i].strip() in at_column_0 for i in code[1:] if lines[i][:1] not in " \t"):
+            return snippet
+        step = _step_from_held(lines[code[0]].strip(), [lines[i] for i in code[1:]], file_code)
+        return _indented_by(lines, code, step) if step is not None else snippet
     first, second = lines[code[0]].strip(), lines[code[1]]
     step = _step_in_a_row(first, second, file_code)
     if step is None:
         step = _step_from_held(first, [lines[i] for i in code[1:]], file_code)
-    indent = indent_of(second)
-    width = len(indent) + step if step is not None else 0
-    if width <= 0:
-        return snippet
-    lines[code[0]] = (indent[:width] if width <= len(indent) else indent + indent[-1] * (width - len(indent))) + \
-        lines[code[0]]
+    return _indented_by(lines, code, step) if step is not None else snippet
+
+
+def _indented_by(lines: list[str], code: list[int], step: int) -> str:
+    """The snippet with its first code line `step` deeper than the next (as it is where that is at column 0 or less)."""
+    indent = indent_of(lines[code[1]])
+    width = len(indent) + step
+    if width > 0:
+        lines[code[0]] = (indent[:width] if width <= len(indent) else indent + indent[-1] * (width - len(indent))) + \
+            lines[code[0]]
     return "".join(lines)
 
 

@@ -1,0 +1,234 @@
+"""Property: an edit of a real file, cut as a snippet in any style the bench cuts
+(rewriter/bench/snippet_styles.py), merges without a model to the edit itself, or is refused, or
+goes to the model; and whatever it merges to never loses or duplicates a definition.
+
+The files are the repository's own: its samples and its Python sources. The edits are drawn on
+them with Python's ast (independent of the merge's tree-sitter reading): a statement replaced,
+inserted or deleted, a function renamed, deleted, added or given a new body; one to three of them
+in different places. Definitions are counted by ast too, with their enclosing classes' and
+functions' names: a merge loses one where it holds fewer than both the file and the edit do, and
+duplicates one where it holds more than both.
+
+What a merge may give besides the edit itself: the edit with some of its deletions undone, where
+the snippet cannot show them (readings), and other blank lines (code_of). Anything else is wrong.
+"""
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from itertools import combinations
+from pathlib import Path
+
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from rewriter.bench.snippet_styles import STYLES, style_snippet
+from rewriter.edits.snippets.merge import Merged, Refused, ToModel, merge_snippet
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = sorted(str(path.relative_to(ROOT)) for folder in ("samples", "rewriter", "lsp", "drafters")
+               for path in (ROOT / folder).rglob("*.py") if 20 <= path.read_text().count("\n") <= 300)
+FUNCTION = (ast.FunctionDef, ast.AsyncFunctionDef)
+COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match,
+            *FUNCTION, ast.ClassDef)
+names = st.sampled_from(["total", "count", "result", "value", "item", "_cache"])
+values = st.sampled_from(["0", "None", "[]", "len(items)", "'done'", "value + 1"])
+
+
+def definitions(text: str) -> Counter:
+    """Each function's and class's name with its enclosing ones' (`Inventory.add`), counted."""
+    found: Counter = Counter()
+
+    def visit(node: ast.AST, path: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (*FUNCTION, ast.ClassDef)):
+                found[".".join((*path, child.name))] += 1
+                visit(child, (*path, child.name))
+            else:
+                visit(child, path)
+
+    visit(ast.parse(text), ())
+    return found
+
+
+def code_of(text: str) -> str:
+    """The text's lines but blank ones, without trailing whitespace: blank lines are layout (a
+    merge may leave out the one between two methods), the rest is code."""
+    return "".join(line.rstrip() + "\n" for line in text.splitlines() if line.strip())
+
+
+def readings(before: str, after: str) -> set[str]:
+    """The edit, and the edit with some of its deletions left undone (code_of each): what a merge
+    may give. A snippet shows no deletion its markers hide (or a run of blank lines, in a style
+    that shows those as they are), and a merge that keeps such code reads the snippet rightly."""
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    opcodes = SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    deletions = [i for i, (tag, *_) in enumerate(opcodes) if tag == "delete"]
+    found = set()
+    for count in range(len(deletions) + 1):
+        for undone in combinations(deletions, count):
+            lines = [line for i, (tag, i1, i2, j1, j2) in enumerate(opcodes)
+                     for line in (old[i1:i2] if i in undone else new[j1:j2])]
+            found.add(code_of("".join(lines)))
+    return found
+
+
+@dataclass(frozen=True)
+class Edit:
+    start: int  # the file's lines [start, end) become `lines`
+    end: int
+    lines: tuple[str, ...]
+    instruction: str = ""
+
+
+def indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
+
+
+def start_line(node: ast.stmt) -> int:
+    """The 0-based first line of a statement, its decorators included."""
+    decorators = getattr(node, "decorator_list", [])
+    return min([node.lineno, *(d.lineno for d in decorators)]) - 1
+
+
+@st.composite
+def edit_of(draw, lines: list[str], body: list[ast.stmt], function: ast.FunctionDef | ast.AsyncFunctionDef):
+    """One edit inside or of `function`, whose statements are `body`."""
+    simple = [node for node in body if not isinstance(node, COMPOUND) and node.lineno == node.end_lineno]
+    first_line = lines[function.body[0].lineno - 1]
+    kind = draw(st.sampled_from(["replace", "insert", "delete", "rename", "delete function", "add function",
+                                 "new body"]))
+    statement = f"{draw(names)} = {draw(values)}"
+    if kind in ("replace", "insert", "delete") and simple:
+        node = draw(st.sampled_from(simple))
+        at = node.lineno - 1
+        new = (indent(lines[at]) + statement,)
+        if kind == "replace":
+            return Edit(at, at + 1, new)
+        if kind == "insert":
+            return Edit(at, at, new)
+        if len(body) > 1:
+            return Edit(at, at + 1, (), "Delete the line")
+    if kind == "rename":
+        at = function.lineno - 1
+        return Edit(at, at + 1, (lines[at].replace(f"def {function.name}(", f"def {function.name}_renamed(", 1),),
+                    f"Rename {function.name}")
+    if kind == "delete function":
+        return Edit(start_line(function), function.end_lineno, (), f"Delete {function.name}")
+    if kind == "add function":
+        at, pad = function.end_lineno, indent(lines[function.lineno - 1])
+        return Edit(at, at, ("", f"{pad}def added_{function.name}(value):", f"{pad}    return {draw(values)}"))
+    return Edit(function.body[0].lineno - 1, function.end_lineno, (indent(first_line) + f"return {draw(values)}",),
+                "Simplify it")
+
+
+@st.composite
+def edited_files(draw):
+    """A file of the repository and an edit of it: (before, after, instruction)."""
+    path = draw(st.sampled_from(FILES))
+    before = (ROOT / path).read_text()
+    lines = before.splitlines()
+    tree = ast.parse(before)
+    functions = [node for node in ast.walk(tree) if isinstance(node, FUNCTION)]
+    if not functions:
+        return before, before, ""
+    chosen = draw(st.lists(st.sampled_from(functions), min_size=1, max_size=3, unique_by=id))
+    edits = [draw(edit_of(lines, chosen_function.body, chosen_function)) for chosen_function in chosen]
+    edits = sorted(edits, key=lambda edit: (edit.start, edit.end), reverse=True)
+    taken = len(lines) + 1
+    for edit in edits:
+        if edit.end > taken or (edit.end == taken and edit.start == edit.end):  # overlaps a later edit: left out
+            continue
+        lines[edit.start:edit.end] = list(edit.lines)
+        taken = edit.start
+    after = "".join(line + "\n" for line in lines)
+    try:
+        ast.parse(after)
+    except SyntaxError:  # an edit that does not fit the file's lines (a body on its `def` line)
+        assume(False)
+    return before, after, " and ".join(edit.instruction for edit in edits if edit.instruction)
+
+
+@given(edited_files(), st.sampled_from(STYLES))
+def test_a_snippet_in_any_style_merges_to_the_edit_or_is_left_to_the_model(edit, style):
+    before, after, instruction = edit
+    snippet = style_snippet(before, after, style)
+    outcome = merge_snippet(before, snippet, "python", instruction)
+    assert isinstance(outcome, Merged | ToModel | Refused)
+    if not isinstance(outcome, Merged):
+        return
+    old, new, got = definitions(before), definitions(after), definitions(outcome.text)
+    lost = {name for name in old | new if got[name] < min(old[name], new[name])}
+    duplicated = {name for name in got if got[name] > max(old[name], new[name])}
+    assert (lost, duplicated) == (set(), set())
+    assert code_of(outcome.text) in readings(before, after)
+
+
+# Found by the property (on rewriter/serve/streaming.py), kept: a method of a class the hunks hide
+# behind a marker, indented as if nested in the function before it, went into that function.
+HIDDEN_CLASS = '''import asyncio
+
+
+async def next_event(job):
+    event = await job.next()
+    if event is None:
+        raise StopAsyncIteration
+    return event
+
+
+class EventResponse:
+    def __init__(self, events):
+        self.events = events
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            async for chunk in self.events:
+                await send(chunk)
+        finally:
+            await self.events.aclose()
+'''
+
+
+def test_a_method_whose_class_a_marker_hides_is_not_nested_in_the_function_before_it():
+    after = HIDDEN_CLASS.replace("    event = await job.next()\n", "    value = 0\n    event = await job.next()\n")
+    after = after[:after.index("        try:")] + "        return 0\n"
+    snippet = style_snippet(HIDDEN_CLASS, after, "hunks_2_rest")
+    assert "    async def __call__" in snippet and "class EventResponse" not in snippet
+    outcome = merge_snippet(HIDDEN_CLASS, snippet, "python", "Simplify it")
+    assert isinstance(outcome, ToModel) and "inside function next_event" in outcome.reason
+
+
+# Found by the property (on drafters/base.py), kept: a selection that starts at its first line's
+# code, a method's header, with a function at column 0 further on: the whole snippet was shifted
+# as far as that first line, the function taken into the class.
+SELECTED = '''from typing import Protocol
+
+
+class Drafter(Protocol):
+    """What drafts tokens."""
+
+    name: str
+    limit: int
+
+    def propose(self, tokens, limit):
+        """Draft up to `limit` tokens."""
+
+    def feedback(self, accepted):
+        """How many were accepted."""
+
+
+def laplace(successes, failures):
+    """Rule of succession."""
+    return (successes + 1.0) / (successes + failures + 2.0)
+'''
+
+
+def test_a_selected_first_line_takes_its_indentation_back_beside_a_line_at_column_0():
+    after = SELECTED.replace('        """Draft up to `limit` tokens."""', "        total = 0").replace(
+        '    """Rule of succession."""', "    total = 0")
+    snippet = style_snippet(SELECTED, after, "hunks_2_selected")
+    assert "\ndef propose" in snippet and "\ndef laplace" in snippet
+    outcome = merge_snippet(SELECTED, snippet, "python")
+    assert isinstance(outcome, Merged) and outcome.text == after
