@@ -9,16 +9,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
+from drafters import Drafter
+
+from ..answer import closing_fence_end
 from ..prompt import prediction_ids
 from ..results import Completion, ContextTooLarge, RewriteError, Stats
-from .decode import StopCheck
+from .decode import Decoder, StopCheck
 from .preempt import Preempted, preemptible
 
 if TYPE_CHECKING:
     from ..next_edit.base import NextEditPrompt
-    from .rewrite import Rewriter
+
+
+class Rewriter(Protocol):
+    """What of the local model's Rewriter (decoding/rewrite.py, which calls this module) is used here."""
+
+    tokenizer: Any
+    loaded: Any
+    decoder: Decoder
+
+    def encode_messages(self, messages: list[dict]) -> list[int]: ...
+
+    def drafter(self, prediction: list[int]) -> Drafter: ...
 
 
 def prompt_ids(rewriter: Rewriter, prompt: NextEditPrompt) -> list[int]:
@@ -54,16 +68,16 @@ def stable_ids(rewriter: Rewriter, prompt: NextEditPrompt, ids: Sequence[int]) -
 def _stops(tokenizer, prompt: NextEditPrompt) -> StopCheck | None:
     """Chat: the answer's closing fence; raw: the prompt's stop strings (none: the end of text)."""
     if prompt.messages is not None:
-        from .rewrite import fence_stop
+        def holds(output: list[int]) -> bool:
+            return closing_fence_end(tokenizer.decode(output, skip_special_tokens=True)) is not None
+    elif prompt.stop:
+        tail = 4 * max(len(stop) for stop in prompt.stop) + 8
 
-        return fence_stop(tokenizer)
-    if not prompt.stop:
+        def holds(output: list[int]) -> bool:
+            text = tokenizer.decode(output[-tail:], skip_special_tokens=True)
+            return any(stop in text for stop in prompt.stop)
+    else:
         return None
-    tail = 4 * max(len(stop) for stop in prompt.stop) + 8
-
-    def holds(output: list[int]) -> bool:
-        text = tokenizer.decode(output[-tail:], skip_special_tokens=True)
-        return any(stop in text for stop in prompt.stop)
 
     def check(output: list[int]) -> int | None:
         if not holds(output):
@@ -88,22 +102,27 @@ def complete(rewriter: Rewriter, prompt: NextEditPrompt, max_new_tokens: int | N
                               f"more than the model's {rewriter.loaded.context_length}")
     budget = min(max_new_tokens or 2 * len(prediction) + 64, room)
     decoder = rewriter.decoder
-    text, stats = "", Stats()
     model = getattr(decoder, "model", None)
     static = getattr(decoder, "static", None) is not None  # its passes are checked between passes only
+    # Only the prompt's pass is watched module by module: the decoding passes are short, and the
+    # lean pass's first check (decoding/forward.py) must never be cut short.
     watch = preemptible(model, stopped) if model is not None and not static else nullcontext()
     steps = decoder.generate(ids, rewriter.drafter(prediction), budget, _stops(rewriter.tokenizer, prompt))
+    text, stats = "", Stats()
     try:
         with watch:
-            for step in steps:
-                text, stats = text + step.text, step.stats
-                if stopped() and not step.done:
-                    return Completion(text, stats, stopped=True)
+            step = next(steps)
+        while True:
+            text, stats = text + step.text, step.stats
+            if step.done:
+                return Completion(text, stats)
+            if stopped():
+                return Completion(text, stats, stopped=True)
+            step = next(steps)
     except Preempted:
         return Completion(text, stats, stopped=True)
     finally:
-        steps.close()
-    return Completion(text, stats)
+        getattr(steps, "close", lambda: None)()  # a generator: decoding stops at once
 
 
 def prefill_stable(rewriter: Rewriter, prompt: NextEditPrompt, stopped: Callable[[], bool] = lambda: False) -> int:

@@ -39,7 +39,7 @@ def _ending(text: str) -> str:
     return text if text.endswith("\n") or not text else text + "\n"
 
 
-@dataclass(frozen=True)
+@dataclass
 class InstructFormat:
     """Chat messages for an instruct model; `context_above`/`context_below`: lines of the file
     shown around the window; `mark_cursor`: the window shows where the cursor is."""
