@@ -28,8 +28,8 @@ from urllib.parse import unquote, urlparse
 from lsprotocol import types
 from pygls.workspace import Workspace
 
-from rewriter.next_edit.base import NextEditInput, NextEditPrompt
-from rewriter.next_edit.formats import NextEditFormat, choose_format
+from rewriter.next_edit.base import NextEditFormat, NextEditInput, NextEditPrompt
+from rewriter.next_edit.formats import choose_format
 from rewriter.next_edit.history import EditHistory
 from rewriter.next_edit.suggest import Outcome, Suggestion, suggest
 from rewriter.next_edit.window import choose_window

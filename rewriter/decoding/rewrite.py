@@ -278,14 +278,14 @@ class Rewriter:
 
     def complete(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
                  stopped: Callable[[], bool] = lambda: False) -> Completion:
-        """A rendered prompt's greedy answer, its prediction the draft (decoding/completion.py)."""
-        from .completion import complete
+        """A rendered prompt's greedy answer, its prediction the draft (decoding/rendered.py)."""
+        from .rendered import complete
 
         return complete(self, prompt, max_new_tokens, stopped)
 
     def prefill_prompt(self, prompt: NextEditPrompt, stopped: Callable[[], bool] = lambda: False) -> int:
         """Compute a rendered prompt's stable part ahead; how many of its tokens are kept."""
-        from .completion import prefill_stable
+        from .rendered import prefill_stable
 
         return prefill_stable(self, prompt, stopped)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rewriter.next_edit.base import NextEditInput, RecentEdit
-from rewriter.next_edit.formats import UnknownFormat, choose_format, format_named
+from rewriter.next_edit.formats import choose_format, format_named
 from rewriter.next_edit.formats.instruct import CURSOR, InstructFormat
 from rewriter.next_edit.history import EditHistory
 from rewriter.next_edit.suggest import Suggestion, changed_part, judge
@@ -127,8 +127,9 @@ def test_the_window_is_read_back_without_the_cursor_marker_and_an_answer_without
 
 def test_formats_by_name_and_by_model():
     assert choose_format("auto", "qwen2.5-coder-1.5b-instruct").name == "instruct"
-    assert format_named("instruct").name == "instruct"
-    with pytest.raises(UnknownFormat, match="there are instruct"):
+    assert choose_format("auto", None).name == "instruct"  # the embedded model, named by none
+    assert choose_format("instruct", "some-base-model").name == "instruct"
+    with pytest.raises(ValueError, match="expected one of instruct"):
         format_named("nope")
 
 

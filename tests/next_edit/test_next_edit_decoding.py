@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from rewriter.decoding.completion import prompt_ids, stable_ids
+from rewriter.decoding.rendered import prompt_ids, stable_ids
 from rewriter.decoding.rewrite import Rewriter
 from rewriter.next_edit.base import NextEditInput
 from rewriter.next_edit.formats.instruct import InstructFormat

@@ -1,37 +1,30 @@
-"""The next-edit prompt formats, by name: the option that picks one, or the model's name.
-
-Each format is a NextEditFormat (next_edit/base.py): how a request is put to one kind of model and
-how its answer is read back. The instruct models we ship take `instruct`.
-"""
+"""The prompt formats of next-edit suggestions (base.NextEditFormat), picked by name (an option)
+or by the model's name: the instruct models we ship take `instruct`."""
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from ..base import NextEditFormat
 from .instruct import InstructFormat
 
-FORMATS: dict[str, Callable[[], NextEditFormat]] = {"instruct": InstructFormat}
-# A model whose name holds one of these (lower case) takes that format.
-MODEL_FORMATS: tuple[tuple[str, str], ...] = ()
-DEFAULT_FORMAT = "instruct"
-
-
-class UnknownFormat(ValueError):
-    """No format has that name; the message names those there are."""
+FORMATS: dict[str, NextEditFormat] = {"instruct": InstructFormat()}
+DEFAULT_FORMAT = "instruct"  # a model whose name calls for no format of its own
 
 
 def format_named(name: str) -> NextEditFormat:
+    """The format called `name`; ValueError naming those there are."""
     if name not in FORMATS:
-        raise UnknownFormat(f"no next-edit format {name!r}; there are {', '.join(sorted(FORMATS))}")
-    return FORMATS[name]()
+        raise ValueError(f"unknown next-edit format {name!r}: expected one of {', '.join(sorted(FORMATS))}")
+    return FORMATS[name]
 
 
-def format_for_model(model: str | None) -> NextEditFormat:
-    """The format a model's name calls for: a next-edit model's own, else the instruct format."""
-    lowered = (model or "").lower()
-    return format_named(next((name for part, name in MODEL_FORMATS if part in lowered), DEFAULT_FORMAT))
+def format_for_model(model_name: str) -> NextEditFormat | None:
+    """The format a model's name says it was trained on (an instruct model's name ends in
+    "instruct"); None for any other model."""
+    lowered = model_name.lower()
+    return next((fmt for name, fmt in FORMATS.items() if name in lowered), None)
 
 
-def choose_format(option: str, model: str | None) -> NextEditFormat:
-    """The format an option names; "auto" picks it by the model's name."""
-    return format_for_model(model) if option == "auto" else format_named(option)
+def choose_format(option: str, model_name: str | None) -> NextEditFormat:
+    """The format an option names; "auto": the one the model's name calls for, else the default."""
+    if option != "auto":
+        return format_named(option)
+    return format_for_model(model_name or "") or FORMATS[DEFAULT_FORMAT]
