@@ -22,6 +22,10 @@ from .preempt import Preempted, preemptible
 if TYPE_CHECKING:
     from ..next_edit.base import NextEditPrompt
 
+# The answer's budget past its prediction: a next edit rewrites a window and adds a few lines at
+# most; an answer that runs on further is no next edit, and stopping it costs no suggestion.
+GROWTH = 128
+
 
 class Rewriter(Protocol):
     """What of the local model's Rewriter (decoding/rewrite.py, which calls this module) is used here."""
@@ -100,7 +104,7 @@ def complete(rewriter: Rewriter, prompt: NextEditPrompt, max_new_tokens: int | N
     if room < len(prediction) + 16:
         raise ContextTooLarge(f"the prompt takes {len(ids)} tokens and its answer about {len(prediction)}, "
                               f"more than the model's {rewriter.loaded.context_length}")
-    budget = min(max_new_tokens or 2 * len(prediction) + 64, room)
+    budget = min(max_new_tokens or len(prediction) + GROWTH, room)
     decoder = rewriter.decoder
     model = getattr(decoder, "model", None)
     static = getattr(decoder, "static", None) is not None  # its passes are checked between passes only

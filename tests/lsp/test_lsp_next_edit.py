@@ -5,6 +5,7 @@ a newer request, $/cancelRequest and a rewrite each stop the prediction in fligh
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -114,5 +115,21 @@ async def test_suggestions_can_be_turned_off(tmp_path):
         editor.open(URI, TEXT)
         rename(editor)
         assert await ask(editor, 3, 15) is None
+    finally:
+        await editor.stop()
+
+
+async def test_the_stable_part_of_the_next_prompt_is_computed_ahead_once_the_document_is_idle(tmp_path):
+    log = tmp_path / "prefilled.jsonl"
+    editor = await Editor.start(VSCODE, {**SCRIPT, "prefill_log": str(log)}, tmp_path)
+    try:
+        uri = (tmp_path / "circle.py").as_uri()
+        editor.open(uri, TEXT)
+        assert await ask(editor, 3, 12, uri=uri) is None  # the model loads
+        rename(editor, uri)
+        await asyncio.sleep(2)  # idle (prefill_ahead.IDLE_S)
+        stable = [json.loads(line) for line in log.read_text().splitlines()]
+        # The path and the lines around the window at the line changed last, and nothing after them.
+        assert stable and stable[-1].startswith("File: circle.py\n") and "My recent edits" not in stable[-1]
     finally:
         await editor.stop()
