@@ -21,6 +21,9 @@ from .history import changed_stretch
 
 # What the integrity check reads as the instruction: none was given, so it permits no removal or rename.
 NEXT_EDIT_INSTRUCTION = "the next edit"
+# A next edit deletes a few lines at most: an answer that leaves out more of the window is a part of
+# it (a small model answering with the lines it changed only), not the window rewritten.
+MOST_LINES_DELETED = 4
 
 
 class CompletingEngine(Protocol):
@@ -73,6 +76,9 @@ def judge(request: NextEditInput, window: str) -> str:
     old = request.window_text
     if window == old:
         return "unchanged"
+    deleted = old.count("\n") - window.count("\n")
+    if deleted > MOST_LINES_DELETED:
+        return f"it would delete {deleted} lines of the window"
     lines = request.text.splitlines(keepends=True)
     start = sum(len(line) for line in lines[:request.window[0]])
     end = start + len(old)

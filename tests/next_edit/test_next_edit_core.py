@@ -151,6 +151,7 @@ def test_an_unchanged_broken_undoing_or_lost_definition_answer_is_not_suggested(
     assert judge(asked, code.replace("def twice(r):\n    return 2 * r\n", "")).startswith("integrity:")
     assert judge(asked, code.replace("2 * r", "2 * radius")).startswith("lint:")
     assert judge(asked, code.replace("r * r", "r ** 2")) == ""
+    assert judge(request(), "x21 = 2100\nx22 = 22\n") == "it would delete 18 lines of the window"  # a part of it
     undo = RecentEdit("m.py", 1, "    return r ** 2\n", "    return r * r\n")
     assert judge(NextEditInput("m.py", "python", code, (0, 7), (1, 4), (undo,)),
                  code.replace("r * r", "r ** 2")) == "it undoes the last edit"
