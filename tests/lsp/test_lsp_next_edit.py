@@ -75,7 +75,7 @@ async def test_a_change_while_predicting_drops_the_answer_and_is_handled_at_once
     rename(editor)
     started = time.perf_counter()
     await editor.code_actions(URI, (4, 0), (4, 0))  # answered after the didChange before it
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 3  # the prediction itself would take 8 s
     assert await pending is None
 
 
@@ -87,7 +87,7 @@ async def test_a_newer_request_or_a_cancel_stops_the_prediction_within_a_pass(ed
     started = time.perf_counter()
     second = asyncio.ensure_future(ask(editor, 4, 4, msg_id="second"))
     assert await first is None  # superseded
-    assert time.perf_counter() - started < 0.5  # it gave way within a pass of 0.1 s
+    assert time.perf_counter() - started < 3  # it gave way within a pass of 0.1 s, not after 8 s
     await asyncio.sleep(0.3)
     editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="second"))
     with pytest.raises(Exception, match="cancel"):
@@ -95,7 +95,7 @@ async def test_a_newer_request_or_a_cancel_stops_the_prediction_within_a_pass(ed
     # The decoding lock is free again at once: a rewrite does not wait for the cancelled prediction.
     started = time.perf_counter()
     outcome = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})
-    assert outcome["status"] == "done" and time.perf_counter() - started < 1.0
+    assert outcome["status"] == "done" and time.perf_counter() - started < 3
 
 
 async def test_a_rewrite_preempts_the_prediction(editor):
@@ -105,7 +105,7 @@ async def test_a_rewrite_preempts_the_prediction(editor):
     await asyncio.sleep(0.3)
     started = time.perf_counter()
     outcome = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})
-    assert outcome["status"] == "done" and time.perf_counter() - started < 1.0
+    assert outcome["status"] == "done" and time.perf_counter() - started < 3
     assert await pending is None  # stopped, and its document changed meanwhile
 
 
