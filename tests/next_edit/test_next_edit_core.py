@@ -155,3 +155,12 @@ def test_an_unchanged_broken_undoing_or_lost_definition_answer_is_not_suggested(
     undo = RecentEdit("m.py", 1, "    return r ** 2\n", "    return r * r\n")
     assert judge(NextEditInput("m.py", "python", code, (0, 7), (1, 4), (undo,)),
                  code.replace("r * r", "r ** 2")) == "it undoes the last edit"
+
+
+def test_the_language_servers_options_turn_suggestions_off_and_name_the_format():
+    from lsp.options import parse_options
+
+    options, warnings = parse_options({"nextEdits": False, "nextEditFormat": "instruct"})
+    assert (options.next_edits, options.next_edit_format, warnings) == (False, "instruct", [])
+    options, warnings = parse_options({"nextEditFormat": "nope", "nextEdits": "yes"})
+    assert (options.next_edits, options.next_edit_format) == (True, "auto") and len(warnings) == 2
