@@ -209,7 +209,8 @@ class EditorRewrite:
         lock = server.decode_lock if not engine.concurrent else None
         if lock is not None:
             server.prefill_ahead.preempt()  # work done ahead gives way within a fraction of a pass
-            preempted = server.prefill_ahead.running
+            server.next_edits.preempt()  # as does a suggestion in flight, within a pass
+            preempted = server.prefill_ahead.running or server.next_edits.running
             if lock.locked() and not preempted:
                 self.progress.report("waiting for another rewrite to finish")
             asked = time.perf_counter()

@@ -28,6 +28,7 @@ class RewriteHost(Protocol):
     options: InitializationOptions
     decode_lock: asyncio.Lock
     prefill_ahead: BackgroundWork
+    next_edits: BackgroundWork  # the suggestion in flight (lsp/next_edits.py) gives way to a rewrite too
 
     async def get_engine(self, report) -> Engine: ...
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rewriter.engine import DEFAULT_BRANCHES, PREFIX_CACHE_MB
+from rewriter.next_edit.formats import FORMATS
 
 ENGINE_KINDS = ("embedded", "service", "openai")
+NEXT_EDIT_FORMATS = ("auto", *FORMATS)  # auto: the format the model's name calls for
 STREAM_MODES = ("auto", "always", "never")
 
 DEFAULT_PRESETS = (
@@ -56,6 +58,9 @@ class InitializationOptions:
     prefill_ahead: bool = True
     # An answer that comes back unchanged: branches to try where the model hesitated (edits/session.py).
     branches: int = DEFAULT_BRANCHES
+    # Next-edit suggestions (textDocument/inlineCompletion, lsp/next_edits.py), in this format.
+    next_edits: bool = True
+    next_edit_format: str = "auto"
 
 
 def _camel(name: str) -> str:
@@ -124,7 +129,14 @@ def parse_options(raw) -> tuple[InitializationOptions, list[str]]:
         else:
             bad("stream_edits", value, " or ".join(STREAM_MODES), options.stream_edits)
 
-    for name in ("review", "prefill_ahead"):
+    found, value = _get(raw, "next_edit_format")
+    if found:
+        if value in NEXT_EDIT_FORMATS:
+            options.next_edit_format = value
+        else:
+            bad("next_edit_format", value, " or ".join(NEXT_EDIT_FORMATS), options.next_edit_format)
+
+    for name in ("review", "prefill_ahead", "next_edits"):
         found, value = _get(raw, name)
         if found:
             if isinstance(value, bool):

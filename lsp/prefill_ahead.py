@@ -1,13 +1,15 @@
 """The prompt of the document being worked on, computed before a rewrite is asked for
 (Rewriter.prefill): the rewrite then prefills only its instruction.
 
-What is computed: for the lines a code action was last asked for (the editor asks as the cursor
-moves), the rewrite's whole prompt up to its instruction; otherwise, when the document goes along
-as context (contextChars), the prompt up to the code. Low priority by construction: it starts once
-the model is loaded and the document has been idle for IDLE_S, only while no rewrite runs; it
-holds the decode lock as a rewrite does, and a rewrite that starts preempts it, which takes a
-fraction of a pass. What it computed stays in the engine's prefix cache (engine.prefixCacheMb), so
-after a change only what follows the change is computed again.
+What is computed: the stable part of the next-edit suggestion's prompt at the line last changed
+(lsp/next_edits.py), where suggestions are on; and for the lines a code action was last asked for
+(the editor asks as the cursor moves), the rewrite's whole prompt up to its instruction;
+otherwise, when the document goes along as context (contextChars), the prompt up to the code.
+Low priority by construction: it starts once the model is loaded and the document has been idle
+for IDLE_S, only while no rewrite runs; it holds the decode lock as a rewrite does, and a rewrite
+or a suggestion that starts preempts it, which takes a fraction of a pass. What it computed stays
+in the engine's prefix cache (engine.prefixCacheMb), so after a change only what follows the
+change is computed again.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Protocol
 from pygls.workspace import Workspace
 
 from rewriter.engine import EditRequest
+from rewriter.next_edit.base import NextEditPrompt
 
 from .editor_rewrite import rewrite_session
 from .open_documents import is_open
@@ -41,10 +44,19 @@ class PrefillHost(Protocol):
     engine: object | None
     jobs: dict
 
+    @property
+    def next_edits(self) -> NextEditPrompts: ...
+
     def language_of(self, document) -> str: ...
 
     @property
     def workspace(self) -> Workspace: ...
+
+
+class NextEditPrompts(Protocol):
+    """The next-edit suggestions' side (lsp/next_edits.py): the prompt whose stable part to compute."""
+
+    def stable_prompt(self, uri: str) -> NextEditPrompt | None: ...
 
 
 class PrefillAhead:
@@ -90,28 +102,34 @@ class PrefillAhead:
 
     async def _run(self) -> None:
         host, uri = self.host, self.latest
-        prefill = getattr(host.engine, "prefill", None)
-        if uri is None or prefill is None or not getattr(host.engine, "ready", False):
+        engine = host.engine
+        if uri is None or engine is None or not getattr(engine, "ready", False):
             return
         if host.jobs or host.decode_lock.locked():
             return  # a rewrite runs; it will change the document, which brings the next prefill
-        planned = self._request(host.engine, uri)
-        if planned is None:
+        prefill, prefill_prompt = getattr(engine, "prefill", None), getattr(engine, "prefill_prompt", None)
+        planned = self._request(engine, uri) if prefill is not None else None
+        suggestion = host.next_edits.stable_prompt(uri) if prefill_prompt is not None else None
+        if planned is None and suggestion is None:
             return
-        request, code_known = planned
         async with host.decode_lock:
             self._stop.clear()
             self.running = True
             start = time.perf_counter()
             try:
-                kept = await _in_thread(prefill, request, self._stop.is_set, code_known)
+                if planned is not None:
+                    request, code_known = planned
+                    kept = await _in_thread(prefill, request, self._stop.is_set, code_known)
+                    log.info("prefill ahead: %d prompt tokens of %s kept (%s), %.2f s", kept, uri,
+                             "to the instruction" if code_known else "to the code", time.perf_counter() - start)
+                if suggestion is not None and not self._stop.is_set():
+                    kept = await _in_thread(prefill_prompt, suggestion, self._stop.is_set)
+                    log.info("prefill ahead: %d prompt tokens of the next edit in %s kept, %.2f s", kept, uri,
+                             time.perf_counter() - start)
             except Exception:  # background work: a failure is the log's, never the user's rewrite's
                 log.exception("prefill ahead of %s failed", uri)
-                return
             finally:
                 self.running = False
-        log.info("prefill ahead: %d prompt tokens of %s kept (%s), %.2f s", kept, uri,
-                 "to the instruction" if code_known else "to the code", time.perf_counter() - start)
 
     def _request(self, engine, uri: str) -> tuple[EditRequest, bool] | None:
         """What a rewrite in the document would send, and whether its code is known; None when

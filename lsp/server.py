@@ -24,6 +24,7 @@ from .code_actions import ACTION_KIND, code_actions
 from .documents import ClientProtocol
 from .editor_rewrite import EditorRewrite, Outcome
 from .engine_choice import EngineError, make_engine
+from .next_edits import NextEdits
 from .open_documents import is_open
 from .open_reviews import Reviews
 from .options import InitializationOptions, parse_options
@@ -53,6 +54,7 @@ class RewriterServer(LanguageServer):
         self.load_listeners: set = set()  # progress reporters of the rewrites waiting for the model
         self.reviews = Reviews(self)  # with the review option on: the proposals under review
         self.prefill_ahead = PrefillAhead(self)  # the prompt of the document worked on, computed before it is asked
+        self.next_edits = NextEdits(self)  # suggestions of the next edit, and each document's recent edits
 
     # --- what the client can do ----------------------------------------------------------------
 
@@ -251,12 +253,14 @@ def initialized(ls: RewriterServer, params: types.InitializedParams) -> None:
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: RewriterServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.next_edits.opened(params.text_document.uri)
     ls.prefill_ahead.touched(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: RewriterServer, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
+    ls.next_edits.changed(uri)
     for job in list(ls.jobs.values()):
         if job.uri == uri:
             job.document_changed(ls.workspace.get_text_document(uri).source)
@@ -271,6 +275,7 @@ def did_close(ls: RewriterServer, params: types.DidCloseTextDocumentParams) -> N
             job.stop("the document was closed")
     ls.reviews.closed(params.text_document.uri)
     ls.prefill_ahead.closed(params.text_document.uri)
+    ls.next_edits.closed(params.text_document.uri)
 
 
 @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -286,6 +291,11 @@ def code_action(ls: RewriterServer, params: types.CodeActionParams):
     return code_actions(ls, params, literal)
 
 
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+async def inline_completion(ls: RewriterServer, params: types.InlineCompletionParams):
+    return await ls.next_edits.inline_completion(params)
+
+
 register_rewrite_commands(server)
 register_proposal_commands(server)
 
@@ -294,6 +304,7 @@ register_proposal_commands(server)
 async def shutdown(ls: RewriterServer, params) -> None:
     # Our rewrites end first, so that pygls, cancelling the requests still open, finds none of ours.
     ls.prefill_ahead.preempt()
+    ls.next_edits.preempt()
     ls.cancel_jobs()
     runs = [run for run in ls.runs.values() if not run.done()]
     if runs:

@@ -22,6 +22,8 @@ from .results import ModelError, Progress, RewriteResult
 if TYPE_CHECKING:  # loaded lazily, by local engines only
     from .decoding.decode import Decoder
     from .decoding.rewrite import Rewriter
+    from .next_edit.base import NextEditPrompt
+    from .results import Completion
     from .weights.models import LoadedModel
 
 Say = Callable[[str], None]
@@ -222,6 +224,18 @@ class LazyLocalEngine:
         """Rewriter.prefill once the model is loaded (this never loads it); 0 before."""
         return self._rewriter.prefill(request, stopped, code_known) if self._rewriter is not None else 0
 
+    def complete(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
+                 stopped: Callable[[], bool] = lambda: False) -> Completion:
+        """Rewriter.complete: greedy whatever the settings sample (a suggestion is the greedy answer)."""
+        if self._rewriter is None:
+            self.load(lambda message: None)
+        assert self._rewriter is not None
+        return self._rewriter.complete(prompt, max_new_tokens, stopped)
+
+    def prefill_prompt(self, prompt: NextEditPrompt, stopped: Callable[[], bool]) -> int:
+        """Rewriter.prefill_prompt once the model is loaded (this never loads it); 0 before."""
+        return self._rewriter.prefill_prompt(prompt, stopped) if self._rewriter is not None else 0
+
     def close(self) -> None:
         """The model stays loaded as long as the process runs."""
 
@@ -244,6 +258,13 @@ class ConfiguredEngine:
 
     def prefill(self, request: EditRequest, stopped: Callable[[], bool], code_known: bool = True) -> int:
         return self.rewriter.prefill(request, stopped, code_known)  # a prompt's cache: sampling plays no part
+
+    def complete(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
+                 stopped: Callable[[], bool] = lambda: False) -> Completion:
+        return self.rewriter.complete(prompt, max_new_tokens, stopped)  # greedy: a suggestion samples never
+
+    def prefill_prompt(self, prompt: NextEditPrompt, stopped: Callable[[], bool]) -> int:
+        return self.rewriter.prefill_prompt(prompt, stopped)
 
     def branches(self, request: EditRequest, count: int) -> Iterator[RewriteResult]:
         """Branches of the greedy answer; none where this engine samples or verifies otherwise (MJSD)."""

@@ -80,3 +80,12 @@ class Progress:
 
     text: str
     stats: Stats
+
+
+@dataclass
+class Completion:
+    """A prompt's whole answer, as the model wrote it (a next-edit suggestion's, say)."""
+
+    text: str
+    stats: Stats
+    stopped: bool = False  # given up midway because the caller said so: `text` is not an answer

@@ -20,6 +20,8 @@ from .sampling import make_verifier, model_drafter
 from .verify import Verifier
 
 if TYPE_CHECKING:
+    from ..next_edit.base import NextEditPrompt
+    from ..results import Completion
     from ..weights.models import LoadedModel
 
 BRANCHED_REQUESTS_KEPT = 4  # a file's blind request and its later tries' (rewriter apply --test)
@@ -296,6 +298,19 @@ class Rewriter:
         if end is None or self.decoder.prefix_cache is None:
             return 0
         return self.decoder.prefill(encoded.ids[:end], stopped=stopped)
+
+    def complete(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
+                 stopped: Callable[[], bool] = lambda: False) -> Completion:
+        """A rendered prompt's greedy answer, its prediction the draft (decoding/rendered.py)."""
+        from .rendered import complete
+
+        return complete(self, prompt, max_new_tokens, stopped)
+
+    def prefill_prompt(self, prompt: NextEditPrompt, stopped: Callable[[], bool] = lambda: False) -> int:
+        """Compute a rendered prompt's stable part ahead; how many of its tokens are kept."""
+        from .rendered import prefill_stable
+
+        return prefill_stable(self, prompt, stopped)
 
     def rewrite(self, code: str, instruction: str, language: str = "", context: str | None = None,
                 max_new_tokens: int | None = None, sampling: SamplingParams | None = None,

@@ -44,6 +44,9 @@ class NextEditPrompt:
     messages: tuple[dict, ...] | None = None
     raw: str | None = None
     stop: tuple[str, ...] = ()
+    # The prompt up to here (characters of `raw`, or of the last message's content) stays the same
+    # while the user types in the window: what a prefill ahead computes. None: nothing is.
+    stable_chars: int | None = None
 
 
 class NextEditFormat(Protocol):

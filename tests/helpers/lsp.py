@@ -48,6 +48,7 @@ class Editor:
         self.report_delay_s = report_delay_s  # how long after the reply (Emacs in batch mode: seconds)
         self.reject = reject
         self.edit_applied = asyncio.Event()
+        self.server_capabilities: types.ServerCapabilities | None = None  # once initialized
         async def apply_edit(params: types.ApplyWorkspaceEditParams):
             return await self._apply_edit(params)
 
@@ -71,9 +72,10 @@ class Editor:
                                     server_env=server_env)
         client = await config.start()
         editor = cls(client, **kwargs)
-        await client.initialize_session(types.InitializeParams(
+        initialized = await client.initialize_session(types.InitializeParams(
             capabilities=client_capabilities(profile), initialization_options=options,
             root_uri=tmp_path.as_uri()))
+        editor.server_capabilities = initialized.capabilities
         return editor
 
     async def stop(self) -> None:

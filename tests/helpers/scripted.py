@@ -18,6 +18,13 @@ stats are characters: accepted while the answer still equals the prediction, rej
 A rule's `branches`, lists of replacements each, are the engine's other candidates (the local
 model's branches where it hesitated: `Rewriter.branches`), in order; `"branches": false` at the
 top makes an engine without branches (an endpoint's).
+
+Next-edit prompts (Engine.complete, lsp/next_edits.py) are answered from `next_edits`: the first
+rule whose `when` occurs in the prompt (its messages' text, or its raw text) applies its `replace`
+pairs to the prediction, streamed as rewrites are; no rule, the prediction unchanged. Each chunk
+is a "pass", `delay_s` long: `stopped` is asked before each, as the model's decoding asks.
+With `prefill_log` (a path) set, the engine computes prompts ahead as the local model does
+(`prefill_prompt`), writing each prompt's stable part there, one JSON string a line.
 """
 from __future__ import annotations
 
@@ -29,13 +36,16 @@ from pathlib import Path
 from rewriter.answer import extract_code
 from rewriter.engine import require_instruction
 from rewriter.prompt import SourceText, build_prompt
-from rewriter.results import Progress, RewriteError, RewriteResult, Stats
+from rewriter.results import Completion, Progress, RewriteError, RewriteResult, Stats
 
 
 class ScriptedEngine:
     def __init__(self, rules: list[dict], delay_s: float = 0.0, chunk_chars: int = 8, concurrent: bool = False,
-                 load_s: float = 0.0):
+                 load_s: float = 0.0, next_edits: list[dict] | None = None, prefill_log: str | None = None):
         self.rules = rules
+        self.next_edits = next_edits or []
+        if prefill_log is not None:
+            self.prefill_log = Path(prefill_log)
         self.delay_s = delay_s
         self.chunk_chars = max(1, chunk_chars)
         self.concurrent = concurrent
@@ -47,7 +57,8 @@ class ScriptedEngine:
         script = json.loads(Path(path).read_text())
         kind = BranchingScriptedEngine if script.get("branches", True) else cls
         return kind(script.get("rules", []), script.get("delay_s", 0.0), script.get("chunk_chars", 8),
-                    script.get("concurrent", False), script.get("load_s", 0.0))
+                    script.get("concurrent", False), script.get("load_s", 0.0), script.get("next_edits"),
+                    script.get("prefill_log"))
 
     def load(self, say) -> None:
         """Like EmbeddedEngine's: a slow first load, with progress."""
@@ -107,6 +118,40 @@ class ScriptedEngine:
             yield Progress(chunk, stats)
         stats.finish_reason = "length" if cut else "stop"
         yield RewriteResult(text=source.restore(extract_code(answer)), answer=answer, stats=stats)
+
+
+    def complete(self, prompt, max_new_tokens=None, stopped=lambda: False) -> Completion:
+        """A next-edit prompt's answer (see the module's docstring)."""
+        asked = prompt.raw or "".join(message["content"] for message in prompt.messages or ())
+        rule = next((r for r in self.next_edits if r.get("when", "") in asked), {})
+        answer = prompt.prediction
+        for old, new in rule.get("replace", []):
+            answer = answer.replace(old, new)
+        delay_s = rule.get("delay_s", self.delay_s)
+        chunk_chars = max(1, rule.get("chunk_chars", self.chunk_chars))
+        stats, written = Stats(finish_reason="stop"), ""
+        for at in range(0, len(answer), chunk_chars):
+            if stopped():
+                return Completion(written, stats, stopped=True)
+            if delay_s:
+                time.sleep(delay_s)
+            written += answer[at:at + chunk_chars]
+            stats.output_tokens += 1
+            stats.forward_passes += 1
+        return Completion(written, stats)
+
+
+    def __getattr__(self, name):
+        if name == "prefill_prompt" and "prefill_log" in self.__dict__:
+            return self._prefill_prompt
+        raise AttributeError(name)
+
+    def _prefill_prompt(self, prompt, stopped) -> int:
+        """The stable part of a next-edit prompt, written to the log (see the module's docstring)."""
+        content = prompt.raw if prompt.raw is not None else prompt.messages[-1]["content"]
+        with self.prefill_log.open("a") as log:
+            log.write(json.dumps(content[:prompt.stable_chars]) + "\n")
+        return prompt.stable_chars or 0
 
 
 class BranchingScriptedEngine(ScriptedEngine):

@@ -1,12 +1,16 @@
-"""The prompt formats of next-edit suggestions (base.NextEditFormat): the published formats of
-the open next-edit models, picked by name."""
+"""The prompt formats of next-edit suggestions (base.NextEditFormat), picked by name (an option)
+or by the model's name: the published formats of the open next-edit models (Sweep's, Zed's Zeta),
+and `instruct` for the instruct models we ship."""
 from __future__ import annotations
 
 from ..base import NextEditFormat
+from .instruct import InstructFormat
 from .sweep import SweepFormat
 from .zeta import ZetaFormat
 
-FORMATS: dict[str, NextEditFormat] = {"sweep": SweepFormat(), "zeta": ZetaFormat()}
+# The published formats first: a next-edit model's name may also say "instruct".
+FORMATS: dict[str, NextEditFormat] = {"sweep": SweepFormat(), "zeta": ZetaFormat(), "instruct": InstructFormat()}
+DEFAULT_FORMAT = "instruct"  # a model whose name calls for no format of its own
 
 
 def format_named(name: str) -> NextEditFormat:
@@ -17,7 +21,14 @@ def format_named(name: str) -> NextEditFormat:
 
 
 def format_for_model(model_name: str) -> NextEditFormat | None:
-    """The published format a model's name says it was trained on (Sweep's next-edit models,
-    Zed's Zeta); None for any other model."""
+    """The format a model's name says it was trained on (Sweep's next-edit models, Zed's Zeta; an
+    instruct model's name says "instruct"); None for any other model."""
     lowered = model_name.lower()
     return next((fmt for name, fmt in FORMATS.items() if name in lowered), None)
+
+
+def choose_format(option: str, model_name: str | None) -> NextEditFormat:
+    """The format an option names; "auto": the one the model's name calls for, else the default."""
+    if option != "auto":
+        return format_named(option)
+    return format_for_model(model_name or "") or FORMATS[DEFAULT_FORMAT]

@@ -1,0 +1,135 @@
+"""Next-edit suggestions through the language server (textDocument/inlineCompletion) on a scripted
+engine: the recent edits reach the prompt, the answer comes back trimmed to its change with the
+range it replaces, silence when nothing changes, and never in the way: a change of the document,
+a newer request, $/cancelRequest and a rewrite each stop the prediction in flight at once."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+import pytest_asyncio
+from lsprotocol import types
+
+from tests.helpers.lsp import VSCODE, Editor, apply_text_edits
+
+pytestmark = pytest.mark.asyncio
+
+URI = "file:///project/circle.py"
+TEXT = "import math\n\n\ndef area(r):\n    return math.pi * r * r\n\n\ndef perimeter(r):\n    return 2 * math.pi * r\n"
+RENAMED = TEXT.replace("def area(r)", "def area(radius)")
+NEXT = RENAMED.replace("math.pi * r * r", "math.pi * radius * radius")
+SCRIPT = {
+    "delay_s": 0.001, "chunk_chars": 16,
+    "rules": [{"instruction": "Add type hints", "replace": [["(r):", "(r: float) -> float:"]]}],
+    "next_edits": [
+        # The rename is in the recent edits: the next edit renames the uses.
+        {"when": "+def area(radius):", "replace": [["math.pi * r * r", "math.pi * radius * radius"]]},
+        {"when": "slowly", "replace": [["math.pi", "math.tau"]], "delay_s": 0.1, "chunk_chars": 2},
+    ],
+}
+
+
+def rename(editor: Editor, uri: str = URI) -> None:
+    editor.change(uri, [types.TextEdit(types.Range(types.Position(3, 9), types.Position(3, 10)), "radius")])
+
+
+def ask(editor: Editor, line: int, character: int, uri: str = URI, msg_id: str | None = None,
+        trigger=types.InlineCompletionTriggerKind.Invoked):
+    params = types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line, character),
+        context=types.InlineCompletionContext(trigger_kind=trigger))
+    return editor.client.protocol.send_request_async(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id)
+
+
+def accepted(text: str, answer) -> str:
+    assert answer is not None and len(answer.items) == 1
+    item = answer.items[0]
+    return apply_text_edits(text, [types.TextEdit(item.range, item.insert_text)])
+
+
+@pytest_asyncio.fixture
+async def editor(tmp_path):
+    editor = await Editor.start(VSCODE, SCRIPT, tmp_path)
+    yield editor
+    await editor.stop()
+
+
+async def test_the_next_edit_follows_the_recent_edit_and_replaces_only_what_changes(editor):
+    assert editor.server_capabilities.inline_completion_provider is not None
+    editor.open(URI, TEXT)
+    assert await ask(editor, 3, 12) is None  # no recent edit: the model changes nothing, silence
+    rename(editor)
+    answer = await ask(editor, 3, 15)
+    item = answer.items[0]
+    assert item.range.start.line == item.range.end.line == 4 and item.range.start.character > 20
+    assert accepted(editor.text(URI), answer) == NEXT
+
+
+async def test_a_change_while_predicting_drops_the_answer_and_is_handled_at_once(editor):
+    slow = TEXT.replace("import math\n", "import math  # slowly\n")
+    editor.open(URI, slow)
+    pending = asyncio.ensure_future(ask(editor, 4, 4))
+    await asyncio.sleep(0.3)
+    rename(editor)
+    started = time.perf_counter()
+    await editor.code_actions(URI, (4, 0), (4, 0))  # answered after the didChange before it
+    assert time.perf_counter() - started < 3  # the prediction itself would take 8 s
+    assert await pending is None
+
+
+async def test_a_newer_request_or_a_cancel_stops_the_prediction_within_a_pass(editor):
+    slow = TEXT.replace("import math\n", "import math  # slowly\n")
+    editor.open(URI, slow)
+    first = asyncio.ensure_future(ask(editor, 4, 4))
+    await asyncio.sleep(0.3)
+    started = time.perf_counter()
+    second = asyncio.ensure_future(ask(editor, 4, 4, msg_id="second"))
+    assert await first is None  # superseded
+    assert time.perf_counter() - started < 3  # it gave way within a pass of 0.1 s, not after 8 s
+    await asyncio.sleep(0.3)
+    editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="second"))
+    with pytest.raises(Exception, match="cancel"):
+        await second
+    # The decoding lock is free again at once: a rewrite does not wait for the cancelled prediction.
+    started = time.perf_counter()
+    outcome = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})
+    assert outcome["status"] == "done" and time.perf_counter() - started < 3
+
+
+async def test_a_rewrite_preempts_the_prediction(editor):
+    slow = TEXT.replace("import math\n", "import math  # slowly\n")
+    editor.open(URI, slow)
+    pending = asyncio.ensure_future(ask(editor, 4, 4))
+    await asyncio.sleep(0.3)
+    started = time.perf_counter()
+    outcome = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})
+    assert outcome["status"] == "done" and time.perf_counter() - started < 3
+    assert await pending is None  # stopped, and its document changed meanwhile
+
+
+async def test_suggestions_can_be_turned_off(tmp_path):
+    editor = await Editor.start(VSCODE, SCRIPT, tmp_path, {"nextEdits": False})
+    try:
+        editor.open(URI, TEXT)
+        rename(editor)
+        assert await ask(editor, 3, 15) is None
+    finally:
+        await editor.stop()
+
+
+async def test_the_stable_part_of_the_next_prompt_is_computed_ahead_once_the_document_is_idle(tmp_path):
+    log = tmp_path / "prefilled.jsonl"
+    editor = await Editor.start(VSCODE, {**SCRIPT, "prefill_log": str(log)}, tmp_path)
+    try:
+        uri = (tmp_path / "circle.py").as_uri()
+        editor.open(uri, TEXT)
+        assert await ask(editor, 3, 12, uri=uri) is None  # the model loads
+        rename(editor, uri)
+        await asyncio.sleep(2)  # idle (prefill_ahead.IDLE_S)
+        stable = [json.loads(line) for line in log.read_text().splitlines()]
+        # The path and the lines around the window at the line changed last, and nothing after them.
+        assert stable and stable[-1].startswith("File: circle.py\n") and "My recent edits" not in stable[-1]
+    finally:
+        await editor.stop()
