@@ -153,10 +153,10 @@ class NextEdits:
         load, an automatic one starts it and gets none."""
         engine = self.host.engine
         if engine is not None and getattr(engine, "ready", False):
-            return engine if hasattr(engine, "complete") else None
+            return engine if hasattr(engine, "complete_prompt") else None
         if trigger == types.InlineCompletionTriggerKind.Invoked:
             engine = await self.host.get_engine(lambda message: None)
-            return engine if hasattr(engine, "complete") else None
+            return engine if hasattr(engine, "complete_prompt") else None
         if self._loading is None or self._loading.done():
             self._loading = asyncio.ensure_future(self.host.get_engine(lambda message: None))
             self._loading.add_done_callback(lambda done: done.cancelled() or done.exception())

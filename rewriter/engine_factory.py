@@ -224,13 +224,13 @@ class LazyLocalEngine:
         """Rewriter.prefill once the model is loaded (this never loads it); 0 before."""
         return self._rewriter.prefill(request, stopped, code_known) if self._rewriter is not None else 0
 
-    def complete(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
+    def complete_prompt(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
                  stopped: Callable[[], bool] = lambda: False) -> Completion:
         """Rewriter.complete: greedy whatever the settings sample (a suggestion is the greedy answer)."""
         if self._rewriter is None:
             self.load(lambda message: None)
         assert self._rewriter is not None
-        return self._rewriter.complete(prompt, max_new_tokens, stopped)
+        return self._rewriter.complete_prompt(prompt, max_new_tokens, stopped)
 
     def prefill_prompt(self, prompt: NextEditPrompt, stopped: Callable[[], bool]) -> int:
         """Rewriter.prefill_prompt once the model is loaded (this never loads it); 0 before."""
@@ -259,9 +259,9 @@ class ConfiguredEngine:
     def prefill(self, request: EditRequest, stopped: Callable[[], bool], code_known: bool = True) -> int:
         return self.rewriter.prefill(request, stopped, code_known)  # a prompt's cache: sampling plays no part
 
-    def complete(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
+    def complete_prompt(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
                  stopped: Callable[[], bool] = lambda: False) -> Completion:
-        return self.rewriter.complete(prompt, max_new_tokens, stopped)  # greedy: a suggestion samples never
+        return self.rewriter.complete_prompt(prompt, max_new_tokens, stopped)  # greedy: a suggestion samples never
 
     def prefill_prompt(self, prompt: NextEditPrompt, stopped: Callable[[], bool]) -> int:
         return self.rewriter.prefill_prompt(prompt, stopped)

@@ -151,7 +151,7 @@ def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool,
 def _next_edit_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool, say: Say) -> int:
     """Next-edit cases cut from the reference edits, suggested through the product's own path."""
     from ..next_edit.formats import FORMATS, format_for_model
-    from .next_edit_bench import NoSuggestionPath, run_next_edit_bench, suggestion_path
+    from .next_edit_bench import run_next_edit_bench
     from .next_edit_cases import make_cases
     from .snippet_cases import NoReferenceEdits, reference_edit_paths
 
@@ -162,9 +162,8 @@ def _next_edit_bench(args: argparse.Namespace, load: LoadRewriter, sampling: boo
         say(f"--next-edit-format: expected one of {', '.join(sorted(FORMATS))}, got {args.next_edit_format!r}")
         return 2
     try:
-        suggestion_path()  # before a model loads: the bench has nothing to measure without it
         paths = reference_edit_paths([args.cases] if args.cases else None)
-    except (NoSuggestionPath, NoReferenceEdits) as error:
+    except NoReferenceEdits as error:
         say(str(error))
         return 2
     cases = select(make_cases(paths), args.every, args.limit)
@@ -181,7 +180,7 @@ def _next_edit_bench(args: argparse.Namespace, load: LoadRewriter, sampling: boo
     say(f"{len(cases)} next-edit cases ({sum(case.no_op for case in cases)} no-op) from "
         f"{', '.join(str(path) for path in paths)}, on {rewriter.loaded.name} ({rewriter.loaded.dtype}) in the "
         f"{fmt.name} format")
-    run_next_edit_bench(rewriter, cases, fmt, args.json, sys.stdout, args.max_new_tokens)
+    run_next_edit_bench(rewriter, cases, fmt, args.json, sys.stdout)
     return 0
 
 

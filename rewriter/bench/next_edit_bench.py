@@ -1,9 +1,9 @@
 """`rewriter bench --next-edit`: the next-edit cases (next_edit_cases.py) through the product's own
-suggestion path, `rewriter.next_edit.suggest.suggest(engine, request, fmt)`, which gives (start line,
-end line, text) or None: right, wrong, none and no-op quiet; its latency cold (no prefix kept) and
-with the prompt's prefix computed ahead; and the format's prompt decoded again with its prediction
-as the draft and by plain greedy decoding, token for token: tokens/s side by side, and identical
-or not. Loads the decoding core when run, never when imported."""
+suggestion path, rewriter.next_edit.suggest.suggest, as the language server calls it: right, wrong,
+none and no-op quiet; its latency cold (no prefix kept) and with the prompt's stable part computed
+ahead (Rewriter.prefill_prompt, as the server's prefill ahead does); and the same prompt decoded by
+plain greedy decoding: tokens/s side by side, and whether the answers are identical. Loads the
+decoding core when run, never when imported."""
 from __future__ import annotations
 
 import statistics
@@ -11,31 +11,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..engine import CompletionRequest
 from ..next_edit.base import NextEditFormat, NextEditPrompt
+from ..next_edit.suggest import Outcome, Suggestion, suggest
 from .cases import run_cases
 from .next_edit_cases import NextEditCase, judge
 
 if TYPE_CHECKING:
-    from ..decoding.completion import PlannedCompletion
     from ..decoding.rewrite import Rewriter
-
-Suggest = Callable[..., "tuple[int, int, str] | None"]
-
-
-class NoSuggestionPath(RuntimeError):
-    """This build has no rewriter.next_edit.suggest.suggest to measure."""
-
-
-def suggestion_path() -> Suggest:
-    """The product's suggestion function, imported when the bench runs."""
-    try:
-        from ..next_edit.suggest import suggest  # type: ignore[import-not-found, unused-ignore]
-    except ImportError as error:
-        raise NoSuggestionPath(f"the suggestion path rewriter.next_edit.suggest.suggest(engine, request, fmt) is not "
-                               f"in this build ({error}); the bench measures the product's own path and reports "
-                               "nothing without it") from error
-    return suggest
 
 
 def forget_prefixes(rewriter: Rewriter) -> None:
@@ -44,29 +26,17 @@ def forget_prefixes(rewriter: Rewriter) -> None:
         rewriter.decoder.prefix_cache.kept.clear()
 
 
-def planned_prompt(rewriter: Rewriter, prompt: NextEditPrompt, max_new_tokens: int | None = None) -> PlannedCompletion:
-    """The format's prompt as a completion: a raw one as it is, chat messages through the template."""
-    from ..decoding.completion import PlannedCompletion
+def suggested_document(text: str, suggestion: Suggestion | None) -> str | None:
+    """The document once the suggestion is applied; None when there is none."""
+    if suggestion is None:
+        return None
+    lines = text.splitlines(keepends=True)
 
-    request = CompletionRequest(prompt.raw or "", prompt.prediction, max_new_tokens, prompt.stop)
-    if prompt.raw is not None:
-        return rewriter.plan_completion(request)
-    ids = rewriter.encode_messages(list(prompt.messages or ()))
-    prediction = rewriter.tokenizer.encode(prompt.prediction, add_special_tokens=False)
-    budget = min(max_new_tokens or 2 * len(prediction) + 256, rewriter.loaded.context_length - len(ids))
-    return PlannedCompletion(request, ids, prediction, budget)
+    def offset(position: tuple[int, int]) -> int:
+        line, column = position
+        return sum(len(kept) for kept in lines[:line]) + column
 
-
-def ahead_ids(rewriter: Rewriter, prompt: NextEditPrompt, window: str) -> list[int]:
-    """What an editor can compute before the request: the prompt up to where the window (or its
-    first line) first appears in it."""
-    planned = planned_prompt(rewriter, prompt)
-    text = str(rewriter.tokenizer.decode(planned.prompt))
-    first_line = window.splitlines(keepends=True)[0] if window else ""
-    at = text.find(window) if window in text else text.find(first_line) if first_line else -1
-    if at <= 0:
-        return []
-    return rewriter.tokenizer.encode(text[:at], add_special_tokens=False)
+    return text[:offset(suggestion.start)] + suggestion.text + text[offset(suggestion.end):]
 
 
 def timed(action: Callable[[], object]) -> tuple[object, float]:
@@ -75,39 +45,43 @@ def timed(action: Callable[[], object]) -> tuple[object, float]:
     return result, time.perf_counter() - started
 
 
-def against_greedy(rewriter: Rewriter, prompt: NextEditPrompt, max_new_tokens: int | None = None) -> dict:
-    """The format's prompt decoded with its drafter and by plain greedy, both cold."""
-    from ..decoding.completion import decode_completion
+def plain_greedy(rewriter: Rewriter, prompt: NextEditPrompt) -> dict:
+    """The prompt decoded cold by plain greedy decoding (no draft), with the suggestion's budget and stops."""
+    from ..decoding.rendered import GROWTH, prompt_ids, stop_check
+    from ..prompt import prediction_ids
 
-    planned = planned_prompt(rewriter, prompt, max_new_tokens)
-    runs = {}
-    for way, drafter in (("ours", rewriter.completion_drafter(planned)), ("greedy", None)):
-        forget_prefixes(rewriter)
-        pieces = list(decode_completion(rewriter.decoder, drafter, planned))
-        stats = pieces[-1].stats
-        decoding_s = max(stats.total_s - stats.ttft_s, 1e-9)
-        runs[way] = {"output": pieces[-1].output, "seconds": stats.total_s, "prefill_s": stats.ttft_s,
-                     "decode_tokens_per_s": max(stats.output_tokens - 1, 0) / decoding_s,
-                     "forward_passes": stats.forward_passes, "output_tokens": stats.output_tokens}
-    identical = runs["ours"].pop("output") == runs["greedy"].pop("output")
-    return {"prompt_tokens": len(planned.prompt), "identical": identical, **runs}
-
-
-def measure_case(rewriter: Rewriter, case: NextEditCase, fmt: NextEditFormat, suggest: Suggest,
-                 max_new_tokens: int | None = None) -> dict:
-    """`max_new_tokens` bounds the decodings against greedy (default: as a rewrite's budget)."""
+    ids = prompt_ids(rewriter, prompt)
+    budget = min(len(prediction_ids(rewriter.tokenizer, prompt.prediction)) + GROWTH,
+                 rewriter.loaded.context_length - len(ids))
     forget_prefixes(rewriter)
-    suggestion, cold_s = timed(lambda: suggest(rewriter, case.request, fmt))
-    verdict = judge(case, suggestion)  # type: ignore[arg-type]  # suggest's answer
+    text, stats = "", None
+    for step in rewriter.decoder.generate(ids, None, budget, stop_check(rewriter.tokenizer, prompt)):
+        text, stats = text + step.text, step.stats
+    return {"text": text, "stats": stats, "prompt_tokens": len(ids)}
+
+
+def speed(stats) -> dict:
+    decoding_s = max(stats.total_s - stats.ttft_s, 1e-9)
+    return {"seconds": stats.total_s, "prefill_s": stats.ttft_s, "forward_passes": stats.forward_passes,
+            "output_tokens": stats.output_tokens,
+            "decode_tokens_per_s": max(stats.output_tokens - 1, 0) / decoding_s}
+
+
+def measure_case(rewriter: Rewriter, case: NextEditCase, fmt: NextEditFormat) -> dict:
     forget_prefixes(rewriter)
+    cold, cold_s = timed(lambda: suggest(rewriter, fmt, case.request))
+    assert isinstance(cold, Outcome)
+    verdict = judge(case, suggested_document(case.request.text, cold.suggestion))
     prompt = fmt.render(case.request)
-    ids = ahead_ids(rewriter, prompt, case.request.window_text)
-    if ids and rewriter.decoder.prefix_cache is not None:
-        rewriter.decoder.prefill(ids)
-    again, ahead_s = timed(lambda: suggest(rewriter, case.request, fmt))
-    return {"id": case.id, "no_op": case.no_op, "verdict": verdict, "cold_s": cold_s, "ahead_s": ahead_s,
-            "ahead_tokens": len(ids), "same_when_ahead": again == suggestion,
-            **against_greedy(rewriter, prompt, max_new_tokens)}
+    forget_prefixes(rewriter)
+    ahead_tokens = rewriter.prefill_prompt(prompt)
+    again, ahead_s = timed(lambda: suggest(rewriter, fmt, case.request))
+    assert isinstance(again, Outcome)
+    greedy = plain_greedy(rewriter, prompt)
+    return {"id": case.id, "no_op": case.no_op, "verdict": verdict, "reason": cold.reason,
+            "cold_s": cold_s, "ahead_s": ahead_s, "ahead_tokens": ahead_tokens,
+            "same_when_ahead": again.answer == cold.answer, "prompt_tokens": greedy["prompt_tokens"],
+            "identical": greedy["text"] == cold.answer, "ours": speed(cold.stats), "greedy": speed(greedy["stats"])}
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -150,11 +124,9 @@ def format_summary(summary: dict) -> str:
 
 
 def run_next_edit_bench(rewriter: Rewriter, cases: list[NextEditCase], fmt: NextEditFormat,
-                        json_path: str | None, out, max_new_tokens: int | None = None) -> dict:
-    suggest = suggestion_path()
-
+                        json_path: str | None, out) -> dict:
     def measure(case: NextEditCase) -> dict:
-        return measure_case(rewriter, case, fmt, suggest, max_new_tokens)
+        return measure_case(rewriter, case, fmt)
 
     return run_cases(cases, measure, format_row,  # type: ignore[arg-type]
                      summarize, format_summary, json_path, out)

@@ -102,18 +102,9 @@ def make_cases(paths=None) -> list[NextEditCase]:
     return [case for row in load_reference_edits(paths) for case in cases_of(row)]
 
 
-def suggested_text(case: NextEditCase, suggestion: tuple[int, int, str] | None) -> str | None:
-    """The document once the suggestion (lines [start, end) replaced by text) is applied."""
-    if suggestion is None:
-        return None
-    start, end, text = suggestion
-    lines = case.request.text.splitlines(keepends=True)
-    return "".join(lines[:start]) + text + "".join(lines[end:])
-
-
-def judge(case: NextEditCase, suggestion: tuple[int, int, str] | None) -> str:
-    """right, wrong or none for a case with a next hunk; quiet or wrong for a no-op case."""
-    result = suggested_text(case, suggestion)
+def judge(case: NextEditCase, result: str | None) -> str:
+    """right, wrong or none for a case with a next hunk; quiet or wrong for a no-op case; `result`:
+    the document with the suggestion applied, None when nothing was suggested."""
     if case.expected is None:
         return "quiet" if result is None or normalized(result) == normalized(case.request.text) else "wrong"
     if result is None or normalized(result) == normalized(case.request.text):

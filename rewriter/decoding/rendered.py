@@ -69,7 +69,7 @@ def stable_ids(rewriter: Rewriter, prompt: NextEditPrompt, ids: Sequence[int]) -
     return list(ids[:shared])
 
 
-def _stops(tokenizer, prompt: NextEditPrompt) -> StopCheck | None:
+def stop_check(tokenizer, prompt: NextEditPrompt) -> StopCheck | None:
     """Chat: the answer's closing fence; raw: the prompt's stop strings (none: the end of text)."""
     if prompt.messages is not None:
         def holds(output: list[int]) -> bool:
@@ -111,7 +111,7 @@ def complete(rewriter: Rewriter, prompt: NextEditPrompt, max_new_tokens: int | N
     # Only the prompt's pass is watched module by module: the decoding passes are short, and the
     # lean pass's first check (decoding/forward.py) must never be cut short.
     watch = preemptible(model, stopped) if model is not None and not static else nullcontext()
-    steps = decoder.generate(ids, rewriter.drafter(prediction), budget, _stops(rewriter.tokenizer, prompt))
+    steps = decoder.generate(ids, rewriter.drafter(prediction), budget, stop_check(rewriter.tokenizer, prompt))
     text, stats = "", Stats()
     try:
         with watch:

@@ -299,7 +299,7 @@ class Rewriter:
             return 0
         return self.decoder.prefill(encoded.ids[:end], stopped=stopped)
 
-    def complete(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
+    def complete_prompt(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
                  stopped: Callable[[], bool] = lambda: False) -> Completion:
         """A rendered prompt's greedy answer, its prediction the draft (decoding/rendered.py)."""
         from .rendered import complete

@@ -29,7 +29,7 @@ MOST_LINES_DELETED = 4
 class CompletingEngine(Protocol):
     """An engine that decodes a rendered prompt greedily, its prediction the draft (Rewriter.complete)."""
 
-    def complete(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
+    def complete_prompt(self, prompt: NextEditPrompt, max_new_tokens: int | None = None,
                  stopped: Callable[[], bool] = lambda: False) -> Completion: ...
 
 
@@ -56,7 +56,7 @@ def suggest(engine: CompletingEngine, form: NextEditFormat, request: NextEditInp
             stopped: Callable[[], bool] = lambda: False) -> Outcome:
     """The suggestion for `request`, or none with the reason."""
     prompt = form.render(request)
-    completion = engine.complete(prompt, stopped=stopped)
+    completion = engine.complete_prompt(prompt, stopped=stopped)
     stats = completion.stats
     if completion.stopped:
         return Outcome(None, "stopped", stats, completion.text)

@@ -43,13 +43,17 @@ def test_hunks_far_apart_give_no_case_and_later_hunks_count_the_lines_earlier_on
 
 def test_a_suggestion_is_judged_on_the_document_it_gives_whitespace_normalised():
     case, quiet = cases_of(RENAME)
-    right = (2, 3, "    for x in values:   \n")  # trailing spaces do not count
-    assert judge(case, right) == "right"
-    assert judge(case, (2, 3, "    for x in range(3):\n")) == "wrong"
+
+    def lines_replaced(case, start, end, text):  # the document with lines [start, end) replaced
+        lines = case.request.text.splitlines(keepends=True)
+        return "".join(lines[:start]) + text + "".join(lines[end:])
+
+    assert judge(case, lines_replaced(case, 2, 3, "    for x in values:   \n")) == "right"  # trailing spaces do not count
+    assert judge(case, lines_replaced(case, 2, 3, "    for x in range(3):\n")) == "wrong"
     assert judge(case, None) == "none"
-    assert judge(case, (2, 3, "    for x in xs:\n")) == "none"  # a suggestion that changes nothing
-    assert judge(quiet, None) == "quiet" and judge(quiet, (0, 1, "def total(values):\n")) == "quiet"
-    assert judge(quiet, (4, 5, "    return s + 1\n")) == "wrong"
+    assert judge(case, lines_replaced(case, 2, 3, "    for x in xs:\n")) == "none"  # a suggestion that changes nothing
+    assert judge(quiet, None) == "quiet" and judge(quiet, lines_replaced(quiet, 0, 1, "def total(values):\n")) == "quiet"
+    assert judge(quiet, lines_replaced(quiet, 4, 5, "    return s + 1\n")) == "wrong"
 
 
 def test_cases_come_from_the_reference_files_in_order(tmp_path):

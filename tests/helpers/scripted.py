@@ -120,7 +120,7 @@ class ScriptedEngine:
         yield RewriteResult(text=source.restore(extract_code(answer)), answer=answer, stats=stats)
 
 
-    def complete(self, prompt, max_new_tokens=None, stopped=lambda: False) -> Completion:
+    def complete_prompt(self, prompt, max_new_tokens=None, stopped=lambda: False) -> Completion:
         """A next-edit prompt's answer (see the module's docstring)."""
         asked = prompt.raw or "".join(message["content"] for message in prompt.messages or ())
         rule = next((r for r in self.next_edits if r.get("when", "") in asked), {})

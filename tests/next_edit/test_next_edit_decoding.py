@@ -34,11 +34,11 @@ def greedy_text(rewriter, prompt, tokens: int) -> str:
 
 def test_the_answer_is_plain_greedy_whatever_the_prediction(rewriter):
     prompt = prompt_of()
-    done = rewriter.complete(prompt, max_new_tokens=24)
+    done = rewriter.complete_prompt(prompt, max_new_tokens=24)
     assert not done.stopped and done.stats.output_tokens == 24 and done.stats.finish_reason == "length"
     assert done.text == greedy_text(rewriter, prompt, 24)
     # A prediction that is the greedy answer itself is accepted many tokens a pass: the same text.
-    right = rewriter.complete(replace(prompt, prediction=done.text), max_new_tokens=24)
+    right = rewriter.complete_prompt(replace(prompt, prediction=done.text), max_new_tokens=24)
     assert right.text == done.text and right.stats.forward_passes < 24 / 2
 
 
@@ -48,11 +48,11 @@ def test_a_stop_gives_way_within_the_prompts_pass_and_keeps_nothing(rewriter):
     hook = rewriter.loaded.model.register_forward_pre_hook(lambda module, args: passes.append(1))
     asked = []
     try:
-        stopped = rewriter.complete(prompt, max_new_tokens=16, stopped=lambda: len(asked.append(1) or asked) > 3)
+        stopped = rewriter.complete_prompt(prompt, max_new_tokens=16, stopped=lambda: len(asked.append(1) or asked) > 3)
     finally:
         hook.remove()
     assert stopped.stopped and stopped.stats.output_tokens == 0 and len(passes) <= 1
-    again = rewriter.complete(prompt, max_new_tokens=16)
+    again = rewriter.complete_prompt(prompt, max_new_tokens=16)
     assert again.stats.cached_prompt_tokens == 0  # nothing of the abandoned pass was kept
     assert again.text == greedy_text(rewriter, prompt, 16)
 
@@ -62,7 +62,7 @@ def test_the_stable_part_computed_ahead_is_reused_and_changes_no_token(rewriter)
     stable = stable_ids(rewriter, prompt, prompt_ids(rewriter, prompt))
     assert 300 < len(stable) < len(prompt_ids(rewriter, prompt)) - 50
     assert rewriter.prefill_prompt(prompt) == len(stable)
-    warm = rewriter.complete(prompt, max_new_tokens=16)
+    warm = rewriter.complete_prompt(prompt, max_new_tokens=16)
     # The int8 paths' chunked prompts reuse whole chunks (passes.PROMPT_CHUNK) of the stable part.
     assert warm.stats.cached_prompt_tokens >= PROMPT_CHUNK
     assert warm.text == greedy_text(rewriter, prompt, 16)
