@@ -150,7 +150,7 @@ def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool,
 
 def _next_edit_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool, say: Say) -> int:
     """Next-edit cases cut from the reference edits, suggested through the product's own path."""
-    from ..next_edit.formats import FORMATS, format_for_model
+    from ..next_edit.formats import FORMATS, choose_format
     from .next_edit_bench import run_next_edit_bench
     from .next_edit_cases import make_cases
     from .snippet_cases import NoReferenceEdits, reference_edit_paths
@@ -171,12 +171,7 @@ def _next_edit_bench(args: argparse.Namespace, load: LoadRewriter, sampling: boo
         say("no cases selected")
         return 2
     rewriter = load(args, prefix_cache=True)  # "with the prefix computed ahead" needs it
-    name = args.next_edit_format or ""
-    fmt = FORMATS[name] if name else format_for_model(rewriter.loaded.name) or FORMATS.get("instruct")
-    if fmt is None:
-        say(f"no next-edit format for {rewriter.loaded.name}: name one with --next-edit-format "
-            f"({', '.join(sorted(FORMATS))})")
-        return 2
+    fmt = choose_format(args.next_edit_format or "auto", rewriter.loaded.name)  # as the language server picks it
     say(f"{len(cases)} next-edit cases ({sum(case.no_op for case in cases)} no-op) from "
         f"{', '.join(str(path) for path in paths)}, on {rewriter.loaded.name} ({rewriter.loaded.dtype}) in the "
         f"{fmt.name} format")

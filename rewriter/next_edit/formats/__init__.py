@@ -8,8 +8,8 @@ from .instruct import InstructFormat
 from .sweep import SweepFormat
 from .zeta import ZetaFormat
 
-# The published formats first: a next-edit model's name may also say "instruct".
-FORMATS: dict[str, NextEditFormat] = {"sweep": SweepFormat(), "zeta": ZetaFormat(), "instruct": InstructFormat()}
+PUBLISHED: dict[str, NextEditFormat] = {"sweep": SweepFormat(), "zeta": ZetaFormat()}  # their name is in the model's
+FORMATS: dict[str, NextEditFormat] = {**PUBLISHED, "instruct": InstructFormat()}
 DEFAULT_FORMAT = "instruct"  # a model whose name calls for no format of its own
 
 
@@ -21,10 +21,10 @@ def format_named(name: str) -> NextEditFormat:
 
 
 def format_for_model(model_name: str) -> NextEditFormat | None:
-    """The format a model's name says it was trained on (Sweep's next-edit models, Zed's Zeta; an
-    instruct model's name says "instruct"); None for any other model."""
+    """The published format a model's name says it was trained on (Sweep's next-edit models, Zed's
+    Zeta); None for any other model."""
     lowered = model_name.lower()
-    return next((fmt for name, fmt in FORMATS.items() if name in lowered), None)
+    return next((fmt for name, fmt in PUBLISHED.items() if name in lowered), None)
 
 
 def choose_format(option: str, model_name: str | None) -> NextEditFormat:
