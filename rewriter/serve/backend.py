@@ -146,7 +146,7 @@ class Backend:
 
     def prepare_completion(self, body: CompletionBody) -> PlannedCompletion:
         """A raw completion tokenized and checked against the limits, before it takes a queue slot."""
-        self._check_max_tokens(body.max_tokens)
+        check_max_tokens(body.max_tokens, self.limits)
         request = CompletionRequest(body.prompt, body.prediction, body.max_tokens, tuple(body.stop), body.sampling)
         try:
             planned = plan_completion(self.tokenizer, self.context_length, request, DEFAULT_COMPLETION_TOKENS)
