@@ -31,12 +31,10 @@ from ..results import Stats
 from ..weights.models import LoadedModel
 from .apply_model import ApplyRequest, merge_refused
 from .chat_request import ChatRequest
-from .completion_request import CompletionBody
+from .completion_request import DEFAULT_COMPLETION_TOKENS, CompletionBody
 from .schema import ApiError, Limits, RewriteRequest, check_max_tokens
 
 STATS_EVERY_S = 0.5
-# OpenAI's completions default: a request without max_tokens and a prediction gets this many tokens.
-DEFAULT_COMPLETION_TOKENS = 16
 
 
 @dataclass
