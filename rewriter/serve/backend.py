@@ -31,12 +31,10 @@ from ..results import Stats
 from ..weights.models import LoadedModel
 from .apply_model import ApplyRequest, merge_refused
 from .chat_request import ChatRequest
-from .completion_request import CompletionBody
+from .completion_request import DEFAULT_COMPLETION_TOKENS, CompletionBody
 from .schema import ApiError, Limits, RewriteRequest, check_max_tokens
 
 STATS_EVERY_S = 0.5
-# OpenAI's completions default: a request without max_tokens and a prediction gets this many tokens.
-DEFAULT_COMPLETION_TOKENS = 16
 
 
 @dataclass
@@ -146,7 +144,7 @@ class Backend:
 
     def prepare_completion(self, body: CompletionBody) -> PlannedCompletion:
         """A raw completion tokenized and checked against the limits, before it takes a queue slot."""
-        self._check_max_tokens(body.max_tokens)
+        check_max_tokens(body.max_tokens, self.limits)
         request = CompletionRequest(body.prompt, body.prediction, body.max_tokens, tuple(body.stop), body.sampling)
         try:
             planned = plan_completion(self.tokenizer, self.context_length, request, DEFAULT_COMPLETION_TOKENS)

@@ -13,6 +13,9 @@ from ..engine import SamplingParams
 from .chat_request import _max_tokens, _model, _prediction, _sampling, _stop, _streaming
 from .schema import ApiError, get_field, type_name
 
+# OpenAI's completions default: a request without max_tokens and a prediction gets this many tokens.
+DEFAULT_COMPLETION_TOKENS = 16
+
 
 @dataclass
 class CompletionBody:

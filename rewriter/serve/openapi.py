@@ -15,6 +15,7 @@ from typing import Any
 from ..edits.checks.integrity import Status
 from ..results import Stats
 from .openapi_chat import chat_completions
+from .openapi_completions import completions
 from .openapi_parts import (
     BODY_ERRORS,
     ERROR,
@@ -145,6 +146,7 @@ def openapi_document(served: Served) -> Operation:
 # path -> method -> its Operation, for one server. A new endpoint is one entry here.
 ENDPOINTS: dict[str, dict[str, Callable[[Served], Operation]]] = {
     "/v1/chat/completions": {"post": chat_completions},
+    "/v1/completions": {"post": completions},
     "/v1/rewrites": {"get": rewrite_service, "post": rewrite},
     "/v1/models": {"get": list_models},
     "/v1/models/{name}": {"get": retrieve_model},

@@ -26,40 +26,56 @@ MESSAGE = {
 ONLY_NONE = "Not offered by this server: only the value that asks for nothing is served."
 
 
+def sampled_fields(max_output_tokens: int) -> dict:
+    """The fields chat and raw completions read alike (chat_request.py's _prediction, _streaming,
+    _max_tokens, _stop and _sampling)."""
+    tokens = {**nullable("integer"), "minimum": 1, "maximum": max_output_tokens}
+    return {
+        "prediction": {**nullable("object"), "required": ["type", "content"],
+                       "properties": {"type": {"type": "string", "enum": ["content"]}, "content": CONTENT}},
+        "stream": nullable("boolean"),
+        "stream_options": {**nullable("object"), "description": "Only with `stream`.",
+                           "properties": {"include_usage": nullable("boolean")}},
+        "max_tokens": tokens,
+        "max_completion_tokens": {**tokens, "description": "Wins over `max_tokens` when both are given."},
+        "temperature": {**nullable("number"), "minimum": 0, "maximum": 2},
+        "top_p": {**nullable("number"), "exclusiveMinimum": 0, "maximum": 1},
+        "seed": {**nullable("integer"), "minimum": SEED_RANGE[0], "maximum": SEED_RANGE[1]},
+        "stop": {"anyOf": [nullable("string"),
+                           {"type": "array", "maxItems": MAX_STOP_SEQUENCES, "items": {"type": "string"}}]},
+    }
+
+
+PENALTY = {**nullable("number"), "minimum": 0, "maximum": 0}
+NO_BIAS = {**nullable("object"), "maxProperties": 0}
+
+
+def only_none(schema: dict) -> dict:
+    """A field this server does not offer, held to the values that ask for nothing."""
+    return {**schema, "description": ONLY_NONE}
+
+
 def chat_request(models: list[str], max_output_tokens: int) -> dict:
     """CreateChatCompletionRequest as parse_chat checks it (nulls stand for a field left out)."""
-    tokens = {**nullable("integer"), "minimum": 1, "maximum": max_output_tokens}
-    nothing = {"description": ONLY_NONE}
     return {
         "type": "object", "required": ["model", "messages"],
         "properties": {
             "model": {"type": "string", "enum": models},
             "messages": {"type": "array", "minItems": 1, "items": MESSAGE},
-            "prediction": {**nullable("object"), "required": ["type", "content"],
-                           "properties": {"type": {"type": "string", "enum": ["content"]}, "content": CONTENT}},
-            "stream": nullable("boolean"),
-            "stream_options": {**nullable("object"), "description": "Only with `stream`.",
-                               "properties": {"include_usage": nullable("boolean")}},
-            "max_tokens": tokens,
-            "max_completion_tokens": {**tokens, "description": "Wins over `max_tokens` when both are given."},
-            "temperature": {**nullable("number"), "minimum": 0, "maximum": 2},
-            "top_p": {**nullable("number"), "exclusiveMinimum": 0, "maximum": 1},
-            "seed": {**nullable("integer"), "minimum": SEED_RANGE[0], "maximum": SEED_RANGE[1]},
-            "stop": {"anyOf": [nullable("string"),
-                               {"type": "array", "maxItems": MAX_STOP_SEQUENCES, "items": {"type": "string"}}]},
-            "n": {**nullable("integer"), "minimum": 1, "maximum": 1, **nothing},
-            "logprobs": {**nullable("boolean"), "enum": [False, None], **nothing},
-            "top_logprobs": {"type": "null", **nothing},
-            "presence_penalty": {**nullable("number"), "minimum": 0, "maximum": 0, **nothing},
-            "frequency_penalty": {**nullable("number"), "minimum": 0, "maximum": 0, **nothing},
-            "tools": {**nullable("array"), "maxItems": 0, **nothing},
-            "functions": {**nullable("array"), "maxItems": 0, **nothing},
-            "audio": {"type": "null", **nothing},
-            "modalities": {**nullable("array"), "minItems": 1, "maxItems": 1,
-                           "items": {"type": "string", "enum": ["text"]}, **nothing},
-            "logit_bias": {**nullable("object"), "maxProperties": 0, **nothing},
-            "response_format": {**nullable("object"), "properties": {"type": {"type": "string", "enum": ["text"]}},
-                                **nothing},
+            **sampled_fields(max_output_tokens),
+            "n": only_none({**nullable("integer"), "minimum": 1, "maximum": 1}),
+            "logprobs": only_none({**nullable("boolean"), "enum": [False, None]}),
+            "top_logprobs": only_none({"type": "null"}),
+            "presence_penalty": only_none(PENALTY),
+            "frequency_penalty": only_none(PENALTY),
+            "tools": only_none({**nullable("array"), "maxItems": 0}),
+            "functions": only_none({**nullable("array"), "maxItems": 0}),
+            "audio": only_none({"type": "null"}),
+            "modalities": only_none({**nullable("array"), "minItems": 1, "maxItems": 1,
+                                     "items": {"type": "string", "enum": ["text"]}}),
+            "logit_bias": only_none(NO_BIAS),
+            "response_format": only_none({**nullable("object"),
+                                          "properties": {"type": {"type": "string", "enum": ["text"]}}}),
         },
     }
 
@@ -84,13 +100,13 @@ USAGE = {
     },
 }
 
-_HEAD = {"id": {"type": "string"}, "created": {"type": "integer"}, "model": {"type": "string"},
+HEAD = {"id": {"type": "string"}, "created": {"type": "integer"}, "model": {"type": "string"},
          "system_fingerprint": {"type": "string"}}
 
 CHAT_COMPLETION = {
     "type": "object", "required": ["id", "object", "created", "model", "system_fingerprint", "choices", "usage"],
     "properties": {
-        **_HEAD, "object": {"type": "string", "enum": ["chat.completion"]},
+        **HEAD, "object": {"type": "string", "enum": ["chat.completion"]},
         "choices": {"type": "array", "minItems": 1, "maxItems": 1, "items": {
             "type": "object", "required": ["index", "message", "logprobs", "finish_reason"],
             "properties": {
@@ -108,7 +124,7 @@ CHAT_COMPLETION = {
 CHAT_COMPLETION_CHUNK = {
     "type": "object", "required": ["id", "object", "created", "model", "system_fingerprint", "choices"],
     "properties": {
-        **_HEAD, "object": {"type": "string", "enum": ["chat.completion.chunk"]},
+        **HEAD, "object": {"type": "string", "enum": ["chat.completion.chunk"]},
         "choices": {"type": "array", "maxItems": 1, "items": {
             "type": "object", "required": ["index", "delta", "logprobs", "finish_reason"],
             "properties": {

@@ -15,9 +15,9 @@ from pathlib import Path
 
 FIXTURE = Path(__file__).resolve().parents[1] / "serve" / "data" / "openai_fields.json"
 # OpenAI's objects that the service takes (requests) or gives (the rest), by their names in both documents.
-REQUESTS = ("CreateChatCompletionRequest",)
-RESPONSES = ("CreateChatCompletionResponse", "CreateChatCompletionStreamResponse", "ErrorResponse",
-             "ListModelsResponse", "Model")
+REQUESTS = ("CreateChatCompletionRequest", "CreateCompletionRequest")
+RESPONSES = ("CreateChatCompletionResponse", "CreateChatCompletionStreamResponse", "CreateCompletionResponse",
+             "ErrorResponse", "ListModelsResponse", "Model")
 
 
 def resolve(schema: dict, root: dict) -> dict:

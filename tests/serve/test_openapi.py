@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 
 from rewriter.serve.app import ROUTES, create_app
 from rewriter.serve.openapi import Served, document
+from rewriter.serve.openapi_completions import EXTENSION
 from rewriter.serve.schema import Limits
 from tests.helpers.openapi_fields import FIXTURE, REQUESTS, RESPONSES, at, field_paths, shape
 
@@ -50,6 +51,10 @@ def test_the_document_is_the_servers_own():
     assert chat["model"]["enum"] == SERVED.models
     assert chat["max_tokens"]["maximum"] == chat["max_completion_tokens"]["maximum"] == 77
     assert keyed["components"]["schemas"]["RewriteRequest"]["properties"]["max_tokens"]["maximum"] == 77
+    completion = keyed["components"]["schemas"]["CreateCompletionRequest"]["properties"]
+    assert completion["model"]["enum"] == ["qwen"]  # the apply model answers chat only
+    assert completion["max_tokens"]["maximum"] == completion["max_completion_tokens"]["maximum"] == 77
+    assert completion["max_tokens"]["default"] == 16
     assert keyed["security"] == [{"bearer": []}] and keyed["paths"]["/health"]["get"]["security"] == []
     assert "401" in keyed["paths"]["/v1/models"]["get"]["responses"]
     assert "401" not in keyed["paths"]["/health"]["get"]["responses"]
@@ -79,6 +84,12 @@ def _events(path: str, *events: tuple[str | None, dict | str]) -> httpx.Response
 CHUNK = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "qwen", "system_fingerprint": "f",
          "choices": [{"index": 0, "delta": {"content": "x"}, "logprobs": None, "finish_reason": None}]}
 ERROR = {"error": {"message": "m", "type": "server_error", "param": None, "code": None}}
+TEXT = {**CHUNK, "id": "cmpl-1", "object": "text_completion",
+        "choices": [{"index": 0, "text": "x", "logprobs": None, "finish_reason": None}]}
+USAGE = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2,
+         "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+         "completion_tokens_details": {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
+                                       "reasoning_tokens": 0, "audio_tokens": 0}}
 DELTA = ("delta", {"text": "x"})
 
 
@@ -87,6 +98,10 @@ DELTA = ("delta", {"text": "x"})
     ("/v1/chat/completions", [(None, CHUNK), (None, ERROR)], True),
     ("/v1/chat/completions", [(None, {**CHUNK, "object": "chat.completion"}), (None, "[DONE]")], False),
     ("/v1/chat/completions", [(None, CHUNK), (None, "[END]")], False),
+    ("/v1/completions", [(None, TEXT), (None, {**TEXT, "choices": [], "usage": USAGE}), (None, "[DONE]")], True),
+    ("/v1/completions", [(None, TEXT), (None, ERROR)], True),
+    ("/v1/completions", [(None, CHUNK), (None, "[DONE]")], False),  # a chat chunk
+    ("/v1/completions", [(None, {**TEXT, "usage": {"total_tokens": 2}}), (None, "[DONE]")], False),
     ("/v1/rewrites", [DELTA, ("hunk", {"start": 0, "end": 1, "lines": ["y\n"]}), ("error", ERROR)], True),
     ("/v1/rewrites", [DELTA, ("hunk", {"start": 0, "end": 1})], False),
     ("/v1/rewrites", [DELTA, ("delta", ERROR)], False),
@@ -120,12 +135,21 @@ def test_the_fixture_has_exactly_the_documents_openai_fields():
         name: field_paths(name, ours) for name in REQUESTS + RESPONSES}
 
 
+def _extension(component: str, path: str, ours: dict) -> bool:
+    """Whether the field, or one it is in, is marked as this server's own (not OpenAI's)."""
+    segments = path.replace("[]", ".[]").split(".")
+    return any(schema.get(EXTENSION) for n in range(1, len(segments) + 1)
+               for schema in at(component, ".".join(segments[:n]).replace(".[]", "[]"), ours))
+
+
 def differences(component: str, ours: dict) -> list[str]:
-    """Where our `component` has a field OpenAI's lacks, or a type, enum or required field of its own."""
+    """Where our `component` has a field OpenAI's lacks (unless marked as our own), or a type, enum
+    or required field of its own."""
     wrong = []
     for path, theirs in _openai()[component].items():
         if theirs is None:
-            wrong.append(f"{path}: not a field of OpenAI's {component}")
+            if not _extension(component, path, ours):
+                wrong.append(f"{path}: not a field of OpenAI's {component}")
             continue
         mine = shape(at(component, path, ours), ours)
         # A request may send null wherever a field may be left out: the service reads it so.
@@ -145,13 +169,14 @@ def test_openai_objects_have_openais_names_types_and_enums(component):
     assert differences(component, document(SERVED)) == []
 
 
-def test_the_comparison_sees_a_wrong_type_a_wrong_enum_and_a_missing_required_field():
+def test_the_comparison_sees_a_wrong_type_a_wrong_enum_a_missing_required_field_and_a_field_not_openais():
     broken = document(SERVED)
     schemas = broken["components"]["schemas"]
     schemas["CreateChatCompletionRequest"]["properties"]["temperature"] = {"type": "string"}
     choice = schemas["CreateChatCompletionResponse"]["properties"]["choices"]["items"]
     choice["properties"]["finish_reason"]["enum"] = ["stop", "done"]
     schemas["Model"]["required"].remove("owned_by")
+    del schemas["CreateCompletionRequest"]["properties"]["prediction"][EXTENSION]
     assert differences("CreateChatCompletionRequest", broken) == [
         "temperature: types ['string'], OpenAI's ['null', 'number']"]
     assert differences("CreateChatCompletionResponse", broken) == [
@@ -159,3 +184,22 @@ def test_the_comparison_sees_a_wrong_type_a_wrong_enum_and_a_missing_required_fi
         "['content_filter', 'function_call', 'length', 'stop', 'tool_calls']"]
     assert differences("Model", broken) == [
         ": requires ['created', 'id', 'object'], OpenAI's ['created', 'id', 'object', 'owned_by']"]
+    assert differences("CreateCompletionRequest", broken) == [
+        f"prediction{path}: not a field of OpenAI's CreateCompletionRequest"
+        for path in ("", ".type", ".content", ".content[].type", ".content[].text")]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_served_completion_is_what_the_document_says(tiny_loaded, stream):
+    app = create_app(tiny_loaded, Limits(max_output_tokens=3))
+    body = {"model": tiny_loaded.name, "prompt": "def f(x):\n", "stream": stream,
+            **({"stream_options": {"include_usage": True}} if stream else {})}
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+        response = client.post("/v1/completions", json=body)
+    served = Served([tiny_loaded.name, "rewriter-apply"], Limits(max_output_tokens=3))
+    response.elapsed = datetime.timedelta(0)
+    schemathesis.openapi.from_dict(document(served))["/v1/completions"]["POST"].validate_response(response)
+    if stream:
+        assert response.text.endswith("data: [DONE]\n\n") and '"usage": {' in response.text.replace('":{', '": {')
+    else:
+        assert response.json()["object"] == "text_completion" and response.json()["usage"]["completion_tokens"] <= 3
