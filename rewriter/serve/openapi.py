@@ -93,7 +93,7 @@ def rewrite(served: Served) -> Operation:
     return Operation(
         "createRewrite", "Rewrite code: the answer's deltas and line hunks as they are accepted, then the result.",
         event_stream("delta, hunk and stats events, then a result (or an error).", events),
-        body=ref("RewriteRequest"), errors=(422, 503),
+        body=ref("RewriteRequest"), errors=(422, 429),
         schemas={"RewriteRequest": _rewrite_request(served.limits.max_output_tokens), "RewriteStats": _stats(),
                  "RewriteResult": REWRITE_RESULT})
 

@@ -153,7 +153,7 @@ def chat_completions(served: Served) -> Operation:
                       "text/event-stream": {"itemSchema": CHAT_EVENT}}}
     return Operation(
         "createChatCompletion", "OpenAI's chat completions, decoded with `prediction` as the draft.", ok,
-        body=ref("CreateChatCompletionRequest"), errors=(404, 422, 503),
+        body=ref("CreateChatCompletionRequest"), errors=(404, 422, 429),
         schemas={"CreateChatCompletionRequest": chat_request(served.models, served.limits.max_output_tokens),
                  "CreateChatCompletionResponse": CHAT_COMPLETION,
                  "CreateChatCompletionStreamResponse": CHAT_COMPLETION_CHUNK, "CompletionUsage": USAGE})

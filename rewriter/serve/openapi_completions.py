@@ -92,7 +92,7 @@ def completions(served: Served) -> Operation:
                       "text/event-stream": {"itemSchema": COMPLETION_EVENT}}}
     return Operation(
         "createCompletion", "OpenAI's (legacy) completions: a raw prompt, decoded with `prediction` as the draft.",
-        ok, body=ref("CreateCompletionRequest"), errors=(404, 503),
+        ok, body=ref("CreateCompletionRequest"), errors=(404, 429),
         schemas={"CreateCompletionRequest": completion_request(served.models, served.limits.max_output_tokens),
                  "CreateCompletionResponse": TEXT_COMPLETION,
                  "CreateCompletionStreamResponse": TEXT_COMPLETION_CHUNK, "CompletionUsage": USAGE})

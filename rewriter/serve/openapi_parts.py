@@ -66,14 +66,14 @@ ERRORS = {
     415: "The request body was not sent as `Content-Type: application/json`.",
     422: "The model's answer could not be used (no code block; an apply model merge refused): nothing changed.",
     500: "The server failed the request (a bug).",
-    503: "The queue is full; retry after `Retry-After` seconds.",
+    429: "The queue is full (--max-queue); retry after `Retry-After` seconds.",
 }
 BODY_ERRORS = (400, 408, 413, 415)
 
 
 def error_response(status: int) -> dict:
     response = json_response(ERRORS[status], ref("ErrorResponse"))
-    if status == 503:
+    if status == 429:
         response["headers"] = {"Retry-After": {"required": True, "schema": {
             "type": "integer", "minimum": 1, "maximum": MAX_RETRY_AFTER_S}}}
     return response

@@ -60,7 +60,7 @@ def test_the_document_is_the_servers_own():
     assert "401" not in keyed["paths"]["/health"]["get"]["responses"]
     open_one = document(SERVED)
     assert "security" not in open_one and "403" in open_one["paths"]["/health"]["get"]["responses"]
-    busy = open_one["paths"]["/v1/chat/completions"]["post"]["responses"]["503"]
+    busy = open_one["paths"]["/v1/chat/completions"]["post"]["responses"]["429"]
     assert busy["headers"]["Retry-After"]["required"] is True
 
 

@@ -29,16 +29,37 @@ def server(tiny_dir, tmp_path_factory):
         server.stop()
 
 
+def whole_reply(sock: socket.socket, first: bytes) -> bytes:
+    """The reply that starts with `first`, read on to the end of its body (its Content-Length):
+    the head and the body may come in separate segments."""
+    reply = first
+    sock.settimeout(5)
+    while True:
+        head, ended, body = reply.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        if ended and len(body) >= length:
+            return reply
+        try:
+            more = sock.recv(4096)
+        except OSError:
+            return reply
+        if not more:
+            return reply
+        reply += more
+
+
 def send_until_answered(server: Server, head: bytes, chunked: bool, most: int) -> tuple[bytes, int, float]:
-    """Send `head`, then body bytes until the server answers (or `most` bytes went): its first
-    bytes, how many body bytes were sent, and the seconds it took."""
+    """Send `head`, then body bytes until the server answers (or `most` bytes went): its reply,
+    how many body bytes were sent, and the seconds it took."""
     sent, started = 0, time.monotonic()
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(head)
         sock.settimeout(0.2)
         while sent < most:
             if select.select([sock], [], [], 0)[0]:  # the answer, once the server has one
-                return sock.recv(4096), sent, time.monotonic() - started
+                seconds = time.monotonic() - started
+                return whole_reply(sock, sock.recv(4096)), sent, seconds
             try:
                 sock.sendall(b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK) if chunked else CHUNK)
                 sent += len(CHUNK)
@@ -47,7 +68,8 @@ def send_until_answered(server: Server, head: bytes, chunked: bool, most: int) -
             except OSError:
                 break  # it closed the connection
         sock.settimeout(5)
-        return sock.recv(4096), sent, time.monotonic() - started
+        seconds = time.monotonic() - started
+        return whole_reply(sock, sock.recv(4096)), sent, seconds
 
 
 def test_a_chunked_body_that_never_ends_is_cut_off_at_the_limit_with_413(server):
