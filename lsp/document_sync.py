@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from rewriter.edits.hunks import Hunk
 from rewriter.edits.target import touches
+from rewriter.next_edit.history import changed_stretch
 
 LINE_BREAK = re.compile("\r\n|\r|\n")  # LSP's line ends: a form feed or U+2028 is text (lsp/documents.py)
 
@@ -29,14 +30,8 @@ def document_lines(text: str) -> list[str]:
 
 def changed_lines(before: list[str], after: list[str]) -> tuple[int, int, int]:
     """The lines [start, end) of `before` that differ from `after`, and the change in line count."""
-    prefix = 0
-    limit = min(len(before), len(after))
-    while prefix < limit and before[prefix] == after[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
-        suffix += 1
-    return prefix, len(before) - suffix, len(after) - len(before)
+    start, end, _ = changed_stretch(before, after)
+    return start, end, len(after) - len(before)
 
 
 class DocumentSync:

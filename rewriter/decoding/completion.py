@@ -6,7 +6,7 @@ one-hot)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from drafters import Drafter
@@ -20,6 +20,20 @@ from .verify import Verifier
 DEFAULT_COMPLETION_TOKENS = 1024
 
 
+def stop_once(holds: Callable[[list[int]], bool]) -> StopCheck:
+    """Stop once the output holds what ends it, keeping the fewest tokens that still hold it."""
+
+    def check(output: list[int]) -> int | None:
+        if not holds(output):
+            return None
+        keep = len(output)
+        while keep > 1 and holds(output[: keep - 1]):
+            keep -= 1
+        return keep
+
+    return check
+
+
 def stop_strings(tokenizer, stops: list[str] | tuple[str, ...]) -> StopCheck:
     """Stop once any stop string is in the output, keeping the fewest tokens that hold it."""
     # Enough tail tokens to hold the longest stop string even in byte tokens (4 per character).
@@ -29,15 +43,7 @@ def stop_strings(tokenizer, stops: list[str] | tuple[str, ...]) -> StopCheck:
         text = tokenizer.decode(ids[-tail:], skip_special_tokens=True)
         return any(s in text for s in stops)
 
-    def check(output: list[int]) -> int | None:
-        if not contains(output):
-            return None
-        keep = len(output)
-        while keep > 1 and contains(output[: keep - 1]):
-            keep -= 1
-        return keep
-
-    return check
+    return stop_once(contains)
 
 
 class StopTrimmer:

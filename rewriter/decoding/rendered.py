@@ -16,6 +16,7 @@ from drafters import Drafter
 from ..answer import closing_fence_end
 from ..prompt import prediction_ids
 from ..results import Completion, ContextTooLarge, RewriteError, Stats
+from .completion import stop_once, stop_strings
 from .decode import Decoder, StopCheck
 from .preempt import Preempted, preemptible
 
@@ -72,26 +73,9 @@ def stable_ids(rewriter: Rewriter, prompt: NextEditPrompt, ids: Sequence[int]) -
 def stop_check(tokenizer, prompt: NextEditPrompt) -> StopCheck | None:
     """Chat: the answer's closing fence; raw: the prompt's stop strings (none: the end of text)."""
     if prompt.messages is not None:
-        def holds(output: list[int]) -> bool:
-            return closing_fence_end(tokenizer.decode(output, skip_special_tokens=True)) is not None
-    elif prompt.stop:
-        tail = 4 * max(len(stop) for stop in prompt.stop) + 8
-
-        def holds(output: list[int]) -> bool:
-            text = tokenizer.decode(output[-tail:], skip_special_tokens=True)
-            return any(stop in text for stop in prompt.stop)
-    else:
-        return None
-
-    def check(output: list[int]) -> int | None:
-        if not holds(output):
-            return None
-        keep = len(output)
-        while keep > 1 and holds(output[:keep - 1]):
-            keep -= 1
-        return keep
-
-    return check
+        return stop_once(lambda output: closing_fence_end(tokenizer.decode(output, skip_special_tokens=True))
+                         is not None)
+    return stop_strings(tokenizer, prompt.stop) if prompt.stop else None
 
 
 def complete(rewriter: Rewriter, prompt: NextEditPrompt, max_new_tokens: int | None = None,
