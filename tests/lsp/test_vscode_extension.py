@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from lsp import proposal_commands, rewrite_commands
-from lsp.options import ENGINE_KINDS, STREAM_MODES, EngineOptions, InitializationOptions, _camel, parse_options
+from lsp.options import ENGINE_KINDS, NEXT_EDIT_FORMATS, STREAM_MODES, EngineOptions, InitializationOptions, _camel, parse_options
 from rewriter.results import DTYPES
 
 EXTENSION = Path(__file__).resolve().parents[2] / "lsp" / "editors" / "vscode"
@@ -18,6 +18,9 @@ SETTINGS = MANIFEST["contributes"]["configuration"]["properties"]
 # rewriter.server.* say how to start the server and CLIENT_SETTINGS are the extension's own
 # (src/settings.ts); every other setting is an initializationOption.
 CLIENT_SETTINGS = {"rewriter.nextEdit.enabled"}
+# Server options with no setting, and why: the extension's own rewriter.nextEdit.enabled stops it
+# asking for suggestions, with no restart; the server's switch is for clients that always ask.
+NOT_SETTINGS = {"nextEdits"}
 OPTION_SETTINGS = {name.removeprefix("rewriter."): schema for name, schema in SETTINGS.items()
                    if not name.startswith("rewriter.server.") and name not in CLIENT_SETTINGS}
 SERVER_COMMANDS = {rewrite_commands.REWRITE, rewrite_commands.REWRITE_FILE, rewrite_commands.CANCEL,
@@ -55,7 +58,7 @@ def nested(flat: dict) -> dict:
 
 
 def test_every_server_option_is_a_setting_and_every_setting_an_option():
-    assert set(OPTION_SETTINGS) == set(server_defaults())
+    assert set(OPTION_SETTINGS) == set(server_defaults()) - NOT_SETTINGS
     assert all(name.startswith("rewriter.") for name in SETTINGS)
     # The extension keeps its own settings out of the initializationOptions.
     source = (EXTENSION / "src" / "settings.ts").read_text()
@@ -78,6 +81,7 @@ def test_the_settings_choices_are_the_servers():
     assert OPTION_SETTINGS["engine.kind"]["enum"] == list(ENGINE_KINDS)
     assert OPTION_SETTINGS["streamEdits"]["enum"] == list(STREAM_MODES)
     assert OPTION_SETTINGS["engine.dtype"]["enum"] == list(DTYPES)
+    assert OPTION_SETTINGS["nextEditFormat"]["enum"] == list(NEXT_EDIT_FORMATS)
     for key, schema in OPTION_SETTINGS.items():
         for choice in schema.get("enum", []):
             # A remote engine needs its URL; with it, every choice is accepted as it is.
