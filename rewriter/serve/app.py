@@ -39,7 +39,7 @@ from .completions import answer_completion
 from .openapi import Served, document
 from .request_body import ClientGone, read_json
 from .schema import ApiError, Limits, check_max_tokens, error_for, parse_rewrite
-from .streaming import EventStream, log_done, next_event, sse, start, usage_of
+from .streaming import EventStream, log_done, next_event, sse, start, text_chunks, usage_of, whole_text
 from .worker import END, AnsweredJob, QueueFull, Worker
 
 log = logging.getLogger(__name__)
@@ -175,20 +175,13 @@ async def answer_chat(request: Request, chat: ChatRequest, job, request_id: str)
 
 async def full_chat(base: dict, job, watcher: asyncio.Task, first, request_id: str) -> Response:
     """The whole completion in one JSON response."""
-    try:
-        text, event = [first.text], first
-        while not event.done:
-            event = await next_event(job)
-            if event is END:
-                return Response(status_code=499)
-            text.append(event.text)
-    finally:
-        job.cancel()
-        watcher.cancel()
-    log_done(request_id, "chat", event.stats, job)
+    whole = await whole_text(job, watcher, first, request_id, "chat")
+    if whole is None:
+        return Response(status_code=499)
+    text, event = whole
     return JSONResponse({
         **base, "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text), "refusal": None},
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                      "logprobs": None, "finish_reason": event.stats.finish_reason}],
         "usage": usage_of(event.stats, event.rejected_prediction_tokens),
     })
@@ -204,24 +197,9 @@ async def chat_chunks(chat: ChatRequest, base: dict, job, first, request_id: str
         return sse({**chunk, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
 
     yield choice({"role": "assistant", "content": "", "refusal": None})
-    event = first
-    while True:
-        if event.text:
-            yield choice({"content": event.text})
-        if event.done:
-            break
-        try:
-            event = await next_event(job)
-        except ApiError as error:
-            yield sse(error.body())
-            return
-        if event is END:
-            return  # cancelled
-    yield choice({}, event.stats.finish_reason)
-    if chat.include_usage:
-        yield sse({**chunk, "choices": [], "usage": usage_of(event.stats, event.rejected_prediction_tokens)})
-    yield sse("[DONE]")
-    log_done(request_id, "chat stream", event.stats, job)
+    async for data in text_chunks(job, first, lambda text: choice({"content": text}), lambda finish: choice({}, finish),
+                                  chunk if chat.include_usage else None, request_id, "chat stream"):
+        yield data
 
 
 async def rewrites(request: Request) -> Response:
