@@ -29,6 +29,7 @@ from ..decoding.decode import Stats
 from ..decoding.rewrite import Rewriter
 from ..decoding.sampling import make_verifier
 from ..edits.snippets.merge import Merged
+from ..engine import SamplingParams
 from ..weights.models import LoadedModel
 from .access import API_KEY_ENV, LOOPBACK_HOSTS, bearer_token, host_name, is_loopback, read_api_key
 from .apply_model import APPLY_MODEL, parsed_and_merged
@@ -101,6 +102,15 @@ def submit(service: Service, work, request_id: str, tokens: int):
                        headers={"Retry-After": str(full.retry_after)}) from full
 
 
+def verifier_for(sampling: SamplingParams):
+    """The verifier `sampling` asks for; a 400 where it asks for one that does not exist."""
+    try:
+        return make_verifier(sampling)
+    except ValueError as error:
+        raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
+                       code="unsupported_value") from error
+
+
 # Handlers ---------------------------------------------------------------------------------------
 
 
@@ -112,11 +122,7 @@ async def chat_completions(request: Request) -> Response:
     check_max_tokens(chat.max_tokens, service.limits)  # also where the apply model's merge needs no model
     if chat.model == APPLY_MODEL:
         return await apply_completions(request, chat)
-    try:
-        verifier = make_verifier(chat.sampling)
-    except ValueError as error:
-        raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
-                       code="unsupported_value") from error
+    verifier = verifier_for(chat.sampling)
     backend = service.backend
     prepared = await asyncio.to_thread(backend.prepare_chat, chat)  # refusals before taking a queue slot
     request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
@@ -131,11 +137,7 @@ async def completions(request: Request) -> Response:
     service = service_of(request)
     body = await read_json(request, service.limits.max_body_bytes, service.limits.read_timeout_s)
     completion = parse_completion(body, set(service.served) - {APPLY_MODEL})
-    try:
-        verifier = make_verifier(completion.sampling)
-    except ValueError as error:
-        raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
-                       code="unsupported_value") from error
+    verifier = verifier_for(completion.sampling)
     backend = service.backend
     planned = await asyncio.to_thread(backend.prepare_completion, completion)  # refusals before a queue slot
     request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
