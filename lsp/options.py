@@ -122,19 +122,13 @@ def parse_options(raw) -> tuple[InitializationOptions, list[str]]:
         else:
             bad("max_new_tokens", value, "a positive integer or null", None)
 
-    found, value = _get(raw, "stream_edits")
-    if found:
-        if value in STREAM_MODES:
-            options.stream_edits = value
-        else:
-            bad("stream_edits", value, " or ".join(STREAM_MODES), options.stream_edits)
-
-    found, value = _get(raw, "next_edit_format")
-    if found:
-        if value in NEXT_EDIT_FORMATS:
-            options.next_edit_format = value
-        else:
-            bad("next_edit_format", value, " or ".join(NEXT_EDIT_FORMATS), options.next_edit_format)
+    for name, choices in (("stream_edits", STREAM_MODES), ("next_edit_format", NEXT_EDIT_FORMATS)):
+        found, value = _get(raw, name)
+        if found:
+            if value in choices:
+                setattr(options, name, value)
+            else:
+                bad(name, value, " or ".join(choices), getattr(options, name))
 
     for name in ("review", "prefill_ahead", "next_edits"):
         found, value = _get(raw, name)

@@ -126,8 +126,6 @@ def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool,
     """The deterministic merge on every reference edit cut in every snippet style (torch-free); with
     --random-style, --model-merge, --model-only or --endpoint, on one snippet per edit in a style
     picked at random, then, when asked, the model's merges, or servers' merges instead."""
-    from .snippet_cases import NoReferenceEdits, reference_edit_paths
-
     one_style = args.random_style or args.model_only or bool(args.endpoint)
     others = [flag for flag, given in (("--tests", args.tests), ("--integrity", args.integrity),
                                        ("--compare", args.compare)) if given]
@@ -138,10 +136,8 @@ def _snippet_bench(args: argparse.Namespace, load: LoadRewriter, sampling: bool,
     if others:
         say(f"{', '.join(others)}: not for --snippets")
         return 2
-    try:
-        paths = reference_edit_paths([args.cases] if args.cases else None)
-    except NoReferenceEdits as error:
-        say(str(error))
+    paths = _reference_edit_paths(args, say)
+    if paths is None:
         return 2
     if one_style:
         return _one_style_snippet_bench(args, paths, load, sampling, say)
@@ -153,7 +149,6 @@ def _next_edit_bench(args: argparse.Namespace, load: LoadRewriter, sampling: boo
     from ..next_edit.formats import FORMATS, choose_format
     from .next_edit_bench import run_next_edit_bench
     from .next_edit_cases import make_cases
-    from .snippet_cases import NoReferenceEdits, reference_edit_paths
 
     if sampling or args.endpoint or args.tests or args.integrity:
         say("--next-edit measures greedy suggestions on a local model: no sampling, --endpoint, --tests or --integrity")
@@ -161,10 +156,8 @@ def _next_edit_bench(args: argparse.Namespace, load: LoadRewriter, sampling: boo
     if args.next_edit_format and args.next_edit_format not in FORMATS:
         say(f"--next-edit-format: expected one of {', '.join(sorted(FORMATS))}, got {args.next_edit_format!r}")
         return 2
-    try:
-        paths = reference_edit_paths([args.cases] if args.cases else None)
-    except NoReferenceEdits as error:
-        say(str(error))
+    paths = _reference_edit_paths(args, say)
+    if paths is None:
         return 2
     cases = select(make_cases(paths), args.every, args.limit)
     if not cases:
@@ -177,6 +170,17 @@ def _next_edit_bench(args: argparse.Namespace, load: LoadRewriter, sampling: boo
         f"{fmt.name} format")
     run_next_edit_bench(rewriter, cases, fmt, args.json, sys.stdout)
     return 0
+
+
+def _reference_edit_paths(args: argparse.Namespace, say: Say) -> list[Path] | None:
+    """The reference edits --cases names, else those reference_edit_paths finds; None, said why, where none are."""
+    from .snippet_cases import NoReferenceEdits, reference_edit_paths
+
+    try:
+        return reference_edit_paths([args.cases] if args.cases else None)
+    except NoReferenceEdits as error:
+        say(str(error))
+        return None
 
 
 def _snippet_styles_bench(args: argparse.Namespace, paths: list[Path], load: LoadRewriter, say: Say) -> int:

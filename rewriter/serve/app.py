@@ -29,6 +29,7 @@ from ..decoding.decode import Stats
 from ..decoding.rewrite import Rewriter
 from ..decoding.sampling import make_verifier
 from ..edits.snippets.merge import Merged
+from ..engine import SamplingParams
 from ..weights.models import LoadedModel
 from .access import API_KEY_ENV, LOOPBACK_HOSTS, bearer_token, host_name, is_loopback, read_api_key
 from .apply_model import APPLY_MODEL, parsed_and_merged
@@ -39,7 +40,7 @@ from .completions import answer_completion
 from .openapi import Served, document
 from .request_body import ClientGone, read_json
 from .schema import ApiError, Limits, check_max_tokens, error_for, parse_rewrite
-from .streaming import EventStream, log_done, next_event, sse, start, usage_of
+from .streaming import EventStream, log_done, next_event, sse, start, text_chunks, usage_of, whole_text
 from .worker import END, AnsweredJob, QueueFull, Worker
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,15 @@ def submit(service: Service, work, request_id: str, tokens: int):
                        headers={"Retry-After": str(full.retry_after)}) from full
 
 
+def verifier_for(sampling: SamplingParams):
+    """The verifier `sampling` asks for; a 400 where it asks for one that does not exist."""
+    try:
+        return make_verifier(sampling)
+    except ValueError as error:
+        raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
+                       code="unsupported_value") from error
+
+
 # Handlers ---------------------------------------------------------------------------------------
 
 
@@ -112,11 +122,7 @@ async def chat_completions(request: Request) -> Response:
     check_max_tokens(chat.max_tokens, service.limits)  # also where the apply model's merge needs no model
     if chat.model == APPLY_MODEL:
         return await apply_completions(request, chat)
-    try:
-        verifier = make_verifier(chat.sampling)
-    except ValueError as error:
-        raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
-                       code="unsupported_value") from error
+    verifier = verifier_for(chat.sampling)
     backend = service.backend
     prepared = await asyncio.to_thread(backend.prepare_chat, chat)  # refusals before taking a queue slot
     request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
@@ -131,11 +137,7 @@ async def completions(request: Request) -> Response:
     service = service_of(request)
     body = await read_json(request, service.limits.max_body_bytes, service.limits.read_timeout_s)
     completion = parse_completion(body, set(service.served) - {APPLY_MODEL})
-    try:
-        verifier = make_verifier(completion.sampling)
-    except ValueError as error:
-        raise ApiError(400, f"Invalid sampling parameters: {error}.", param="temperature",
-                       code="unsupported_value") from error
+    verifier = verifier_for(completion.sampling)
     backend = service.backend
     planned = await asyncio.to_thread(backend.prepare_completion, completion)  # refusals before a queue slot
     request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
@@ -175,20 +177,13 @@ async def answer_chat(request: Request, chat: ChatRequest, job, request_id: str)
 
 async def full_chat(base: dict, job, watcher: asyncio.Task, first, request_id: str) -> Response:
     """The whole completion in one JSON response."""
-    try:
-        text, event = [first.text], first
-        while not event.done:
-            event = await next_event(job)
-            if event is END:
-                return Response(status_code=499)
-            text.append(event.text)
-    finally:
-        job.cancel()
-        watcher.cancel()
-    log_done(request_id, "chat", event.stats, job)
+    whole = await whole_text(job, watcher, first, request_id, "chat")
+    if whole is None:
+        return Response(status_code=499)
+    text, event = whole
     return JSONResponse({
         **base, "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text), "refusal": None},
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                      "logprobs": None, "finish_reason": event.stats.finish_reason}],
         "usage": usage_of(event.stats, event.rejected_prediction_tokens),
     })
@@ -204,24 +199,9 @@ async def chat_chunks(chat: ChatRequest, base: dict, job, first, request_id: str
         return sse({**chunk, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
 
     yield choice({"role": "assistant", "content": "", "refusal": None})
-    event = first
-    while True:
-        if event.text:
-            yield choice({"content": event.text})
-        if event.done:
-            break
-        try:
-            event = await next_event(job)
-        except ApiError as error:
-            yield sse(error.body())
-            return
-        if event is END:
-            return  # cancelled
-    yield choice({}, event.stats.finish_reason)
-    if chat.include_usage:
-        yield sse({**chunk, "choices": [], "usage": usage_of(event.stats, event.rejected_prediction_tokens)})
-    yield sse("[DONE]")
-    log_done(request_id, "chat stream", event.stats, job)
+    async for data in text_chunks(job, first, lambda text: choice({"content": text}), lambda finish: choice({}, finish),
+                                  chunk if chat.include_usage else None, request_id, "chat stream"):
+        yield data
 
 
 async def rewrites(request: Request) -> Response:

@@ -4,7 +4,7 @@ found is refused, with OpenAI's error shape (schema.ApiError).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ..engine import SamplingParams
 from .schema import ApiError, get_field, wrong_type
@@ -31,10 +31,11 @@ def _text_of(content: Any, param: str) -> str:
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
-@dataclass
-class ChatRequest:
+@dataclass(kw_only=True)
+class GenerationRequest:
+    """What a chat completions request and a completions request share, read alike (generation_fields)."""
+
     model: str
-    messages: list[dict]
     sampling: SamplingParams
     prediction: str | None = None
     stream: bool = False
@@ -43,18 +44,40 @@ class ChatRequest:
     stop: list[str] = field(default_factory=list)
 
 
+class GenerationFields(TypedDict):
+    """GenerationRequest's fields but the model, as the body gives them."""
+
+    prediction: str | None
+    stream: bool
+    include_usage: bool
+    max_tokens: int | None
+    stop: list[str]
+    sampling: SamplingParams
+
+
+@dataclass(kw_only=True)
+class ChatRequest(GenerationRequest):
+    messages: list[dict]
+
+
 def parse_chat(body: dict, model_ids: set[str]) -> ChatRequest:
     # Checked in this order: a request with several faults is refused for the first one.
     model = _model(body, model_ids)
     messages = _messages(body)
+    fields = generation_fields(body)
+    _refuse_unsupported(body, fields["prediction"] is not None)
+    return ChatRequest(model=model, messages=messages, **fields)
+
+
+def generation_fields(body: dict) -> GenerationFields:
+    """The shared fields after the model and the endpoint's own input, in the order they are checked."""
     prediction = _prediction(body)
     stream, include_usage = _streaming(body)
     max_tokens = _max_tokens(body)
     stop = _stop(body)
     sampling = _sampling(body)
-    _refuse_unsupported(body, prediction is not None)
-    return ChatRequest(model=model, messages=messages, prediction=prediction, stream=stream,
-                       include_usage=include_usage, max_tokens=max_tokens, stop=stop, sampling=sampling)
+    return GenerationFields(prediction=prediction, stream=stream, include_usage=include_usage, max_tokens=max_tokens,
+                            stop=stop, sampling=sampling)
 
 
 def _model(body: dict, model_ids: set[str]) -> str:

@@ -6,41 +6,28 @@ reads them, and unknown fields are ignored as there.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..engine import SamplingParams
-from .chat_request import _max_tokens, _model, _prediction, _sampling, _stop, _streaming
+from .chat_request import GenerationRequest, _model, generation_fields
 from .schema import ApiError, get_field, type_name
 
 # OpenAI's completions default: a request without max_tokens and a prediction gets this many tokens.
 DEFAULT_COMPLETION_TOKENS = 16
 
 
-@dataclass
-class CompletionBody:
-    model: str
+@dataclass(kw_only=True)
+class CompletionBody(GenerationRequest):
     prompt: str
-    sampling: SamplingParams
-    prediction: str | None = None
-    stream: bool = False
-    include_usage: bool = False
-    max_tokens: int | None = None
-    stop: list[str] = field(default_factory=list)
 
 
 def parse_completion(body: dict, model_ids: set[str]) -> CompletionBody:
     # Checked in this order: a request with several faults is refused for the first one.
     model = _model(body, model_ids)
     prompt = _prompt(body.get("prompt"))
-    prediction = _prediction(body)
-    stream, include_usage = _streaming(body)
-    max_tokens = _max_tokens(body)
-    stop = _stop(body)
-    sampling = _sampling(body)
+    fields = generation_fields(body)
     _refuse_unsupported(body)
-    return CompletionBody(model=model, prompt=prompt, sampling=sampling, prediction=prediction, stream=stream,
-                          include_usage=include_usage, max_tokens=max_tokens, stop=stop)
+    return CompletionBody(model=model, prompt=prompt, **fields)
 
 
 def _prompt(prompt: Any) -> str:

@@ -11,8 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .completion_request import CompletionBody
-from .schema import ApiError
-from .streaming import EventStream, log_done, next_event, sse, start, usage_of
+from .streaming import EventStream, sse, start, text_chunks, usage_of, whole_text
 from .worker import END
 
 
@@ -35,40 +34,17 @@ def _choice(text: str, finish_reason: str | None) -> dict:
 
 async def full_completion(base: dict, job, watcher: asyncio.Task, first, request_id: str) -> Response:
     """The whole completion in one JSON response."""
-    try:
-        text, event = [first.text], first
-        while not event.done:
-            event = await next_event(job)
-            if event is END:
-                return Response(status_code=499)
-            text.append(event.text)
-    finally:
-        job.cancel()
-        watcher.cancel()
-    log_done(request_id, "completion", event.stats, job)
-    return JSONResponse({**base, "choices": [_choice("".join(text), event.stats.finish_reason)],
+    whole = await whole_text(job, watcher, first, request_id, "completion")
+    if whole is None:
+        return Response(status_code=499)
+    text, event = whole
+    return JSONResponse({**base, "choices": [_choice(text, event.stats.finish_reason)],
                          "usage": usage_of(event.stats, event.rejected_prediction_tokens)})
 
 
-async def completion_chunks(body: CompletionBody, base: dict, job, first,
-                            request_id: str) -> AsyncGenerator[bytes, None]:
+def completion_chunks(body: CompletionBody, base: dict, job, first, request_id: str) -> AsyncGenerator[bytes, None]:
     """The completion as server-sent chunks, as OpenAI streams them."""
     chunk = {**base, "usage": None} if body.include_usage else base
-    event = first
-    while True:
-        if event.text:
-            yield sse({**chunk, "choices": [_choice(event.text, None)]})
-        if event.done:
-            break
-        try:
-            event = await next_event(job)
-        except ApiError as error:
-            yield sse(error.body())
-            return
-        if event is END:
-            return  # cancelled
-    yield sse({**chunk, "choices": [_choice("", event.stats.finish_reason)]})
-    if body.include_usage:
-        yield sse({**chunk, "choices": [], "usage": usage_of(event.stats, event.rejected_prediction_tokens)})
-    yield sse("[DONE]")
-    log_done(request_id, "completion stream", event.stats, job)
+    return text_chunks(job, first, lambda text: sse({**chunk, "choices": [_choice(text, None)]}),
+                       lambda finish: sse({**chunk, "choices": [_choice("", finish)]}),
+                       chunk if body.include_usage else None, request_id, "completion stream")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..results import Stats
-from .schema import error_for
+from .schema import ApiError, error_for
 from .worker import END, Failed
 
 log = logging.getLogger("rewriter.serve.app")  # the service's lines, under the name they had before the split
@@ -40,6 +40,48 @@ async def start(request: Request, job):
     if first is END:
         watcher.cancel()
     return job, watcher, first
+
+
+async def whole_text(job, watcher: asyncio.Task, first, request_id: str, kind: str):
+    """The job's whole text and its last event, for an answer in one JSON response; None when the
+    client went away. The job and its watcher are cancelled either way."""
+    try:
+        text, event = [first.text], first
+        while not event.done:
+            event = await next_event(job)
+            if event is END:
+                return None
+            text.append(event.text)
+    finally:
+        job.cancel()
+        watcher.cancel()
+    log_done(request_id, kind, event.stats, job)
+    return "".join(text), event
+
+
+async def text_chunks(job, first, text: Callable[[str], bytes], finish: Callable[[str | None], bytes],
+                      usage_chunk: dict | None, request_id: str, kind: str) -> AsyncGenerator[bytes, None]:
+    """The job's text as server-sent chunks, as OpenAI streams them: `text` encodes each piece and
+    `finish` the finish reason; then, where the client asked for usage, `usage_chunk` with it, and
+    `[DONE]`. A failure on the worker ends the stream with its error; a cancelled job just stops."""
+    event = first
+    while True:
+        if event.text:
+            yield text(event.text)
+        if event.done:
+            break
+        try:
+            event = await next_event(job)
+        except ApiError as error:
+            yield sse(error.body())
+            return
+        if event is END:
+            return  # cancelled
+    yield finish(event.stats.finish_reason)
+    if usage_chunk is not None:
+        yield sse({**usage_chunk, "choices": [], "usage": usage_of(event.stats, event.rejected_prediction_tokens)})
+    yield sse("[DONE]")
+    log_done(request_id, kind, event.stats, job)
 
 
 def log_done(request_id: str, kind: str, stats: Stats | None, job) -> None:

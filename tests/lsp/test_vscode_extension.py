@@ -9,7 +9,15 @@ import re
 from pathlib import Path
 
 from lsp import proposal_commands, rewrite_commands
-from lsp.options import ENGINE_KINDS, NEXT_EDIT_FORMATS, STREAM_MODES, EngineOptions, InitializationOptions, _camel, parse_options
+from lsp.options import (
+    ENGINE_KINDS,
+    NEXT_EDIT_FORMATS,
+    STREAM_MODES,
+    EngineOptions,
+    InitializationOptions,
+    _camel,
+    parse_options,
+)
 from rewriter.results import DTYPES
 
 EXTENSION = Path(__file__).resolve().parents[2] / "lsp" / "editors" / "vscode"

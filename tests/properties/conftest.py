@@ -2,13 +2,5 @@
 makes threads wait on each other."""
 from __future__ import annotations
 
-import pytest
-import torch
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# The sampling tests' autouse fixture: imported here, it applies to every module below.
+from tests.helpers.sampling import one_thread  # noqa: F401
