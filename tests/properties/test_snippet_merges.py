@@ -267,3 +267,23 @@ def test_lines_after_a_marker_at_column_0_are_not_taken_into_the_function_before
     assert "\n# ... existing code ...\n    return None\n" in snippet
     outcome = merge_snippet(COLUMN_0_MARKER, snippet, "python", "Delete third and Simplify it")
     assert isinstance(outcome, ToModel) and "stands outside function first" in outcome.reason
+
+
+# Found by the property (on rewriter/bench/cases.py), kept: a function of one line renamed, behind a
+# marker: the one line was too short a body to look like the old one's, and the merge kept the old
+# function beside the new.
+ONE_LINE = '''def report(rows):
+    return len(rows)
+
+
+def write(path, rows):
+    path.write_text(str(rows))
+'''
+
+
+def test_a_function_of_one_line_renamed_is_not_kept_beside_its_new_name():
+    after = ONE_LINE.replace("def write(", "def write_renamed(")
+    snippet = style_snippet(ONE_LINE, after, "definitions")
+    assert snippet.startswith("# ... existing code ...\n") and "def write(" not in snippet
+    outcome = merge_snippet(ONE_LINE, snippet, "python", "Rename write")
+    assert isinstance(outcome, ToModel) and "looks like write renamed" in outcome.reason
