@@ -287,3 +287,34 @@ def test_a_function_of_one_line_renamed_is_not_kept_beside_its_new_name():
     assert snippet.startswith("# ... existing code ...\n") and "def write(" not in snippet
     outcome = merge_snippet(ONE_LINE, snippet, "python", "Rename write")
     assert isinstance(outcome, ToModel) and "looks like write renamed" in outcome.reason
+
+
+# Found by the property (on rewriter/bench/cases.py), kept: hunks without markers, a deletion asked
+# for, and between the hunks a blank line where the file holds a short function: the merges
+# removed that function too, as if the instruction asked for it.
+BARE = '''def first(x):
+    return x
+
+
+def second(x):
+    """Second."""
+    return x + 1
+
+
+def third(x):
+    return x + 2
+
+
+def fourth(x):
+    """Fourth."""
+    return x + 3
+'''
+
+
+def test_a_short_function_between_hunks_without_markers_is_not_removed_with_the_one_asked_for():
+    after = BARE.replace("def first(x):\n    return x\n\n\n", "").replace('    """Second."""\n', "").replace(
+        '    """Fourth."""\n', "")
+    snippet = style_snippet(BARE, after, "hunks_2_bare")
+    assert "third" not in snippet and "first" not in snippet
+    outcome = merge_snippet(BARE, snippet, "python", "Delete first and Delete the line")
+    assert isinstance(outcome, ToModel) and "leaves out function third" in outcome.reason

@@ -273,9 +273,11 @@ class DefinitionMerge:
                                    f"{'after' if anchored[0] else 'before'} it: whether the rest goes is unclear")
                 return self._file_lines(file_items)
             dropped = [item.node for item in file_items if item.kind == DEF and item.node is not None]
-            if dropped and not code and self.removals:
+            if dropped and not code and self.removals and all(
+                    re.search(rf"(?<![\w.]){re.escape(node.name)}(?!\w)", self.removals) for node in dropped):
                 # the code right before and right after them, and an instruction that asks for
-                # removals: they are removed (the integrity check still judges which)
+                # removals and names each of them: they are removed (the integrity check still
+                # judges which); one it does not name may stand behind a blank line between hunks
                 return self._snippet_lines(items)
             if len([item for item in code if item.kind == DEF]) < len(dropped):
                 names = ", ".join(f"{node.kind} {node.name}" for node in dropped[:3])
