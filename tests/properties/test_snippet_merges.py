@@ -3,8 +3,8 @@
 goes to the model; and whatever it merges to never loses or duplicates a definition.
 
 The files are the repository's samples, a fixed corpus: drawn from the project's own sources, the
-examples moved with every change to them (and found a definitions-merge case on
-rewriter/serve/access.py that is not mended yet: the stop note of 2026-12-02). The edits are drawn on
+examples moved with every change to them (and found the definitions-merge case on
+rewriter/serve/access.py kept at the end, mended since). The edits are drawn on
 them with Python's ast (independent of the merge's tree-sitter reading): a statement replaced,
 inserted or deleted, a function renamed, deleted, added or given a new body; one to three of them
 in different places. Definitions are counted by ast too, with their enclosing classes' and
@@ -234,3 +234,87 @@ def test_a_selected_first_line_takes_its_indentation_back_beside_a_line_at_colum
     assert "\ndef propose" in snippet and "\ndef laplace" in snippet
     outcome = merge_snippet(SELECTED, snippet, "python")
     assert isinstance(outcome, Merged) and outcome.text == after
+
+
+# Found by the property (on rewriter/serve/access.py), kept: a hunk that starts mid-function after a
+# marker at column 0 (the code it hides is outside the function before it) parsed as that
+# function's own lines, a comment having no indentation to the parser: the definitions merge kept
+# that function's old body behind the marker, and the function's tail and the new one in it.
+COLUMN_0_MARKER = '''def first(x):
+    if x:
+        return 1
+    return 2
+
+
+def second(path):
+    return None
+
+
+def third(h):
+    return h
+
+
+def fourth(t):
+    return t
+'''
+
+
+def test_lines_after_a_marker_at_column_0_are_not_taken_into_the_function_before_it():
+    after = COLUMN_0_MARKER.replace("    if x:\n        return 1\n    return 2\n", "    return 0\n").replace(
+        "    return None\n", "    return None\n\ndef added_second(value):\n    return 0\n").replace(
+        "def third(h):\n    return h\n", "")
+    snippet = style_snippet(COLUMN_0_MARKER, after, "hunks_2")
+    assert "\n# ... existing code ...\n    return None\n" in snippet
+    outcome = merge_snippet(COLUMN_0_MARKER, snippet, "python", "Delete third and Simplify it")
+    assert isinstance(outcome, ToModel) and "stands outside function first" in outcome.reason
+
+
+# Found by the property (on rewriter/bench/cases.py), kept: a function of one line renamed, behind a
+# marker: the one line was too short a body to look like the old one's, and the merge kept the old
+# function beside the new.
+ONE_LINE = '''def report(rows):
+    return len(rows)
+
+
+def write(path, rows):
+    path.write_text(str(rows))
+'''
+
+
+def test_a_function_of_one_line_renamed_is_not_kept_beside_its_new_name():
+    after = ONE_LINE.replace("def write(", "def write_renamed(")
+    snippet = style_snippet(ONE_LINE, after, "definitions")
+    assert snippet.startswith("# ... existing code ...\n") and "def write(" not in snippet
+    outcome = merge_snippet(ONE_LINE, snippet, "python", "Rename write")
+    assert isinstance(outcome, ToModel) and "looks like write renamed" in outcome.reason
+
+
+# Found by the property (on rewriter/bench/cases.py), kept: hunks without markers, a deletion asked
+# for, and between the hunks a blank line where the file holds a short function: the merges
+# removed that function too, as if the instruction asked for it.
+BARE = '''def first(x):
+    return x
+
+
+def second(x):
+    """Second."""
+    return x + 1
+
+
+def third(x):
+    return x + 2
+
+
+def fourth(x):
+    """Fourth."""
+    return x + 3
+'''
+
+
+def test_a_short_function_between_hunks_without_markers_is_not_removed_with_the_one_asked_for():
+    after = BARE.replace("def first(x):\n    return x\n\n\n", "").replace('    """Second."""\n', "").replace(
+        '    """Fourth."""\n', "")
+    snippet = style_snippet(BARE, after, "hunks_2_bare")
+    assert "third" not in snippet and "first" not in snippet
+    outcome = merge_snippet(BARE, snippet, "python", "Delete first and Delete the line")
+    assert isinstance(outcome, ToModel) and "leaves out function third" in outcome.reason

@@ -211,8 +211,8 @@ class DefinitionMerge:
         return found[0] if len(found) == 1 else None
 
     def _check_renames(self, items: list[Item], file_items: list[Item], pairs: list[tuple[int, int]]) -> None:
-        """A new definition whose body is mostly the body of one the snippet does not mention
-        may be that one renamed, or a copy: which, the names cannot say."""
+        """A new definition whose body is mostly the body of one the snippet does not mention (or
+        is its one line) may be that one renamed, or a copy: which, the names cannot say."""
         taken = {file_at for _, file_at in pairs}
         unmatched = [(file_at, item.node) for file_at, item in enumerate(file_items)
                      if item.node is not None and file_at not in taken and id(item.node) not in self.overrides]
@@ -227,8 +227,10 @@ class DefinitionMerge:
                 (before, after) for before, after in zip(bounds, bounds[1:]) if before[0] < at < after[0])
             in_place = not any(items[i].kind == MARKER for i in range(low + 1, high))
             body = code_lines(self.lines, item.node.head + 1, item.node.hi)
+            # most of the body alike, or a body of one line that is the other's one line
             similar = [(file_at, node) for file_at, node in unmatched
-                       if mostly_same(body, code_lines(self.file_lines, node.head + 1, node.hi))]
+                       if mostly_same(body, theirs := code_lines(self.file_lines, node.head + 1, node.hi))
+                       or len(body) == 1 and body == theirs]
             if in_place and any(file_low < file_at < file_high for file_at, _ in similar):
                 continue
             if similar:
@@ -271,9 +273,11 @@ class DefinitionMerge:
                                    f"{'after' if anchored[0] else 'before'} it: whether the rest goes is unclear")
                 return self._file_lines(file_items)
             dropped = [item.node for item in file_items if item.kind == DEF and item.node is not None]
-            if dropped and not code and self.removals:
+            if dropped and not code and self.removals and all(
+                    re.search(rf"(?<![\w.]){re.escape(node.name)}(?!\w)", self.removals) for node in dropped):
                 # the code right before and right after them, and an instruction that asks for
-                # removals: they are removed (the integrity check still judges which)
+                # removals and names each of them: they are removed (the integrity check still
+                # judges which); one it does not name may stand behind a blank line between hunks
                 return self._snippet_lines(items)
             if len([item for item in code if item.kind == DEF]) < len(dropped):
                 names = ", ".join(f"{node.kind} {node.name}" for node in dropped[:3])

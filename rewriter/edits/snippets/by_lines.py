@@ -422,8 +422,9 @@ def _aligned(file_lines: list[str], lines: list[str], heads: set[int], marked: b
     snippet's indentation; between them the snippet's lines replace the file's, except, in a
     snippet without markers, where it has only blank lines against more than a few of the file's
     code lines and no definition (the gap between two hunks; unclear where the instruction asks
-    to remove one of them). A snippet with markers marks what it leaves out. `heads`: the lines
-    that start a definition; `removals`: the instruction, where it asks for removals."""
+    to remove one of them, and where those lines hold a definition, however few). A snippet with
+    markers marks what it leaves out. `heads`: the lines that start a definition; `removals`: the
+    instruction, where it asks for removals."""
     file_code = [i for i, line in enumerate(file_lines) if line.strip()]
     code = [i for i, line in enumerate(lines) if line.strip()]
     # lines pair by their words, so a block the snippet indents otherwise still shows what it
@@ -457,9 +458,11 @@ def _held_once(keys: list[str]) -> set[str]:
 def _replaced(file_lines: list[str], lines: list[str], defines: bool, marked: bool, removals: str) -> list[str]:
     old = sum(1 for line in file_lines if line.strip())
     new = sum(1 for line in lines if line.strip())
+    if not new and lines and old and defines and not marked:
+        # however short: a whole definition left out with a blank line in its place is the gap
+        # between two hunks as much as a removal
+        raise Unclear("the snippet leaves out lines that hold a definition, with no marker in their place")
     if not new and lines and old > EDGE_LINES and not marked:
-        if defines:
-            raise Unclear("the snippet leaves out lines that hold a definition, with no marker in their place")
         if removals and any(named_in(line, removals) for line in file_lines):
             raise Unclear("the snippet has a blank line, and no marker, for lines of the file the instruction asks "
                           "to remove: the gap between two hunks, or those lines removed, is unclear")

@@ -116,6 +116,24 @@ def _take_trailing_markers(node: Node, lines: list[str], markers: set[int] | fro
         _take_trailing_markers(child, lines, markers)
 
 
+def marker_out_of_block(tree: Node, lines: list[str], markers: set[int] | frozenset[int]) -> tuple[Node, int] | None:
+    """A Python definition of a snippet with a marker inside it that stands no deeper than its
+    header, code of the definition after it: the marker hides code outside the definition (its
+    indentation is the first hidden line's), while the parser, to which a comment has no
+    indentation, reads the lines after it as the definition's own. Whose lines they are (the end
+    of another definition behind the marker, as a hunk cut mid-block shows them) is unclear. The
+    first such definition and marker line, or None."""
+    for node in tree.walk():
+        if node is tree:
+            continue
+        depth = len(indent_of(lines[node.head]))
+        for line in range(node.head + 1, node.hi):
+            if line in markers and len(indent_of(lines[line])) <= depth and any(
+                    lines[later].strip() and later not in markers for later in range(line + 1, node.hi)):
+                return node, line
+    return None
+
+
 class Unclear(Exception):
     """Raised inside a merge where the snippet can be read more than one way."""
 

@@ -34,6 +34,7 @@ from .lines import (
     definition_tree,
     indent_of,
     is_bare_ellipsis,
+    marker_out_of_block,
 )
 
 DEFINITIONS, LINES = "definitions", "lines"  # which merge merged (Merged.path)
@@ -217,6 +218,11 @@ def _by_definitions(integrity: FileIntegrity, file_lines: list[str], parts: _Sni
     assert integrity.tree is not None  # a grammar was found
     file_tree = definition_tree(integrity.tree, file_lines, found=integrity.definitions)
     snippet_tree = definition_tree(tree, parts.lines, parts.markers)
+    if integrity.grammar == "python" and (out_of_block := marker_out_of_block(snippet_tree, parts.lines,
+                                                                             parts.markers)) is not None:
+        node, marker = out_of_block
+        raise Unclear(f"the snippet's marker at line {marker + 1} stands outside {node.kind} {node.name} (no deeper "
+                      "than its header), yet the lines after it parse as that one's: whose lines they are is unclear")
     merger = DefinitionMerge(file_lines, file_tree, parts.lines, snippet_tree,
                              parts.markers, parts.maybe, removals=removals)
     try:
