@@ -318,3 +318,36 @@ def test_a_short_function_between_hunks_without_markers_is_not_removed_with_the_
     assert "third" not in snippet and "first" not in snippet
     outcome = merge_snippet(BARE, snippet, "python", "Delete first and Delete the line")
     assert isinstance(outcome, ToModel) and "leaves out function third" in outcome.reason
+
+
+# Found by the property (on rewriter/edits/self_test.py), kept: a method given alone, then a marker,
+# then a line of a later class whose header the marker hides (that class's last methods removed
+# after it): the definitions merge placed the method, then added the line after the file's end,
+# inside the file's last class, which held it already.
+TAIL = '''class Score:
+    passed: int
+
+    def count(self) -> int:
+        return self.passed
+
+
+class Report:
+    name: str = ""
+    seconds: float = 0.0
+
+    def taken(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        """In words."""
+        return "a report of " + self.name
+'''
+
+
+def test_indented_lines_after_the_last_marker_are_not_added_after_the_files_end():
+    after = TAIL.replace("        return self.passed\n", "        return 0\n").replace(
+        TAIL[TAIL.index("\n    def taken"):], "\n")
+    snippet = style_snippet(TAIL, after, "hunks_2")
+    assert snippet.endswith("\n# ... existing code ...\n    seconds: float = 0.0\n\n") and "class" not in snippet
+    outcome = merge_snippet(TAIL, snippet, "python", "Delete describe and Delete taken")
+    assert isinstance(outcome, ToModel) and "indented as inside a block" in outcome.reason
