@@ -4,7 +4,8 @@ text, in order. Between two matched items, a marker keeps the file's lines there
 marker, the snippet's lines replace them. A new definition lands where the snippet puts it: after
 the item before it, or before the item after it. Where that leaves a doubt (a name defined twice,
 code between two markers with nothing to place it by, a definition left out with no marker in its
-place, new lines that may be the file's kept behind a marker) it raises Unclear.
+place, new lines that may be the file's kept behind a marker, lines indented as a block's that
+only a marker would place after the file's end) it raises Unclear.
 """
 from __future__ import annotations
 
