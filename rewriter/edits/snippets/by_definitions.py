@@ -325,17 +325,20 @@ class DefinitionMerge:
 
     def _check_cut_off(self, file_node: Node, node: Node) -> None:
         """A definition without markers that ends the snippet on two of the file's lines in a row,
-        where the file's goes on after them for more lines than it could lose unseen: the whole
-        new definition (the rest removed), or a hunk cut off there (the rest kept)? Nothing tells."""
+        where the file's goes on after them: the whole new definition (the rest removed), or a hunk
+        cut off there (the rest kept)? Nothing tells, however few lines follow (a hunk's context
+        cut off two or three lines before a function's end is common, and where the lines merge
+        was refused, say for a name those lines use, dropping them would hide the cause)."""
         if any(line.strip() for line in self.lines[node.hi:]):
             return
         mine = [line.strip() for line in self.lines[node.head:node.hi] if line.strip()]
         theirs = [line.strip() for line in self.file_lines[file_node.head:file_node.hi] if line.strip()]
         ends = [at for at in range(1, len(theirs) - 1) if theirs[at - 1:at + 1] == mine[-2:]]
         after = len(theirs) - 1 - ends[-1] if len(mine) >= 2 and ends else 0
-        if after > EDGE_LINES:
+        if after:
             raise Unclear(f"the snippet ends inside {node.kind} {node.name} with no marker there, where the file's "
-                          f"goes on for {after} lines: a hunk cut off there, or those lines removed, is unclear")
+                          f"goes on for {after} line{'s' * (after > 1)}: a hunk cut off there, or those lines "
+                          "removed, is unclear")
 
     def _check_shown_again(self, new: list[Item], kept: list[Item], at_start: bool) -> None:
         """New lines next to a marker that the file holds right behind that marker (inside a
