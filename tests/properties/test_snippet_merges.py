@@ -318,3 +318,65 @@ def test_a_short_function_between_hunks_without_markers_is_not_removed_with_the_
     assert "third" not in snippet and "first" not in snippet
     outcome = merge_snippet(BARE, snippet, "python", "Delete first and Delete the line")
     assert isinstance(outcome, ToModel) and "leaves out function third" in outcome.reason
+
+
+# Found by the property (on rewriter/edits/self_test.py), kept: a method given alone, then a marker,
+# then a line of a later class whose header the marker hides (that class's last methods removed
+# after it): the definitions merge placed the method, then added the line after the file's end,
+# inside the file's last class, which held it already.
+TAIL = '''class Score:
+    passed: int
+
+    def count(self) -> int:
+        return self.passed
+
+
+class Report:
+    name: str = ""
+    seconds: float = 0.0
+
+    def taken(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        """In words."""
+        return "a report of " + self.name
+'''
+
+
+def test_indented_lines_after_the_last_marker_are_not_added_after_the_files_end():
+    after = TAIL.replace("        return self.passed\n", "        return 0\n").replace(
+        TAIL[TAIL.index("\n    def taken"):], "\n")
+    snippet = style_snippet(TAIL, after, "hunks_2")
+    assert snippet.endswith("\n# ... existing code ...\n    seconds: float = 0.0\n\n") and "class" not in snippet
+    outcome = merge_snippet(TAIL, snippet, "python", "Delete describe and Delete taken")
+    assert isinstance(outcome, ToModel) and "indented as inside a block" in outcome.reason
+
+
+# Found by the property (on samples/ and rewriter/serve/), kept: hunks without markers, the edit
+# leaving a name undefined (so the lines merge fails its lint check), the hunk cut three lines
+# before the function's end: the definitions merge read it as the whole function and dropped them.
+CUT = '''def first(x):
+    return x
+
+
+def low(items):
+    result = []
+    for item in items:
+        size = len(item)
+        if size < 3:
+            result.append(item)
+    return result
+
+
+def last(y):
+    return y
+'''
+
+
+def test_a_function_cut_off_a_few_lines_before_its_end_does_not_lose_them():
+    after = CUT.replace("    result = []\n", "    total = 0\n")
+    snippet = style_snippet(CUT, after, "hunks_2_bare")
+    assert snippet.rstrip().endswith("size = len(item)")
+    outcome = merge_snippet(CUT, snippet, "python", "")
+    assert isinstance(outcome, ToModel) and "goes on for 3 lines" in outcome.reason

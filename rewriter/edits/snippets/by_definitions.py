@@ -4,7 +4,8 @@ text, in order. Between two matched items, a marker keeps the file's lines there
 marker, the snippet's lines replace them. A new definition lands where the snippet puts it: after
 the item before it, or before the item after it. Where that leaves a doubt (a name defined twice,
 code between two markers with nothing to place it by, a definition left out with no marker in its
-place, new lines that may be the file's kept behind a marker) it raises Unclear.
+place, new lines that may be the file's kept behind a marker, lines indented as a block's that
+only a marker would place after the file's end) it raises Unclear.
 """
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ class DefinitionMerge:
     """One merge: the file's and the snippet's lines and definitions, walked region by region."""
 
     def __init__(self, file_lines: list[str], file_tree: Node, lines: list[str], tree: Node,
-                 markers: set[int], maybe: set[int], removals: str = ""):
+                 markers: set[int], maybe: set[int], removals: str = "", indented: bool = False):
         self.file_lines, self.file_tree = file_lines, file_tree
+        self.indented = indented  # every code line of the snippet was indented: lines from inside a block
         self.removals = removals  # the instruction, where it asks for removals: left-out definitions may go
         self.lines, self.tree = lines, tree
         self.snippet_code = {line.strip() for line in lines if line.strip()}
@@ -293,6 +295,9 @@ class DefinitionMerge:
             raise Unclear(f"line {between[0].line + 1} of the snippet lies between two markers "
                            "with nothing in the file to place it by")
         head, tail = items[:marks[0]], items[marks[-1] + 1:]
+        if edge:
+            self._check_beyond_file(head if not anchored[0] else [], at_end=False)
+            self._check_beyond_file(tail if not anchored[1] else [], at_end=True)
         low = self._paragraph_end(head, file_items) if anchored[0] else 0
         high = len(file_items) - self._paragraph_end(tail[::-1], file_items[low:][::-1]) if anchored[1] else len(
             file_items)
@@ -305,19 +310,35 @@ class DefinitionMerge:
             tail = strip_blank(tail, from_end=False)
         return self._snippet_lines(head) + self._file_lines(kept) + self._snippet_lines(tail)
 
+    def _check_beyond_file(self, new: list[Item], at_end: bool) -> None:
+        """The snippet's lines before its first marker (or after its last: a marker, or a definition
+        given alone, merged where its match lies), at the top level, with nothing to place them by
+        but that marker and the snippet's edge: before the file's start (or after its end). Lines
+        indented as inside a block are some block's, but whose: the file's first (last) one, or one
+        the marker hides, its lines shown again? Nothing tells."""
+        code = [item for item in new if item.kind in (LINE, DEF)]
+        if code and (self.indented or indent_of(self.lines[code[0].line])):
+            where = "after the file's end" if at_end else "before the file's start"
+            raise Unclear(f"the snippet's line {code[0].line + 1}, indented as inside a block, stands "
+                          f"{'after' if at_end else 'before'} all it places (by markers, definitions given alone) "
+                          f"with nothing to place it by: {where}, or in a block hidden there, is unclear")
+
     def _check_cut_off(self, file_node: Node, node: Node) -> None:
         """A definition without markers that ends the snippet on two of the file's lines in a row,
-        where the file's goes on after them for more lines than it could lose unseen: the whole
-        new definition (the rest removed), or a hunk cut off there (the rest kept)? Nothing tells."""
+        where the file's goes on after them: the whole new definition (the rest removed), or a hunk
+        cut off there (the rest kept)? Nothing tells, however few lines follow (a hunk's context
+        cut off two or three lines before a function's end is common, and where the lines merge
+        was refused, say for a name those lines use, dropping them would hide the cause)."""
         if any(line.strip() for line in self.lines[node.hi:]):
             return
         mine = [line.strip() for line in self.lines[node.head:node.hi] if line.strip()]
         theirs = [line.strip() for line in self.file_lines[file_node.head:file_node.hi] if line.strip()]
         ends = [at for at in range(1, len(theirs) - 1) if theirs[at - 1:at + 1] == mine[-2:]]
         after = len(theirs) - 1 - ends[-1] if len(mine) >= 2 and ends else 0
-        if after > EDGE_LINES:
+        if after:
             raise Unclear(f"the snippet ends inside {node.kind} {node.name} with no marker there, where the file's "
-                          f"goes on for {after} lines: a hunk cut off there, or those lines removed, is unclear")
+                          f"goes on for {after} line{'s' * (after > 1)}: a hunk cut off there, or those lines "
+                          "removed, is unclear")
 
     def _check_shown_again(self, new: list[Item], kept: list[Item], at_start: bool) -> None:
         """New lines next to a marker that the file holds right behind that marker (inside a

@@ -224,7 +224,8 @@ def _by_definitions(integrity: FileIntegrity, file_lines: list[str], parts: _Sni
         raise Unclear(f"the snippet's marker at line {marker + 1} stands outside {node.kind} {node.name} (no deeper "
                       "than its header), yet the lines after it parse as that one's: whose lines they are is unclear")
     merger = DefinitionMerge(file_lines, file_tree, parts.lines, snippet_tree,
-                             parts.markers, parts.maybe, removals=removals)
+                             parts.markers, parts.maybe, removals=removals,
+                             indented=parts.indented)
     try:
         merged = "".join(merger.root())
     except Unclear:
