@@ -21,6 +21,7 @@ describe('initializationOptions', () => {
       branches: 4,
       streamEdits: 'auto',
       prefillAhead: true,
+      nextEditFormat: 'auto',
       review: true, // the extension shows the review; the server's default (off) is for clients without one
     });
   });
