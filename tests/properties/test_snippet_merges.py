@@ -380,3 +380,34 @@ def test_a_function_cut_off_a_few_lines_before_its_end_does_not_lose_them():
     assert snippet.rstrip().endswith("size = len(item)")
     outcome = merge_snippet(CUT, snippet, "python", "")
     assert isinstance(outcome, ToModel) and "goes on for 3 lines" in outcome.reason
+
+
+# Found by the property (on rewriter/serve/), kept: a function renamed, its body shown only as `...`
+# (hunks_2_dots): the definitions merge read it as a new function, its `...` as its code, and added
+# it after the file's end beside the old one (a duplicate, and a function without its body).
+RENAMED = '''def first(x):
+    return x
+
+
+def stop_once(holds):
+    """Stop once the output holds what ends it."""
+
+    def check(output):
+        if not holds(output):
+            return None
+        return len(output)
+
+    return check
+
+
+def last(y):
+    return y
+'''
+
+
+def test_a_function_renamed_with_its_body_behind_dots_is_not_added_beside_the_old_one():
+    after = RENAMED.replace("def stop_once(", "def stop_once_renamed(")
+    snippet = style_snippet(RENAMED, after, "hunks_2_dots")
+    assert snippet.startswith("...\n") and snippet.rstrip().endswith("...") and "check" not in snippet
+    outcome = merge_snippet(RENAMED, snippet, "python", "Rename stop_once")
+    assert isinstance(outcome, ToModel) and "hides its body" in outcome.reason
