@@ -411,3 +411,31 @@ def test_a_function_renamed_with_its_body_behind_dots_is_not_added_beside_the_ol
     assert snippet.startswith("...\n") and snippet.rstrip().endswith("...") and "check" not in snippet
     outcome = merge_snippet(RENAMED, snippet, "python", "Rename stop_once")
     assert isinstance(outcome, ToModel) and "hides its body" in outcome.reason
+
+
+# Found by the property (on rewriter/serve/), kept: two hunks without markers, a change in each,
+# joined by a blank line that stands for two lines of the first function's end; the file's own
+# blank lines after those made the lines merge's blank line look like one of them, and the two lines went.
+JOINED = '''def parse(body):
+    model = body["model"]
+    prompt = body["prompt"]
+    fields = dict(body)
+    check(body)
+    return model, prompt, fields
+
+
+def text(prompt):
+    """A string."""
+    if prompt is None:
+        raise ValueError("missing")
+    return prompt
+'''
+
+
+def test_a_blank_line_joining_two_hunks_does_not_drop_the_code_between_them():
+    after = JOINED.replace('    model = body["model"]\n', "    total = 0\n").replace(
+        '    """A string."""\n', "    total = 0\n")
+    snippet = style_snippet(JOINED, after, "hunks_2_bare")
+    assert "fields = dict(body)\n\n\ndef text(prompt):\n" in snippet and "check" not in snippet
+    outcome = merge_snippet(JOINED, snippet, "python", "")
+    assert isinstance(outcome, ToModel) and "removes the file's code from line 5 with a blank line" in outcome.reason
