@@ -439,3 +439,37 @@ def test_a_blank_line_joining_two_hunks_does_not_drop_the_code_between_them():
     assert "fields = dict(body)\n\n\ndef text(prompt):\n" in snippet and "check" not in snippet
     outcome = merge_snippet(JOINED, snippet, "python", "")
     assert isinstance(outcome, ToModel) and "removes the file's code from line 5 with a blank line" in outcome.reason
+
+
+# Found by the property (on lsp/), kept: a hunk ends on a method's decorator, a marker hides that
+# method, the next hunk starts at another's decorator: parsed with the marker as a comment, the
+# two decorators were one method's, and the definitions merge gave the later method both.
+DECORATED = '''def register(server):
+    @server.command("reject")
+    async def reject(ls, *args):
+        return await ls.reject(args)
+
+    @server.command("all")
+    async def accept_all(ls, *args):
+        a = 1
+        b = 2
+        return a + b
+
+    @server.command("apply")
+    async def apply(ls, *args):
+        """Merge."""
+        return await ls.apply(args)
+
+
+def final(x):
+    return x
+'''
+
+
+def test_a_decorator_before_a_marker_is_not_given_to_the_method_after_it():
+    after = DECORATED.replace("        return await ls.reject(args)\n", "        total = 0\n").replace(
+        '        """Merge."""\n        return await ls.apply(args)\n', "        return 0\n")
+    snippet = style_snippet(DECORATED, after, "hunks_2")
+    assert '    @server.command("all")\n    # ... existing code ...\n    @server.command("apply")\n' in snippet
+    outcome = merge_snippet(DECORATED, snippet, "python", "Simplify it")
+    assert isinstance(outcome, ToModel) and "line 6 of the snippet lies between two markers" in outcome.reason
