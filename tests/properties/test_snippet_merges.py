@@ -380,3 +380,96 @@ def test_a_function_cut_off_a_few_lines_before_its_end_does_not_lose_them():
     assert snippet.rstrip().endswith("size = len(item)")
     outcome = merge_snippet(CUT, snippet, "python", "")
     assert isinstance(outcome, ToModel) and "goes on for 3 lines" in outcome.reason
+
+
+# Found by the property (on rewriter/serve/), kept: a function renamed, its body shown only as `...`
+# (hunks_2_dots): the definitions merge read it as a new function, its `...` as its code, and added
+# it after the file's end beside the old one (a duplicate, and a function without its body).
+RENAMED = '''def first(x):
+    return x
+
+
+def stop_once(holds):
+    """Stop once the output holds what ends it."""
+
+    def check(output):
+        if not holds(output):
+            return None
+        return len(output)
+
+    return check
+
+
+def last(y):
+    return y
+'''
+
+
+def test_a_function_renamed_with_its_body_behind_dots_is_not_added_beside_the_old_one():
+    after = RENAMED.replace("def stop_once(", "def stop_once_renamed(")
+    snippet = style_snippet(RENAMED, after, "hunks_2_dots")
+    assert snippet.startswith("...\n") and snippet.rstrip().endswith("...") and "check" not in snippet
+    outcome = merge_snippet(RENAMED, snippet, "python", "Rename stop_once")
+    assert isinstance(outcome, ToModel) and "hides its body" in outcome.reason
+
+
+# Found by the property (on rewriter/serve/), kept: two hunks without markers, a change in each,
+# joined by a blank line that stands for two lines of the first function's end; the file's own
+# blank lines after those made the lines merge's blank line look like one of them, and the two lines went.
+JOINED = '''def parse(body):
+    model = body["model"]
+    prompt = body["prompt"]
+    fields = dict(body)
+    check(body)
+    return model, prompt, fields
+
+
+def text(prompt):
+    """A string."""
+    if prompt is None:
+        raise ValueError("missing")
+    return prompt
+'''
+
+
+def test_a_blank_line_joining_two_hunks_does_not_drop_the_code_between_them():
+    after = JOINED.replace('    model = body["model"]\n', "    total = 0\n").replace(
+        '    """A string."""\n', "    total = 0\n")
+    snippet = style_snippet(JOINED, after, "hunks_2_bare")
+    assert "fields = dict(body)\n\n\ndef text(prompt):\n" in snippet and "check" not in snippet
+    outcome = merge_snippet(JOINED, snippet, "python", "")
+    assert isinstance(outcome, ToModel) and "removes the file's code from line 5 with a blank line" in outcome.reason
+
+
+# Found by the property (on lsp/), kept: a hunk ends on a method's decorator, a marker hides that
+# method, the next hunk starts at another's decorator: parsed with the marker as a comment, the
+# two decorators were one method's, and the definitions merge gave the later method both.
+DECORATED = '''def register(server):
+    @server.command("reject")
+    async def reject(ls, *args):
+        return await ls.reject(args)
+
+    @server.command("all")
+    async def accept_all(ls, *args):
+        a = 1
+        b = 2
+        return a + b
+
+    @server.command("apply")
+    async def apply(ls, *args):
+        """Merge."""
+        return await ls.apply(args)
+
+
+def final(x):
+    return x
+'''
+
+
+def test_a_decorator_before_a_marker_is_not_given_to_the_method_after_it():
+    after = DECORATED.replace("        return await ls.reject(args)\n", "        total = 0\n").replace(
+        '        """Merge."""\n        return await ls.apply(args)\n', "        return 0\n")
+    snippet = style_snippet(DECORATED, after, "hunks_2")
+    assert '    @server.command("all")\n    # ... existing code ...\n    @server.command("apply")\n' in snippet
+    outcome = merge_snippet(DECORATED, snippet, "python", "Simplify it")
+    assert isinstance(outcome, ToModel) and "line 6 of the snippet lies between two markers" in outcome.reason

@@ -4,8 +4,9 @@ text, in order. Between two matched items, a marker keeps the file's lines there
 marker, the snippet's lines replace them. A new definition lands where the snippet puts it: after
 the item before it, or before the item after it. Where that leaves a doubt (a name defined twice,
 code between two markers with nothing to place it by, a definition left out with no marker in its
-place, new lines that may be the file's kept behind a marker, lines indented as a block's that
-only a marker would place after the file's end) it raises Unclear.
+place, a new definition that hides its body behind `...` and shows only an old one's lines, new
+lines that may be the file's kept behind a marker, lines indented as a block's that only a marker
+would place after the file's end) it raises Unclear.
 """
 from __future__ import annotations
 
@@ -238,6 +239,29 @@ class DefinitionMerge:
             if similar:
                 raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} looks like "
                               f"{similar[0][1].name} renamed, or a copy of it")
+            hidden = next((node for _, node in unmatched if self._hides_body_of(item.node, node)), None)
+            if hidden is not None:
+                # in place or not: read as new, its `...` would be its code, and the body it hides lost
+                raise Unclear(f"the snippet's new {item.node.kind} {item.node.name} hides its body behind `...` "
+                              f"and shows only lines of {hidden.name}'s: that one renamed, its body kept, or a "
+                              "new one is unclear")
+
+    def _hides_body_of(self, node: Node, file_node: Node) -> bool:
+        """Whether a new definition's body holds a bare `...` where the file's (unmatched) one has
+        none, and what else it shows of its body is that one's lines in order, or nothing but a
+        header that is that one's but for the name: that definition, renamed, its body hidden."""
+        body = range(node.head + 1, node.hi)
+        if node.kind != file_node.kind or not any(line in self.maybe for line in body):
+            return False
+        theirs = [line.strip() for line in self.file_lines[file_node.head + 1:file_node.hi] if line.strip()]
+        if any(is_bare_ellipsis(line) for line in theirs):
+            return False  # a copy of its `...` may be code
+        shown = [self.lines[line].strip() for line in body if self.lines[line].strip() and line not in self.maybe]
+        if not shown:
+            mine, header = self.lines[node.head].strip(), self.file_lines[file_node.head].strip()
+            return mine.partition(node.name)[2] == header.partition(file_node.name)[2]
+        rest = iter(theirs)
+        return all(line in rest for line in shown)  # in order
 
     def _check_nested_elsewhere(self, file_node: Node, items: list[Item], pairs: list[tuple[int, int]]) -> None:
         """A new definition inside a function, named as one the file has outside it: a method of a

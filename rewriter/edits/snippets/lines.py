@@ -87,6 +87,9 @@ def definition_tree(tree: SyntaxTree, lines: list[str], markers: set[int] | froz
         while node.parent is not None and node.parent.type in _HOLDERS:
             node = node.parent  # decorators, `export`, `const f = () => ...`
         lo, hi = node.start_point.row, node.end_point.row + (1 if node.end_point.column else 0)
+        # a marker among its decorators (parsed as a comment) hides the file's lines there: the
+        # decorators before it are another definition's, the one it hides
+        lo = max([lo, *(line + 1 for line in markers if lo <= line < head)])
         while lo < head and (lo in markers or not lines[lo].strip() or is_comment(lines[lo])):
             lo += 1
         nodes.setdefault((lo, hi), Node(definition.kind, definition.path[-1], lo, max(hi, head + 1), head))

@@ -8,7 +8,8 @@ between markers placed by its first and last lines, as a diff hunk is applied, w
 fragments that do not parse alone. The first merge that changes the file and passes the checks
 (integrity, syntax, lint: as any edit's span) is the answer, saying which merged; in a snippet
 without markers, a blank line may stand for code left out, so a merge that removes code where
-the snippet brings a blank line is not one either. A snippet that
+the snippet brings a blank line is not one either (nor where it brings any blank line there and
+changes the file both before and after: two hunks may meet there). A snippet that
 is not text, or holds nothing but markers, is refused; anything else goes to the model (ToModel,
 with both merges' reasons), whose answer the same checks judge.
 """
@@ -276,29 +277,41 @@ def _code(lines: list[str]) -> list[str]:
 def _blank_for_code(file_lines: list[str], merged: str) -> int | None:
     """The first file line of a run of code lines that the merge removed with more blank lines in
     their place than the file held around them: a blank line that is the snippet's, not the
-    file's own, stands there. None where there is none."""
+    file's own, stands there; or with any blank line there where the merge changes the file
+    before them and after them too (two hunks may meet there, their context the file's blank
+    lines). None where there is none."""
     old = [(at, line.strip()) for at, line in enumerate(file_lines) if line.strip()]
     new = [(at, line.strip()) for at, line in enumerate(merged.splitlines()) if line.strip()]
     old_keys, new_keys = [text for _, text in old], [text for _, text in new]
-    for tag, i1, i2, j1, _ in SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes():
+    opcodes = SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes()
+    for at, (tag, i1, i2, j1, _) in enumerate(opcodes):
         if tag != "delete":
             continue
+        # the snippet changes the file before the removal and after it: two hunks may meet at its
+        # blank line, a joint standing for the code between them, however many blank lines the
+        # file held there besides
+        joint = any(other[0] != "equal" for other in opcodes[:at]) and any(
+            other[0] != "equal" for other in opcodes[at + 1:])
         while i1 > 0 and j1 > 0 and old_keys[i1 - 1] == old_keys[i2 - 1]:  # the same removal, said earlier
             i1, i2, j1 = i1 - 1, i2 - 1, j1 - 1
         while i2 < len(old) and j1 < len(new) and old_keys[i1] == old_keys[i2]:  # each place it may stand
-            if _blank_in_place(old, new, i1, i2, j1):
+            if _blank_in_place(old, new, i1, i2, j1, joint):
                 return old[i1][0]
             i1, i2, j1 = i1 + 1, i2 + 1, j1 + 1
-        if _blank_in_place(old, new, i1, i2, j1):
+        if _blank_in_place(old, new, i1, i2, j1, joint):
             return old[i1][0]
     return None
 
 
-def _blank_in_place(old: list[tuple[int, str]], new: list[tuple[int, str]], i1: int, i2: int, j1: int) -> bool:
+def _blank_in_place(old: list[tuple[int, str]], new: list[tuple[int, str]], i1: int, i2: int, j1: int,
+                    joint: bool) -> bool:
+    """Whether the merge puts a blank line of the snippet's where it removes the file's code lines
+    [i1, i2) (kept lines j1 - 1 and j1 around it): more blank lines than the file held around them,
+    or any at a `joint`."""
     if not (0 < i1 and i2 < len(old) and 0 < j1 < len(new)):
         return False
     blanks = new[j1][0] - new[j1 - 1][0] - 1
-    return blanks > (old[i1][0] - old[i1 - 1][0] - 1) + (old[i2][0] - old[i2 - 1][0] - 1)
+    return blanks > (0 if joint else (old[i1][0] - old[i1 - 1][0] - 1) + (old[i2][0] - old[i2 - 1][0] - 1))
 
 
 def _parsed(lines: list[str], markers: set[int], grammar: str) -> SyntaxTree | None:
