@@ -87,7 +87,7 @@ def test_a_method_asked_to_stay_as_it_is_does_not_come_back_as_the_whole_file(tm
     # the integrity check stripped. With the answer's opening prefilled it now answers with the
     # method alone. The strip itself is tested on such answers in test_integrity.py.
     # No branches: an unchanged answer's branches (on by default) would make it change by design
-    # (both shipped models then drop `self.save()`), and what is tested here is the first answer.
+    # (the 1.5B then drops `self.save()`; the 0.5B changes it too), and what is tested is the first answer.
     path = tmp_path / "store.py"
     path.write_text(STORE)
     code, report = apply_json(path, embedded_rewriter, capsys, instruction="Keep the code exactly as it is",
