@@ -10,6 +10,7 @@ from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from tests.helpers.models import QWEN_VOCAB, tiny_model
+from tests.helpers.workers import pytest_collection_modifyitems  # noqa: F401  (a hook)
 
 PROCESS_THREADS = torch.get_num_threads()  # before any test sets its own
 
@@ -24,16 +25,6 @@ settings.register_profile("long", max_examples=5000, deadline=None, print_blob=T
 settings.register_profile("quick", settings.get_profile("long"), max_examples=30)
 settings.register_profile("ci", settings.get_profile("long"), max_examples=300, derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(config, items):
-    """Groups for `pytest -n 2 --dist loadgroup` (CI): the real-model tests run one after another
-    on one worker, since two at once would each have half the cores and the memory of two models;
-    the rest go a module at a time, so a module's fixtures are built once."""
-    for item in items:
-        group = "real_model" if item.get_closest_marker("real_model") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
