@@ -27,23 +27,6 @@ settings.register_profile("ci", settings.get_profile("long"), max_examples=300, 
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-@pytest.fixture(autouse=True)
-def one_thread_beside_the_real_model_tests(request, monkeypatch):
-    """Under CI's two workers (pytest -n 2), a test without a real model runs on one thread, and
-    so do the processes it starts: with two processes each spinning two OpenMP threads on two
-    cores, tiny-model tests ran five times slower than beside a one-thread neighbour."""
-    if "PYTEST_XDIST_WORKER" not in os.environ or request.node.get_closest_marker("real_model"):
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="session")
 def embedded_checkpoint():
     """The embedded model, converted once into the cache (about a minute the first time)."""
