@@ -15,9 +15,9 @@ from rewriter.bench.bench import FenceCriteria
 from rewriter.edits.session import EditSession, Finished
 from rewriter.edits.target import Target
 from rewriter.engine import DEFAULT_BRANCHES
-from rewriter.lookahead import Lookahead
 from rewriter.prompt import SourceText
 from rewriter.weights.quantize import INT8_KINDS
+from tests.helpers.engines import UntimedLookahead
 
 pytestmark = pytest.mark.real_model
 
@@ -102,13 +102,6 @@ def _check_exact(rewriter, name, code, instruction):
             rewriter.decoder.lookahead = measured
         assert tokens == plain_greedy(rewriter, prompt, budget)
         assert stats.forward_passes * 3 < stats.output_tokens
-
-
-class UntimedLookahead(Lookahead):
-    """The window policy on its prior pass costs alone: no pass timing recorded."""
-
-    def record(self, pass_tokens: int, seconds: float, context: int = 0) -> None:
-        pass
 
 
 def test_unrelated_prediction_and_token_limit_stay_exact(embedded_rewriter):

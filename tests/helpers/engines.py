@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from rewriter.engine import EditRequest, Engine, SamplingParams
+from rewriter.lookahead import Lookahead
 from rewriter.results import RewriteResult
 
 
@@ -12,3 +13,10 @@ def rewrite_with(engine: Engine, code: str, instruction: str, language: str = ""
         if isinstance(event, RewriteResult):
             return event
     raise AssertionError("the stream ended without a result")
+
+
+class UntimedLookahead(Lookahead):
+    """The window policy on its prior pass costs alone: no pass timing recorded."""
+
+    def record(self, pass_tokens: int, seconds: float, context: int = 0) -> None:
+        pass
