@@ -32,7 +32,8 @@ from tests.helpers.sampling import (
 
 
 class NoEosTokenizer(CharTokenizer):
-    eos_token_id = None
+    def __init__(self):
+        super().__init__(eos_token_id=None)
 
 
 class FullWindow(Lookahead):

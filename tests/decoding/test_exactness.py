@@ -10,6 +10,7 @@ from tests.helpers.exactness import KINDS, edited
 from tests.helpers.models import CharTokenizer, greedy_reference, tiny_model
 
 LENGTH = 120
+# The models end at 255, where plain greedy stops; CharTokenizer's own end, 0, would stop ours early.
 
 
 @pytest.fixture(scope="module", params=[0, 1, 2])
@@ -19,14 +20,6 @@ def setup(request):
     rng = random.Random(seed)
     prompt = [rng.randrange(1, 255) for _ in range(48)]
     return model, prompt, greedy_reference(model, prompt, LENGTH), rng
-
-
-def model_tokenizer() -> CharTokenizer:
-    """Ends where the model does (255): plain greedy stops nowhere else, and a 0 drawn by chance
-    (CharTokenizer's own end) would end our decoding early."""
-    tokenizer = CharTokenizer()
-    tokenizer.eos_token_id = 255
-    return tokenizer
 
 
 def decode(decoder, prompt, drafter, max_new_tokens):
@@ -41,7 +34,7 @@ def test_output_equals_plain_greedy(setup, kind):
     model, prompt, reference, rng = setup
     prediction = edited(reference, kind, rng)
     drafter = CombinedDrafter(PredictionDrafter(prediction), PromptLookupDrafter())
-    tokens, stats = decode(Decoder(model, model_tokenizer()), prompt, drafter, LENGTH)
+    tokens, stats = decode(Decoder(model, CharTokenizer(eos_token_id=255)), prompt, drafter, LENGTH)
     assert tokens == reference
     assert stats.output_tokens == len(reference)
     # Each pass yields its accepted draft tokens plus one of its own (the last may fall past the end).
@@ -51,7 +44,7 @@ def test_output_equals_plain_greedy(setup, kind):
 @pytest.mark.parametrize("limit", [1, 2, 17, 64])
 def test_max_token_cut_off_matches_greedy(setup, limit):
     model, prompt, reference, _ = setup
-    tokens, stats = decode(Decoder(model, model_tokenizer()), prompt, PredictionDrafter(reference), limit)
+    tokens, stats = decode(Decoder(model, CharTokenizer(eos_token_id=255)), prompt, PredictionDrafter(reference), limit)
     assert tokens == greedy_reference(model, prompt, limit)
     if len(tokens) == limit and reference[limit - 1] != 255:
         assert stats.finish_reason == "length"
@@ -59,7 +52,7 @@ def test_max_token_cut_off_matches_greedy(setup, limit):
 
 def test_an_unchanged_prediction_takes_few_forward_passes(setup):
     model, prompt, reference, _ = setup
-    _, stats = decode(Decoder(model, model_tokenizer()), prompt, PredictionDrafter(reference), LENGTH)
+    _, stats = decode(Decoder(model, CharTokenizer(eos_token_id=255)), prompt, PredictionDrafter(reference), LENGTH)
     assert stats.forward_passes <= len(reference) / 8
     assert stats.rejected_prediction_tokens == 0
     assert len(reference) <= stats.accepted_prediction_tokens + stats.forward_passes <= len(reference) + 1
@@ -68,20 +61,20 @@ def test_an_unchanged_prediction_takes_few_forward_passes(setup):
 def test_realignment_recovers_within_a_few_tokens_of_an_edit(setup):
     model, prompt, reference, rng = setup
     prediction = edited(reference, "replacement_middle", rng)
-    _, stats = decode(Decoder(model, model_tokenizer()), prompt, PredictionDrafter(prediction), LENGTH)
+    _, stats = decode(Decoder(model, CharTokenizer(eos_token_id=255)), prompt, PredictionDrafter(prediction), LENGTH)
     # Without realignment every token after the edit would cost a pass of its own.
     assert stats.forward_passes <= len(reference) // 3
 
 
 def test_prompt_lookup_alone_is_exact(setup):
     model, prompt, reference, _ = setup
-    tokens, _ = decode(Decoder(model, model_tokenizer()), prompt, PromptLookupDrafter(), LENGTH)
+    tokens, _ = decode(Decoder(model, CharTokenizer(eos_token_id=255)), prompt, PromptLookupDrafter(), LENGTH)
     assert tokens == reference
 
 
 def test_reused_prompt_prefix_gives_the_same_tokens(setup):
     model, prompt, reference, _ = setup
-    decoder = Decoder(model, model_tokenizer(), prefix_cache=True)
+    decoder = Decoder(model, CharTokenizer(eos_token_id=255), prefix_cache=True)
     other = 1 if prompt[40] != 1 else 2
     decode(decoder, prompt[:40] + [other] * 3, None, 5)  # shares 40 tokens with the prompt
     tokens, stats = decode(decoder, prompt, PredictionDrafter(reference), LENGTH)
@@ -95,7 +88,7 @@ def test_reused_prompt_prefix_gives_the_same_tokens(setup):
 def test_requests_on_several_files_in_turn_each_reuse_their_own_prefix(setup):
     model, prompt, reference, rng = setup
     other = [rng.randrange(1, 255) for _ in range(60)]  # another file: nothing in common
-    decoder = Decoder(model, model_tokenizer(), prefix_cache=True)
+    decoder = Decoder(model, CharTokenizer(eos_token_id=255), prefix_cache=True)
     decode(decoder, prompt, None, 10)
     decode(decoder, other, None, 10)
     tokens, stats = decode(decoder, prompt[:-1] + [prompt[-1]], PredictionDrafter(reference), LENGTH)
@@ -112,7 +105,7 @@ def test_the_least_recently_used_cache_goes_first_when_the_budget_is_spent(setup
     model, prompt, _, _ = setup
     rng = random.Random(prompt[0])  # its own draws: the module's rng is where the tests before left it
     files = [[rng.randrange(1, 255) for _ in range(50)] for _ in range(3)]
-    decoder = Decoder(model, model_tokenizer(), prefix_cache=True)
+    decoder = Decoder(model, CharTokenizer(eos_token_id=255), prefix_cache=True)
     decode(decoder, files[0], None, 4)
     decoder.prefix_cache.budget = int(2.5 * cache_bytes(decoder.prefix_cache.kept[0].cache))  # two files' room
     decode(decoder, files[1], None, 4)
@@ -127,7 +120,7 @@ def test_the_least_recently_used_cache_goes_first_when_the_budget_is_spent(setup
 
 def test_streamed_text_adds_up_to_the_decoded_output(setup):
     model, prompt, reference, _ = setup
-    tokenizer = model_tokenizer()
+    tokenizer = CharTokenizer(eos_token_id=255)
     pieces = [step.text for step in Decoder(model, tokenizer).generate(prompt, PredictionDrafter(reference), LENGTH)]
     assert "".join(pieces) == tokenizer.decode(reference)
 
@@ -139,7 +132,7 @@ def test_stop_check_cuts_the_output_where_it_says(setup):
     def stop(output):
         return stop_at if len(output) >= stop_at else None
 
-    steps = list(Decoder(model, model_tokenizer()).generate(prompt, PredictionDrafter(reference), LENGTH, stop))
+    steps = list(Decoder(model, CharTokenizer(eos_token_id=255)).generate(prompt, PredictionDrafter(reference), LENGTH, stop))
     tokens = [t for step in steps for t in step.tokens]
     assert tokens == reference[:stop_at]
     assert steps[-1].done and steps[-1].stats.finish_reason == "stop"

@@ -68,8 +68,7 @@ def _decoding(model, seed: int, prompt_tokens: int, budget: int, **options):
     """A random prompt, plain greedy's answer to it, and a decoder for the model."""
     rng = random.Random(seed)
     prompt = [rng.randrange(1, 255) for _ in range(prompt_tokens)]
-    tokenizer = CharTokenizer()
-    tokenizer.eos_token_id = 255  # the model's own; CharTokenizer's 0 is an ordinary token here
+    tokenizer = CharTokenizer(eos_token_id=255)
     return rng, prompt, greedy_reference(model, prompt, budget), Decoder(model, tokenizer, **options)
 
 

@@ -24,9 +24,7 @@ def model(request):
 
 
 def tokenizer():
-    characters = CharTokenizer()
-    characters.eos_token_id = 255
-    return characters
+    return CharTokenizer(eos_token_id=255)
 
 
 def decode(decoder: Decoder, prompt: list[int], prediction: list[int] | None = None):

@@ -26,8 +26,10 @@ def tiny_model(seed: int = 0, vocab_size: int = 256, hidden: int = 64, layers: i
 class CharTokenizer:
     """Enough of a tokenizer for the decoding loop: ids map to letters."""
 
-    eos_token_id = 0
     pad_token_id = 0
+
+    def __init__(self, eos_token_id: int | None = 0):
+        self.eos_token_id = eos_token_id  # tiny models made with eos_token_id=255 end there instead
 
     def decode(self, ids, skip_special_tokens=True):
         return "".join(chr(0x41 + i % 58) for i in ids if not (skip_special_tokens and i == 0))

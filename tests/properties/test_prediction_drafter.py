@@ -41,9 +41,7 @@ def prompt_and_answer(seed: int, index: int) -> tuple[list[int], list[int]]:
 
 
 def tokenizer() -> CharTokenizer:
-    characters = CharTokenizer()
-    characters.eos_token_id = EOS
-    return characters
+    return CharTokenizer(eos_token_id=EOS)
 
 
 @st.composite

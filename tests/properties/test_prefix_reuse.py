@@ -37,9 +37,7 @@ def model(path: str):
 
 
 def tokenizer() -> CharTokenizer:
-    characters = CharTokenizer()
-    characters.eos_token_id = EOS
-    return characters
+    return CharTokenizer(eos_token_id=EOS)
 
 
 @st.composite

@@ -102,8 +102,7 @@ def test_fbgemm_output_equals_its_own_plain_greedy_at_each_precision(fbgemm_leve
     prompt = [rng.randrange(1, 255) for _ in range(48)]
     reference = greedy_reference(model, prompt, 120)
     drafter = CombinedDrafter(PredictionDrafter(edited(reference, kind, rng)), PromptLookupDrafter())
-    tokenizer = CharTokenizer()
-    tokenizer.eos_token_id = 255
+    tokenizer = CharTokenizer(eos_token_id=255)
     tokens = []
     for step in Decoder(model, tokenizer, pass_costs=pass_costs(model)).generate(prompt, drafter, 120):
         tokens.extend(step.tokens)
@@ -216,8 +215,7 @@ def test_a_reused_wide_prompt_prefix_is_exact_and_whole_chunks_where_prompts_are
                                                                                          prompt_attention):
     rng = random.Random(11)
     prompt = [rng.randrange(1, 254) for _ in range(700)]
-    tokenizer = CharTokenizer()
-    tokenizer.eos_token_id = 255
+    tokenizer = CharTokenizer(eos_token_id=255)
     decoder = Decoder(int8_model, tokenizer, prefix_cache=True)
     list(decoder.generate(prompt[:600] + [254] * 40, None, 2))  # shares 600 tokens with the prompt
     tokens = []
@@ -256,8 +254,7 @@ def test_a_conversations_next_turn_reuses_the_earlier_answer_and_is_its_chats_pl
     # A refine asks again after the first answer: that answer's cache, from speculative passes,
     # is what a cold prefill of the next turn computes too, so reusing it changes no token.
     rng = random.Random(13)
-    tokenizer = CharTokenizer()
-    tokenizer.eos_token_id = 255
+    tokenizer = CharTokenizer(eos_token_id=255)
     first = [rng.randrange(1, 254) for _ in range(first_length)]
     decoder = Decoder(int8_model, tokenizer, prefix_cache=True)
     answer = [token for step in decoder.generate(first, PromptLookupDrafter(), 50) for token in step.tokens]
@@ -298,8 +295,7 @@ def test_int8_output_equals_its_own_plain_greedy(seed, kind, int8, grouped):
     rng = random.Random()
     rng.setstate(rng_state)
     drafter = CombinedDrafter(PredictionDrafter(edited(reference, kind, rng)), PromptLookupDrafter())
-    tokenizer = CharTokenizer()
-    tokenizer.eos_token_id = 255  # the model's own; CharTokenizer's 0 is an ordinary token here
+    tokenizer = CharTokenizer(eos_token_id=255)
     tokens = []
     for step in Decoder(model, tokenizer, pass_costs=pass_costs(model)).generate(prompt, drafter, 120):
         tokens.extend(step.tokens)
