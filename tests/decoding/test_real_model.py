@@ -17,7 +17,7 @@ from rewriter.edits.target import Target
 from rewriter.engine import DEFAULT_BRANCHES
 from rewriter.prompt import SourceText
 from rewriter.weights.quantize import INT8_KINDS
-from tests.helpers.engines import UntimedLookahead
+from tests.helpers.engines import untimed_lookahead
 
 pytestmark = pytest.mark.real_model
 
@@ -94,12 +94,8 @@ def _check_exact(rewriter, name, code, instruction):
     if name == "unchanged":
         # The window policy sizes passes from this run's timings, which a busy machine skews (CI
         # saw 2 tokens a pass); with the machine's own pass costs alone, a copy goes many a pass.
-        measured = rewriter.decoder.lookahead
-        rewriter.decoder.lookahead = UntimedLookahead(rewriter.decoder.device.type, prior=measured.prior)
-        try:
+        with untimed_lookahead(rewriter.decoder):
             tokens, stats = ours(rewriter, prompt, rewriter.drafter(prediction), budget)
-        finally:
-            rewriter.decoder.lookahead = measured
         assert tokens == plain_greedy(rewriter, prompt, budget)
         assert stats.forward_passes * 3 < stats.output_tokens
 

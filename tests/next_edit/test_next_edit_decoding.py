@@ -12,7 +12,7 @@ from rewriter.decoding.rewrite import Rewriter
 from rewriter.next_edit.base import NextEditInput
 from rewriter.next_edit.formats.instruct import InstructFormat
 from rewriter.passes import PROMPT_CHUNK
-from tests.helpers.engines import UntimedLookahead
+from tests.helpers.engines import untimed_lookahead
 from tests.helpers.models import greedy_reference
 
 DOC = "".join(f"def step_{n}(value):\n    return value * {n}\n\n\n" for n in range(30))
@@ -39,13 +39,8 @@ def test_the_answer_is_plain_greedy_whatever_the_prediction(rewriter):
     assert not done.stopped and done.stats.output_tokens == 24 and done.stats.finish_reason == "length"
     assert done.text == greedy_text(rewriter, prompt, 24)
     # A prediction that is the greedy answer itself is accepted many tokens a pass: the same text.
-    # (On the machine's prior pass costs: timings taken beside other work can narrow the window.)
-    measured = rewriter.decoder.lookahead
-    rewriter.decoder.lookahead = UntimedLookahead(rewriter.decoder.device.type, prior=measured.prior)
-    try:
+    with untimed_lookahead(rewriter.decoder):
         right = rewriter.complete_prompt(replace(prompt, prediction=done.text), max_new_tokens=24)
-    finally:
-        rewriter.decoder.lookahead = measured
     assert right.text == done.text and right.stats.forward_passes < 24 / 2
 
 
