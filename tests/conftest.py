@@ -27,6 +27,14 @@ settings.register_profile("ci", settings.get_profile("long"), max_examples=300, 
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The CPU beside the durations: CI's record keeps the end of the output, and its times mean
+    little without the CPU they ran on."""
+    from rewriter.machine import cpu_name_and_flags, kernels_identity
+
+    terminalreporter.write_sep("-", f"CPU: {kernels_identity(*cpu_name_and_flags())}, {os.cpu_count()} cores")
+
+
 @pytest.fixture(scope="session")
 def embedded_checkpoint():
     """The embedded model, converted once into the cache (about a minute the first time)."""
