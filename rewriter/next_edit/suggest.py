@@ -24,6 +24,8 @@ NEXT_EDIT_INSTRUCTION = "the next edit"
 # A next edit deletes a few lines at most: an answer that leaves out more of the window is a part of
 # it (a small model answering with the lines it changed only), not the window rewritten.
 MOST_LINES_DELETED = 4
+# Lines after the last edit that an answer undoing it must leave as they were.
+UNDO_CONTEXT_LINES = 3
 
 
 class CompletingEngine(Protocol):
@@ -97,13 +99,17 @@ def judge(request: NextEditInput, window: str) -> str:
 
 
 def undoes(edit: RecentEdit, before: str, after: str) -> bool:
-    """Whether going from `before` to `after` puts back the lines `edit` replaced."""
+    """Whether going from `before` to `after` puts back the lines `edit` replaced: where it wrote,
+    the replaced lines are back, followed by what followed the edit (a few lines of it, so that an
+    answer that also changes something further on counts). The replaced lines alone would not do:
+    after a pure insertion there are none, and a line typed below one it kept starts with it."""
     if edit.before == edit.after:
         return False
     old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
     wrote, replaced = edit.after.splitlines(keepends=True), edit.before.splitlines(keepends=True)
-    line = edit.line
-    return old[line:line + len(wrote)] == wrote and new[line:line + len(replaced)] == replaced
+    line, end = edit.line, edit.line + len(wrote)
+    following = old[end:end + UNDO_CONTEXT_LINES]
+    return old[line:end] == wrote and new[line:line + len(replaced) + len(following)] == replaced + following
 
 
 def changed_part(request: NextEditInput, window: str) -> Suggestion:

@@ -8,7 +8,7 @@ from rewriter.next_edit.base import NextEditInput, RecentEdit
 from rewriter.next_edit.formats import choose_format, format_named
 from rewriter.next_edit.formats.instruct import CURSOR, InstructFormat
 from rewriter.next_edit.history import EditHistory
-from rewriter.next_edit.suggest import Suggestion, changed_part, judge
+from rewriter.next_edit.suggest import Suggestion, changed_part, judge, undoes
 from rewriter.next_edit.window import choose_window
 
 
@@ -155,6 +155,36 @@ def test_an_unchanged_broken_undoing_or_lost_definition_answer_is_not_suggested(
     undo = RecentEdit("m.py", 1, "    return r ** 2\n", "    return r * r\n")
     assert judge(NextEditInput("m.py", "python", code, (0, 7), (1, 4), (undo,)),
                  code.replace("r * r", "r ** 2")) == "it undoes the last edit"
+
+
+def test_only_an_answer_that_puts_the_text_back_as_it_was_undoes_the_last_edit():
+    """Each kind of last edit, against answers that revert it and answers that build on it: a pure
+    insertion (nothing replaced) and a line typed below one it kept were once read as undone by
+    any answer at all, so that no suggestion followed them."""
+    kept = "class C:\n    def __init__(self, r):\n        self.r = r\n\n    def area(self):\n        return self.r\n"
+    typed = kept.replace("self.r = r\n", "self.r = r\n        self.d\n")
+    below = RecentEdit("m.py", 2, "        self.r = r\n", "        self.r = r\n        self.d\n")
+    completed = typed.replace("self.d\n", "self.d = 2 * r\n")
+    assert not undoes(below, typed, completed)
+    assert undoes(below, typed, kept)
+
+    inserted = RecentEdit("m.py", 3, "", "        self.d = 2 * r\n")
+    with_line = kept.replace("self.r = r\n", "self.r = r\n        self.d = 2 * r\n")
+    assert not undoes(inserted, with_line, with_line.replace("return self.r", "return self.d"))
+    assert undoes(inserted, with_line, kept)
+
+    # Deleting one of two blank lines: the blank line left is not the deleted one put back.
+    two_blanks = kept.replace("\n\n", "\n\n\n")
+    deleted = RecentEdit("m.py", 3, "\n", "")
+    assert not undoes(deleted, kept, kept.replace("return self.r", "return 2 * self.r"))
+    assert undoes(deleted, kept, two_blanks)
+
+    replaced = RecentEdit("m.py", 5, "        return self.r\n", "        return self.r * 2\n")
+    doubled = kept.replace("return self.r\n", "return self.r * 2\n")
+    assert not undoes(replaced, doubled, doubled.replace("def area", "def twice"))
+    assert undoes(replaced, doubled, kept)
+    # Undone, and something changed further on: still undone.
+    assert undoes(below, typed + "\n\ndef more():\n    pass\n", kept + "\n\ndef more():\n    return 1\n")
 
 
 def test_the_language_servers_options_turn_suggestions_off_and_name_the_format():
