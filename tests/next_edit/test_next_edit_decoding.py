@@ -44,7 +44,9 @@ def test_the_answer_is_plain_greedy_whatever_the_prediction(rewriter):
     assert right.text == done.text and right.stats.forward_passes < 24 / 2
 
 
-def test_a_stop_gives_way_within_the_prompts_pass_and_keeps_nothing(rewriter):
+def test_a_stop_gives_way_within_the_prompts_pass_and_keeps_nothing(tiny_loaded):
+    # A prefix cache of its own: what the module's other prompts left would share their start.
+    rewriter = Rewriter(tiny_loaded, prefix_cache=True)
     prompt = prompt_of(60)
     passes = []
     hook = rewriter.loaded.model.register_forward_pre_hook(lambda module, args: passes.append(1))
