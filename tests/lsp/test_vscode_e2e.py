@@ -3,7 +3,8 @@ driven by headless Chromium (lsp/editors/vscode/e2e/drive.js). "Rewriter: Rewrit
 the function at the cursor streams the rewrite in while the status bar shows its progress, the
 status bar's Cancel stops a rewrite, and a refused edit is applied with "Apply anyway" (review off);
 with review on, the rewrite is a proposal: one hunk rejected, one refined and accepted, screenshots
-of the review saved beside the report.
+of the review saved beside the report; next-edit suggestions as the user types, shown in each of
+their three ways and accepted with Tab.
 
 Needs what lsp/editors/vscode/e2e/install.sh installs (code-server, puppeteer-core), the
 extension's own node_modules (npm ci) and Chromium (Debian: chromium). The engine is the scripted
@@ -51,6 +52,13 @@ SCRIPT = {"delay_s": 0.05, "chunk_chars": 4, "rules": [
 REVIEW_SCRIPT = {"delay_s": 0.05, "chunk_chars": 4, "rules": [
     {"instruction": "Modernize", "replace": [["self.r * self.r", "self.r ** 2"], ["2 * math.pi * self.r", "math.tau * self.r"]]},
     {"instruction": "Add a docstring", "replace": [["    def area(self):\n", '    def area(self):\n        """The area."""\n']]},
+]}
+
+# Next edits (tests/helpers/scripted.py: the first rule whose `when` is in the prompt): the area
+# squared by hand is followed by the perimeter's tau; `self.d` typed on a new line is completed.
+NEXT_EDIT_SCRIPT = {"rules": [], "next_edits": [
+    {"when": "self.r ** 2", "replace": [["2 * math.pi * self.r", "math.tau * self.r"]], "delay_s": 0.04, "chunk_chars": 4},
+    {"when": "self.d", "replace": [["        self.d\n", "        self.d = 2 * r\n"]], "delay_s": 0.02, "chunk_chars": 8},
 ]}
 
 
@@ -141,4 +149,34 @@ def test_review_reject_refine_accept_in_code_server(tmp_path):
     assert report["leftOver"] == {"lenses": [], "shown": {"struck": "", "after": []}}
     assert report["afterUndo"] == SAMPLE  # the accept was one undo step
     for name in ("review-proposed.png", "review-refined.png"):
+        assert (tmp_path / name).read_bytes().startswith(b"\x89PNG"), name
+
+
+def test_next_edit_suggestions_as_ghost_text_marker_and_inline_diff_in_code_server(tmp_path):
+    """Typing brings the next edit: an insertion at the cursor as VS Code's ghost text, accepted
+    with Tab; an edit three lines away as a marker that Esc dismisses and "Trigger Inline
+    Suggestion" (Alt+\\) brings back, Tab jumps to (an inline diff there) and Tab accepts."""
+    # VS Code shows no ghost text that does not extend the suggest widget's pick, and its word
+    # suggestions open the widget as `self.d` is typed (as Copilot's ghost text, ours waits for it).
+    quiet = {"editor.quickSuggestions": {"other": "off", "comments": "off", "strings": "off"},
+             "editor.suggestOnTriggerCharacters": False}
+    report = drive(tmp_path, NEXT_EDIT_SCRIPT, "nextEdit", quiet)
+    with_diameter = SAMPLE.replace("        self.r = r\n", "        self.r = r\n        self.d = 2 * r\n")
+    squared = with_diameter.replace("self.r * self.r", "self.r ** 2")
+
+    assert "= 2 * r" in report["ghostText"]
+    assert report["afterGhostTab"] == with_diameter  # the ghost text, and nothing else
+
+    assert "Tab: next edit at line 13" in report["hint"]  # the perimeter's line, 3 below the cursor
+    assert any("Next edit" in text for text in report["statusBarWhilePredicting"])
+    assert report["afterEscape"] == {"struck": "", "after": []}  # dismissed: nothing shown ...
+    assert "math.tau" not in report["textAfterEscape"]  # ... nothing applied
+    assert "Tab: next edit at line 13" in report["hintAgain"]
+
+    assert report["cursorLine"] == 13  # Tab jumped to the edit
+    assert report["diffShown"]["struck"] == "2 * math.pi"
+    assert any("math.tau" in text for text in report["diffShown"]["after"])
+    assert report["afterAccept"] == squared.replace("2 * math.pi * self.r", "math.tau * self.r")
+    assert report["leftOver"] == {"struck": "", "after": []}
+    for name in ("next-edit-ghost.png", "next-edit-marker.png", "next-edit-diff.png"):
         assert (tmp_path / name).read_bytes().startswith(b"\x89PNG"), name

@@ -1,7 +1,8 @@
 // End to end in a real VS Code (code-server) driven by headless Chromium: the extension (.vsix)
 // rewrites the function at the cursor through "Rewriter: Rewrite Selection…". E2E_SCENARIO
 // "direct" (review off): the progress in the status bar, Cancel from it, a refused edit applied
-// with "Apply anyway"; "review": the proposal reviewed hunk by hunk, refined once, screenshots.
+// with "Apply anyway"; "review": the proposal reviewed hunk by hunk, refined once, screenshots;
+// "nextEdit": next-edit suggestions as ghost text, as a marker and as an inline diff, screenshots.
 // Run by tests/lsp/test_vscode_e2e.py, which prepares the workspace and reads the report; settings
 // come in through the environment:
 //   E2E_CODE_SERVER, E2E_CHROMIUM, E2E_VSIX, E2E_DIR (scratch), E2E_WORKSPACE (holds circle.py),
@@ -131,7 +132,7 @@ async function direct({ page, editorText, statusBar, notifications, runCommand, 
 /** Review on: the rewrite of the class at the cursor shows as a proposal (struck-through old lines,
  *  the new text after them, Accept | Reject above each hunk); a save writes nothing of it; Reject
  *  on one hunk's lens, Refine… (Ctrl+Alt+E), Accept on the refined hunk's lens, then one undo. */
-async function review({ page, notifications, runCommand, answerInputBox, goToLine, save, keys }) {
+async function review({ page, notifications, runCommand, answerInputBox, goToLine, save, keys, shown, screenshot }) {
   const file = path.join(env.E2E_WORKSPACE, 'circle.py');
   const lenses = () => page.evaluate(() => [...document.querySelectorAll('.editor-instance .codelens-decoration')]
     .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)
@@ -147,18 +148,6 @@ async function review({ page, notifications, runCommand, answerInputBox, goToLin
     }, index, title), 10000);
     await page.mouse.click(at.x, at.y);
   };
-  // What the decorations show: the struck-through text, and the text shown after lines.
-  const shown = () => page.evaluate(() => {
-    const spans = [...document.querySelectorAll('.editor-instance .view-lines span')];
-    return {
-      struck: spans.filter((span) => getComputedStyle(span).textDecorationLine.includes('line-through'))
-        .map((span) => span.innerText.replace(/\u00a0/g, ' ')).join('').trim(),
-      after: spans.map((span) => getComputedStyle(span, '::after').content)
-        .filter((content) => content && content !== 'none' && content !== 'normal'),
-    };
-  });
-  const screenshot = (name) => page.screenshot({ path: path.join(env.E2E_DIR, name) });
-
   await goToLine(4); // class Circle: the class at the cursor
   await rewriteUntil({ runCommand, answerInputBox, notifications }, 'Modernize', 'the proposal', async () => {
     const now = await lenses();
@@ -200,6 +189,84 @@ async function review({ page, notifications, runCommand, answerInputBox, goToLin
   await keys('Control', 'z'); // the accept is one undo step
   report.afterUndo = await save((text) => text.includes('self.r * self.r') && !text.includes('The area'));
   report.steps.push('undone');
+}
+
+/** Next-edit suggestions as the user types: an insertion at the cursor as VS Code's ghost text
+ *  (Tab accepts); an edit three lines below the one just made as a marker (Esc dismisses, "Trigger
+ *  Inline Suggestion" asks again, Tab jumps to it and shows it as an inline diff, Tab accepts);
+ *  screenshots. The palette's command stands in for Alt+\, a chord puppeteer's keys do not reach. */
+async function nextEdit({ page, editorText, statusBar, runCommand, goToLine, save, shown, screenshot }) {
+  const ghostText = () => page.evaluate(() => [...document.querySelectorAll('.editor-instance [class*="ghost-text"]')]
+    .map((element) => element.innerText.replace(/\u00a0/g, ' ')).join('').trim());
+  const hint = async () => (await shown()).after.find((text) => text.includes('Tab: next edit')) || '';
+  // The first request only starts the server's engine (an automatic one never waits for it):
+  // asked again until the suggestion shows.
+  const untilShown = async (what, test) => {
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      try {
+        return await until(what, test, 4000, 100);
+      } catch (error) {
+        report.steps.push(`attempt ${attempt}: ${error.message}`);
+        await runCommand('Trigger Inline Suggestion');
+      }
+    }
+    throw new Error(`no ${what}`);
+  };
+
+  // 1. A new line in __init__, typed up to `self.d`: the rest of the line as ghost text.
+  await goToLine(6);
+  await page.keyboard.press('End');
+  await page.keyboard.press('Enter');
+  await page.keyboard.type('self.d');
+  report.ghostText = await untilShown('the ghost text', async () => {
+    const text = await ghostText();
+    return text.includes('= 2 * r') && text;
+  });
+  await screenshot('next-edit-ghost.png');
+  await page.keyboard.press('Tab');
+  report.afterGhostTab = await save((text) => text.includes('self.d = 2 * r'));
+  report.steps.push('ghost text accepted');
+
+  // 2. The area squared by hand: the perimeter's line, three below, is marked; the status bar
+  //    says a suggestion is being computed meanwhile.
+  await goToLine(10);
+  await page.keyboard.press('End');
+  for (let deleted = 0; deleted < '* self.r'.length; deleted += 1) {
+    await page.keyboard.press('Backspace');
+  }
+  const seen = new Set();
+  await page.keyboard.type('** 2');
+  report.hint = await untilShown('the marker', async () => {
+    for (const text of await statusBar()) {
+      if (text.includes('Next edit')) {
+        seen.add(text);
+      }
+    }
+    return hint();
+  });
+  report.statusBarWhilePredicting = [...seen];
+  await screenshot('next-edit-marker.png');
+
+  await page.keyboard.press('Escape');
+  report.afterEscape = await until('the marker gone', async () => !(await hint()) && await shown(), 5000);
+  report.textAfterEscape = await editorText();
+  await runCommand('Trigger Inline Suggestion'); // asked for again
+  report.hintAgain = await until('the marker again', hint, 15000, 100);
+
+  await page.keyboard.press('Tab'); // to the edit, shown there as an inline diff
+  report.diffShown = await until('the inline diff', async () => {
+    const now = await shown();
+    return now.struck && !(await hint()) ? now : false;
+  }, 5000);
+  report.cursorLine = await page.evaluate(() => {
+    const item = [...document.querySelectorAll('.statusbar-item')].find((candidate) => /Ln \d+/.test(candidate.innerText));
+    return item ? Number(/Ln (\d+)/.exec(item.innerText)[1]) : 0;
+  });
+  await screenshot('next-edit-diff.png');
+  await page.keyboard.press('Tab');
+  report.afterAccept = await save((text) => text.includes('math.tau'));
+  report.leftOver = await shown();
+  report.steps.push('next edit accepted');
 }
 
 async function main() {
@@ -276,6 +343,17 @@ async function main() {
         await page.keyboard.up(key);
       }
     };
+    // What the decorations show: the struck-through text, and the text shown after lines.
+    const shown = () => page.evaluate(() => {
+      const spans = [...document.querySelectorAll('.editor-instance .view-lines span')];
+      return {
+        struck: spans.filter((span) => getComputedStyle(span).textDecorationLine.includes('line-through'))
+          .map((span) => span.innerText.replace(/\u00a0/g, ' ')).join('').trim(),
+        after: spans.map((span) => getComputedStyle(span, '::after').content)
+          .filter((content) => content && content !== 'none' && content !== 'normal'),
+      };
+    });
+    const screenshot = (name) => page.screenshot({ path: path.join(env.E2E_DIR, name) });
     const save = async (saved) => {
       await page.keyboard.down('Control');
       await page.keyboard.press('s');
@@ -306,8 +384,8 @@ async function main() {
     await page.click('.editor-instance .monaco-editor .view-lines');
     report.steps.push('opened');
 
-    const editor = { page, editorText, statusBar, notifications, runCommand, answerInputBox, goToLine, save, keys };
-    await (env.E2E_SCENARIO === 'review' ? review : direct)(editor);
+    const editor = { page, editorText, statusBar, notifications, runCommand, answerInputBox, goToLine, save, keys, shown, screenshot };
+    await ({ direct, review, nextEdit }[env.E2E_SCENARIO])(editor);
     report.status = 'finished';
   } catch (error) {
     report.status = `failed: ${error.stack || error}`;
