@@ -9,7 +9,8 @@ Never in the way:
   before every module of the prompt's pass);
 - an answer for a document version that is no longer current is dropped;
 - the decoding runs in a worker thread, so didChange and every other message are handled meanwhile;
-- an automatic request never waits for the model to load: it starts the load and answers null.
+- a request waits for the model to load (the first one starts the load); one given up meanwhile
+  leaves the load running for the next, so that the suggestion comes as soon as the model is ready.
 
 Each open document's recent edits (rewriter/next_edit/history.py) are fed from didOpen and
 didChange here; the prefill ahead (lsp/prefill_ahead.py) computes the prompt's stable part of the
@@ -70,7 +71,6 @@ class NextEdits:
         self.histories: dict[str, EditHistory] = {}
         self.last_line: dict[str, int] = {}  # uri -> the line last changed: where the cursor likely is
         self.current: _Prediction | None = None
-        self._loading: asyncio.Future | None = None
 
     @property
     def enabled(self) -> bool:
@@ -128,7 +128,7 @@ class NextEdits:
         prediction = self.current = _Prediction(uri, self.host.workspace.get_text_document(uri).version)
         asked = time.perf_counter()
         try:
-            engine = await self._engine(params.context.trigger_kind)
+            engine = await self._engine()
             if engine is None or prediction.stop.is_set():
                 return None
             outcome = await self._decode(engine, prediction, params.position)
@@ -148,19 +148,16 @@ class NextEdits:
             return None
         return types.InlineCompletionList(items=[self._item(document, outcome.suggestion)])
 
-    async def _engine(self, trigger: types.InlineCompletionTriggerKind):
-        """The engine, if it can complete a prompt and is loaded; an invoked request waits for the
-        load, an automatic one starts it and gets none."""
+    async def _engine(self):
+        """The engine, loaded first if need be, if it can complete a prompt; None if it cannot be loaded."""
         engine = self.host.engine
-        if engine is not None and getattr(engine, "ready", False):
-            return engine if hasattr(engine, "complete_prompt") else None
-        if trigger == types.InlineCompletionTriggerKind.Invoked:
-            engine = await self.host.get_engine(lambda message: None)
-            return engine if hasattr(engine, "complete_prompt") else None
-        if self._loading is None or self._loading.done():
-            self._loading = asyncio.ensure_future(self.host.get_engine(lambda message: None))
-            self._loading.add_done_callback(lambda done: done.cancelled() or done.exception())
-        return None
+        if engine is None or not getattr(engine, "ready", False):
+            try:
+                engine = await self.host.get_engine(lambda message: None)
+            except Exception as error:  # a rewrite says why; a suggestion is silent
+                log.warning("next edit: no model: %s", error)
+                return None
+        return engine if hasattr(engine, "complete_prompt") else None
 
     async def _decode(self, engine, prediction: _Prediction, position: types.Position) -> Outcome | None:
         """The outcome of one prediction, decoded in a worker thread under the decode lock; None

@@ -46,7 +46,7 @@ class RewriterServer(LanguageServer):
         self.options = InitializationOptions()
         self.option_warnings: list[str] = []
         self.engine = None
-        self.engine_lock = asyncio.Lock()
+        self.engine_load: asyncio.Future | None = None  # made and loaded once (get_engine)
         self.decode_lock = asyncio.Lock()  # in-process decoding runs one rewrite at a time
         self.jobs: dict[int, EditorRewrite] = {}
         self.jobs_by_token: dict[str, EditorRewrite] = {}
@@ -90,25 +90,32 @@ class RewriterServer(LanguageServer):
     # --- the engine ------------------------------------------------------------------------------
 
     async def get_engine(self, report):
-        """The engine, made once; a model is loaded here, in a thread, with progress.
+        """The engine, made and loaded once, in a thread, with progress.
 
-        Loading progress goes to every rewrite waiting for it, not only the one that started it
-        (that one may be cancelled meanwhile).
+        The load is a task of its own, so that a waiter given up meanwhile (a cancelled request)
+        does not cut it off: the next one waits for the same load, never starts a second. Loading
+        progress goes to every waiter, not only the one that started it. A failed load is tried
+        again by the next waiter.
         """
         self.load_listeners.add(report)
         try:
-            async with self.engine_lock:
-                if self.engine is None:
-                    self.engine = await asyncio.to_thread(make_engine, self.options.engine)
-                engine = self.engine
-                if not engine.ready:
-                    loop = asyncio.get_running_loop()
-                    say = lambda message: loop.call_soon_threadsafe(self._tell_loading, f"model: {message}")  # noqa: E731
-                    self._tell_loading("loading the model (once)")
-                    await asyncio.to_thread(engine.load, say)
-                return engine
+            load = self.engine_load
+            if load is None or (load.done() and (load.cancelled() or load.exception() is not None)):
+                load = self.engine_load = asyncio.ensure_future(self._load_engine())
+            return await asyncio.shield(load)
         finally:
             self.load_listeners.discard(report)
+
+    async def _load_engine(self):
+        if self.engine is None:
+            self.engine = await asyncio.to_thread(make_engine, self.options.engine)
+        engine = self.engine
+        if not engine.ready:
+            loop = asyncio.get_running_loop()
+            say = lambda message: loop.call_soon_threadsafe(self._tell_loading, f"model: {message}")  # noqa: E731
+            self._tell_loading("loading the model (once)")
+            await asyncio.to_thread(engine.load, say)
+        return engine
 
     def _tell_loading(self, message: str) -> None:
         for report in list(self.load_listeners):

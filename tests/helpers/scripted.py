@@ -14,7 +14,8 @@ wins); its replacements are applied to the code in order; a rule may set its own
 fenced block, streamed `chunk_chars` characters at a time, `delay_s` apart. "Tokens" in the
 stats are characters: accepted while the answer still equals the prediction, rejected after;
 `max_new_tokens` (the `maxNewTokens` option) cuts the answer there, as a model's limit would.
-`load_s` > 0 makes the first rewrite wait that long for a "model" to load, reporting as it goes.
+`load_s` > 0 makes the first rewrite wait that long for a "model" to load, reporting as it goes;
+a second load begun while one runs fails, as it must never happen.
 A rule's `branches`, lists of replacements each, are the engine's other candidates (the local
 model's branches where it hesitated: `Rewriter.branches`), in order; `"branches": false` at the
 top makes an engine without branches (an endpoint's).
@@ -51,6 +52,7 @@ class ScriptedEngine:
         self.concurrent = concurrent
         self.load_s = load_s
         self.ready = load_s <= 0
+        self.loading = False
 
     @classmethod
     def from_file(cls, path: str) -> ScriptedEngine:
@@ -64,6 +66,9 @@ class ScriptedEngine:
         """Like EmbeddedEngine's: a slow first load, with progress."""
         if self.ready:
             return
+        if self.loading:  # a model loaded twice at once: twice the memory, and a race
+            raise RuntimeError("the engine is already loading")
+        self.loading = True
         steps = 10
         for step in range(steps):
             time.sleep(self.load_s / steps)

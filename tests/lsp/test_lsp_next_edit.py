@@ -1,7 +1,8 @@
 """Next-edit suggestions through the language server (textDocument/inlineCompletion) on a scripted
 engine: the recent edits reach the prompt, the answer comes back trimmed to its change with the
 range it replaces, silence when nothing changes, and never in the way: a change of the document,
-a newer request, $/cancelRequest and a rewrite each stop the prediction in flight at once."""
+a newer request, $/cancelRequest and a rewrite each stop the prediction in flight at once, and a
+request given up while the model loads leaves the load to the next."""
 from __future__ import annotations
 
 import asyncio
@@ -96,6 +97,25 @@ async def test_a_newer_request_or_a_cancel_stops_the_prediction_within_a_pass(ed
     started = time.perf_counter()
     outcome = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})
     assert outcome["status"] == "done" and time.perf_counter() - started < 3
+
+
+async def test_a_request_given_up_while_the_model_loads_leaves_the_load_to_the_next(tmp_path):
+    """Typing on while the model loads gives up the request that started the load, not the load:
+    the next request, an automatic one as typing asks, waits for that same load (a second load at
+    once fails the scripted engine) and gets its suggestion as soon as the model is ready."""
+    editor = await Editor.start(VSCODE, {**SCRIPT, "load_s": 1.5}, tmp_path)
+    try:
+        editor.open(URI, TEXT)
+        rename(editor)
+        first = asyncio.ensure_future(ask(editor, 3, 15, msg_id="first"))
+        await asyncio.sleep(0.3)
+        editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="first"))
+        with pytest.raises(Exception, match="cancel"):
+            await first
+        answer = await ask(editor, 3, 15, trigger=types.InlineCompletionTriggerKind.Automatic)
+        assert accepted(editor.text(URI), answer) == NEXT
+    finally:
+        await editor.stop()
 
 
 async def test_a_rewrite_preempts_the_prediction(editor):

@@ -199,8 +199,7 @@ async function nextEdit({ page, editorText, statusBar, runCommand, goToLine, sav
   const ghostText = () => page.evaluate(() => [...document.querySelectorAll('.editor-instance [class*="ghost-text"]')]
     .map((element) => element.innerText.replace(/\u00a0/g, ' ')).join('').trim());
   const hint = async () => (await shown()).after.find((text) => text.includes('Tab: next edit')) || '';
-  // The first request only starts the server's engine (an automatic one never waits for it):
-  // asked again until the suggestion shows.
+  // Asked again until the suggestion shows: VS Code may ask before the language server is up.
   const untilShown = async (what, test) => {
     for (let attempt = 0; attempt < 5; attempt += 1) {
       try {
