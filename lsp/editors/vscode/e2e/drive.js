@@ -252,15 +252,20 @@ async function nextEdit({ page, editorText, statusBar, runCommand, goToLine, sav
   await runCommand('Trigger Inline Suggestion'); // asked for again
   report.hintAgain = await until('the marker again', hint, 15000, 100);
 
-  await page.keyboard.press('Tab'); // to the edit, shown there as an inline diff
-  report.diffShown = await until('the inline diff', async () => {
-    const now = await shown();
-    return now.struck && !(await hint()) ? now : false;
-  }, 5000);
-  report.cursorLine = await page.evaluate(() => {
+  const cursorLine = () => page.evaluate(() => {
     const item = [...document.querySelectorAll('.statusbar-item')].find((candidate) => /Ln \d+/.test(candidate.innerText));
     return item ? Number(/Ln (\d+)/.exec(item.innerText)[1]) : 0;
   });
+  await page.keyboard.press('Tab'); // to the edit, shown there as an inline diff
+  // One snapshot of the decorations, and the status bar once it has followed the cursor away.
+  report.diffShown = await until('the inline diff', async () => {
+    const now = await shown();
+    return now.struck && !now.after.some((text) => text.includes('Tab: next edit')) ? now : false;
+  }, 5000);
+  report.cursorLine = await until('the cursor moved', async () => {
+    const line = await cursorLine();
+    return line !== 10 && line;
+  }, 5000).catch(() => 10);
   await screenshot('next-edit-diff.png');
   await page.keyboard.press('Tab');
   report.afterAccept = await save((text) => text.includes('math.tau'));
