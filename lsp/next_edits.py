@@ -47,7 +47,6 @@ class SuggestionHost(Protocol):
 
     options: InitializationOptions
     decode_lock: asyncio.Lock
-    engine: object | None
 
     async def get_engine(self, report): ...
 
@@ -151,13 +150,11 @@ class NextEdits:
 
     async def _engine(self):
         """The engine, loaded first if need be, if it can complete a prompt; None if it cannot be loaded."""
-        engine = self.host.engine
-        if engine is None or not getattr(engine, "ready", False):
-            try:
-                engine = await self.host.get_engine(lambda message: None)
-            except Exception as error:  # a rewrite says why; a suggestion is silent
-                log.warning("next edit: no model: %s", error)
-                return None
+        try:
+            engine = await self.host.get_engine(lambda message: None)  # at once when it is loaded
+        except Exception as error:  # a rewrite says why; a suggestion is silent
+            log.warning("next edit: no model: %s", error)
+            return None
         return engine if hasattr(engine, "complete_prompt") else None
 
     async def _decode(self, engine, prediction: _Prediction, position: types.Position) -> Outcome | None:
