@@ -198,7 +198,8 @@ async function review({ page, notifications, runCommand, answerInputBox, goToLin
 async function nextEdit({ page, editorText, statusBar, runCommand, goToLine, save, shown, screenshot }) {
   const ghostText = () => page.evaluate(() => [...document.querySelectorAll('.editor-instance [class*="ghost-text"]')]
     .map((element) => element.innerText.replace(/\u00a0/g, ' ')).join('').trim());
-  const hint = async () => (await shown()).after.find((text) => text.includes('Tab: next edit')) || '';
+  const hintIn = (now) => now.after.find((text) => text.includes('Tab: next edit')) || '';
+  const hint = async () => hintIn(await shown());
   // Asked again until the suggestion shows: VS Code may ask before the language server is up.
   const untilShown = async (what, test) => {
     for (let attempt = 0; attempt < 5; attempt += 1) {
@@ -260,7 +261,7 @@ async function nextEdit({ page, editorText, statusBar, runCommand, goToLine, sav
   // One snapshot of the decorations, and the status bar once it has followed the cursor away.
   report.diffShown = await until('the inline diff', async () => {
     const now = await shown();
-    return now.struck && !now.after.some((text) => text.includes('Tab: next edit')) ? now : false;
+    return now.struck && !hintIn(now) ? now : false;
   }, 5000);
   report.cursorLine = await until('the cursor moved', async () => {
     const line = await cursorLine();
