@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -77,27 +77,20 @@ def others_running(samples: int = SAMPLES, gap_s: float = SAMPLE_GAP_S) -> int:
 # thread runs none.
 
 
-def _start_own_thread(work: Callable[..., T], args: tuple, deliver: Callable[[bool, Any], None]) -> threading.Thread:
-    """A daemon thread running `work(*args)` that hands `deliver` (True, its result) or (False, its
-    exception)."""
-    def run() -> None:
-        outcome: tuple[bool, Any]
-        try:
-            outcome = (True, work(*args))
-        except BaseException as error:  # noqa: BLE001  handed to whoever waits for it
-            outcome = (False, error)
-        deliver(*outcome)
-
-    thread = threading.Thread(target=run, name=f"rewriter-{getattr(work, '__name__', 'work')}", daemon=True)
-    thread.start()
-    return thread
-
-
 def in_own_thread(work: Callable[..., T], *args) -> T:
     """`work(*args)` on a thread started for it, which ends with it (its OpenMP pool with it); its
     result, or its exception raised here."""
-    outcome: list[tuple[bool, Any]] = []
-    _start_own_thread(work, args, lambda succeeded, value: outcome.append((succeeded, value))).join()
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work(*args)))
+        except BaseException as error:  # noqa: BLE001  handed to the caller
+            outcome.append((False, error))
+
+    thread = threading.Thread(target=run, name=f"rewriter-{getattr(work, '__name__', 'work')}", daemon=True)
+    thread.start()
+    thread.join()
     succeeded, value = outcome[0]
     if not succeeded:
         raise value
@@ -118,9 +111,14 @@ def run_in_own_thread(work: Callable[..., T], *args) -> asyncio.Future[T]:
         else:
             future.set_exception(value)
 
-    def deliver(succeeded: bool, value: Any) -> None:
+    def run() -> None:
+        outcome: tuple[bool, object]
+        try:
+            outcome = (True, work(*args))
+        except BaseException as error:  # noqa: BLE001  handed to the awaiting coroutine
+            outcome = (False, error)
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody awaits it
-            loop.call_soon_threadsafe(settle, succeeded, value)
+            loop.call_soon_threadsafe(settle, *outcome)
 
-    _start_own_thread(work, args, deliver)
+    threading.Thread(target=run, name=f"rewriter-{getattr(work, '__name__', 'work')}", daemon=True).start()
     return future
