@@ -35,7 +35,6 @@ from rewriter.next_edit.history import EditHistory
 from rewriter.next_edit.suggest import Outcome, Suggestion, suggest
 from rewriter.next_edit.window import choose_window
 from rewriter.prompt import newline_of
-from rewriter.weights.threads import run_in_own_thread
 
 from .options import InitializationOptions
 
@@ -173,8 +172,8 @@ class NextEdits:
             request = self.request_at(prediction.uri, position)
             if request is None:
                 return None
-            # On a thread of its own, as rewrites are: torch's threads stay fast (weights/threads.py).
-            done = run_in_own_thread(suggest, engine, self.form(), request, prediction.stop.is_set)
+            done = asyncio.get_running_loop().run_in_executor(
+                None, suggest, engine, self.form(), request, prediction.stop.is_set)
             try:
                 return await asyncio.shield(done)
             except asyncio.CancelledError:  # $/cancelRequest: stop within a pass, and only then let go

@@ -18,7 +18,6 @@ from pygls.lsp.server import LanguageServer
 from rewriter import package_version
 from rewriter.engine import instruction_is_empty
 from rewriter.prompt import language_for
-from rewriter.weights.threads import run_in_own_thread
 
 from .arguments import invalid
 from .code_actions import ACTION_KIND, code_actions
@@ -109,13 +108,13 @@ class RewriterServer(LanguageServer):
 
     async def _load_engine(self):
         if self.engine is None:
-            self.engine = await run_in_own_thread(make_engine, self.options.engine)
+            self.engine = await asyncio.to_thread(make_engine, self.options.engine)
         engine = self.engine
         if not engine.ready:
             loop = asyncio.get_running_loop()
             say = lambda message: loop.call_soon_threadsafe(self._tell_loading, f"model: {message}")  # noqa: E731
             self._tell_loading("loading the model (once)")
-            await run_in_own_thread(engine.load, say)  # rewrites decode on threads of their own
+            await asyncio.to_thread(engine.load, say)
         return engine
 
     def _tell_loading(self, message: str) -> None:

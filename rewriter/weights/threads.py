@@ -16,16 +16,11 @@ the environment already sets is kept.
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TypeVar
-
-T = TypeVar("T")
+from collections.abc import Iterator
 
 # Settings of the wait itself: libgomp's and Intel OpenMP's.
 WAIT_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
@@ -66,59 +61,3 @@ def others_running(samples: int = SAMPLES, gap_s: float = SAMPLE_GAP_S) -> int:
         if sample + 1 < samples:
             time.sleep(gap_s)
     return max(0, min(counts) - 1)
-
-
-# Torch's OpenMP threads belong to the thread that ran an op: libgomp keeps a pool of them for each
-# thread that ever ran a parallel op, until that thread ends. Once the pools hold more threads than
-# the machine has cores, libgomp stops spinning between ops, and every op waits for a sleeping
-# thread to wake: a pass of the 0.5B's int8 path took 1.9 times as long in a thread beside a pool
-# the main thread kept (docs/weights.md). So a front end that decodes off its main thread runs each
-# piece of torch's work (a load, a decoding) on a thread of its own that ends with it, and the main
-# thread runs none.
-
-
-def in_own_thread(work: Callable[..., T], *args) -> T:
-    """`work(*args)` on a thread started for it, which ends with it (its OpenMP pool with it); its
-    result, or its exception raised here."""
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, work(*args)))
-        except BaseException as error:  # noqa: BLE001  handed to the caller
-            outcome.append((False, error))
-
-    thread = threading.Thread(target=run, name=f"rewriter-{getattr(work, '__name__', 'work')}", daemon=True)
-    thread.start()
-    thread.join()
-    succeeded, value = outcome[0]
-    if not succeeded:
-        raise value
-    return value
-
-
-def run_in_own_thread(work: Callable[..., T], *args) -> asyncio.Future[T]:
-    """`work(*args)` on a thread started for it, which ends with it; a future of the running loop
-    that holds its result. Cancelling the future does not stop the thread (as with to_thread)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(succeeded: bool, value) -> None:
-        if future.done():
-            return
-        if succeeded:
-            future.set_result(value)
-        else:
-            future.set_exception(value)
-
-    def run() -> None:
-        outcome: tuple[bool, object]
-        try:
-            outcome = (True, work(*args))
-        except BaseException as error:  # noqa: BLE001  handed to the awaiting coroutine
-            outcome = (False, error)
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody awaits it
-            loop.call_soon_threadsafe(settle, *outcome)
-
-    threading.Thread(target=run, name=f"rewriter-{getattr(work, '__name__', 'work')}", daemon=True).start()
-    return future
