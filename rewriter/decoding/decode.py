@@ -22,6 +22,7 @@ from drafters.base import Draft, Drafter
 from ..lookahead import Lookahead
 from ..passes import PassCosts, decoding_passes, has_int8_attention, has_row_independent_prompts, prompt_passes
 from ..results import Stats
+from ..vector_math import settle_vector_math
 from .forward import LeanPass
 from .preempt import Preempted, preemptible, roll_back
 from .prefix_cache import PREFIX_CACHE_BYTES, Cache, PrefixCache
@@ -61,6 +62,7 @@ class Decoder:
         `static`: decode through fixed-shape passes on a preallocated cache (static.py), captured
         as CUDA graphs on a GPU; default: on a CUDA device, for a batch-invariant model.
         `prefix_cache_bytes`: what the prefix caches kept may hold at once."""
+        settle_vector_math()  # a model not made by load_model: its first pass must not race either
         self.model = model
         self.tokenizer = tokenizer
         self.verifier = verifier or GreedyVerifier()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 from .. import CODER_1_5B_NAME, EMBEDDED_NAME, cache_root
 from ..results import DTYPES, ModelError
+from ..vector_math import settle_vector_math
 from .pages import release_mapped
 from .prepacked import Prepacking
 from .quantize import INT8_KINDS, QuantizationUnavailable, pack_fbgemm_weights
@@ -223,6 +224,7 @@ def load_model(
     On a GPU the model is made batch-invariant (batch_invariant.py) so that drafts cannot change
     the output; `batch_invariant=False` exists to measure what that costs and prevents.
     """
+    settle_vector_math()  # before any pass: a timing, a check or a request (rewriter/vector_math.py)
     say = _quiet(progress)
     checkpoint = resolve_checkpoint(name, progress)
     target = pick_device(device)
