@@ -47,7 +47,10 @@ class SuggestionHost(Protocol):
     options: InitializationOptions
     decode_lock: asyncio.Lock
 
-    async def get_engine(self, report): ...
+    async def get_suggestion_engine(self, report): ...
+
+    @property
+    def suggestion_model(self) -> str | None: ...
 
     def language_of(self, document) -> str: ...
 
@@ -77,7 +80,7 @@ class NextEdits:
 
     def form(self) -> NextEditFormat:
         options = self.host.options
-        return choose_format(options.next_edit_format, options.engine.model)
+        return choose_format(options.next_edit_format, self.host.suggestion_model)
 
     # --- the documents ----------------------------------------------------------------------------
 
@@ -148,9 +151,10 @@ class NextEdits:
         return types.InlineCompletionList(items=[self._item(document, outcome.suggestion)])
 
     async def _engine(self):
-        """The engine, loaded first if need be, if it can complete a prompt; None if it cannot be loaded."""
+        """The suggestions' engine, loaded first if need be, if it can complete a prompt; None if it
+        cannot be loaded."""
         try:
-            engine = await self.host.get_engine(lambda message: None)  # at once when it is loaded
+            engine = await self.host.get_suggestion_engine(lambda message: None)  # at once when it is loaded
         except Exception as error:  # a rewrite says why; a suggestion is silent
             log.warning("next edit: no model: %s", error)
             return None

@@ -61,6 +61,10 @@ class InitializationOptions:
     # Next-edit suggestions (textDocument/inlineCompletion, lsp/next_edits.py), in this format.
     next_edits: bool = True
     next_edit_format: str = "auto"
+    # The model that suggests, in an engine of its own: `auto` the embedded 0.5B where the rewrites
+    # get the default 1.5B (2.4x faster suggestions, as often right: docs/next-edit.md), `same` the
+    # rewrites' engine, or a model (a path, hub id or .gguf) loaded in this process.
+    next_edit_model: str = "auto"
 
 
 def _camel(name: str) -> str:
@@ -129,6 +133,13 @@ def parse_options(raw) -> tuple[InitializationOptions, list[str]]:
                 setattr(options, name, value)
             else:
                 bad(name, value, " or ".join(choices), getattr(options, name))
+
+    found, value = _get(raw, "next_edit_model")
+    if found:
+        if isinstance(value, str) and value.strip():
+            options.next_edit_model = value.strip()
+        else:
+            bad("next_edit_model", value, '"auto", "same" or a model', options.next_edit_model)
 
     for name in ("review", "prefill_ahead", "next_edits"):
         found, value = _get(raw, name)

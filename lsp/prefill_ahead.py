@@ -41,7 +41,8 @@ class PrefillHost(Protocol):
 
     options: InitializationOptions
     decode_lock: asyncio.Lock
-    engine: object | None
+    engine: object | None  # the rewrites' (loaded or not)
+    suggestion_engine: object | None  # the suggestions' where it is loaded (the same one, or one of their own)
     jobs: dict
 
     @property
@@ -102,13 +103,13 @@ class PrefillAhead:
 
     async def _run(self) -> None:
         host, uri = self.host, self.latest
-        engine = host.engine
-        if uri is None or engine is None or not getattr(engine, "ready", False):
+        rewrites, suggestions = _ready(host.engine), host.suggestion_engine
+        if uri is None or (rewrites is None and suggestions is None):
             return
         if host.jobs or host.decode_lock.locked():
             return  # a rewrite runs; it will change the document, which brings the next prefill
-        prefill, prefill_prompt = getattr(engine, "prefill", None), getattr(engine, "prefill_prompt", None)
-        planned = self._request(engine, uri) if prefill is not None else None
+        prefill, prefill_prompt = getattr(rewrites, "prefill", None), getattr(suggestions, "prefill_prompt", None)
+        planned = self._request(rewrites, uri) if prefill is not None else None
         suggestion = host.next_edits.stable_prompt(uri) if prefill_prompt is not None else None
         if planned is None and suggestion is None:
             return
@@ -174,3 +175,8 @@ async def _in_thread(function, *args):
 
     threading.Thread(target=work, name="prefill-ahead", daemon=True).start()
     return await done
+
+
+def _ready(engine):
+    """`engine` where it is loaded, else None."""
+    return engine if engine is not None and getattr(engine, "ready", False) else None

@@ -23,7 +23,8 @@ from .arguments import invalid
 from .code_actions import ACTION_KIND, code_actions
 from .documents import ClientProtocol
 from .editor_rewrite import EditorRewrite, Outcome
-from .engine_choice import EngineError, make_engine
+from .engine_choice import EngineError, make_engine, suggestion_engine_options
+from .engine_load import EngineLoad
 from .next_edits import NextEdits
 from .open_documents import is_open
 from .open_reviews import Reviews
@@ -45,13 +46,13 @@ class RewriterServer(LanguageServer):
         super().__init__("rewriter", package_version(), protocol_cls=ClientProtocol)
         self.options = InitializationOptions()
         self.option_warnings: list[str] = []
-        self.engine = None
-        self.engine_load: asyncio.Future | None = None  # made and loaded once (get_engine)
+        self.rewrites = EngineLoad(lambda: make_engine(self.options.engine))
+        self.suggestions: EngineLoad | None = None  # chosen at the first suggestion (suggestion_load)
+        self.suggestion_options = self.options.engine
         self.decode_lock = asyncio.Lock()  # in-process decoding runs one rewrite at a time
         self.jobs: dict[int, EditorRewrite] = {}
         self.jobs_by_token: dict[str, EditorRewrite] = {}
         self.runs: dict[int, asyncio.Task] = {}  # job id -> its run, kept after the end for rewriter.wait
-        self.load_listeners: set = set()  # progress reporters of the rewrites waiting for the model
         self.reviews = Reviews(self)  # with the review option on: the proposals under review
         self.prefill_ahead = PrefillAhead(self)  # the prompt of the document worked on, computed before it is asked
         self.next_edits = NextEdits(self)  # suggestions of the next edit, and each document's recent edits
@@ -89,37 +90,37 @@ class RewriterServer(LanguageServer):
 
     # --- the engine ------------------------------------------------------------------------------
 
+    @property
+    def engine(self):
+        """The rewrites' engine, once made (loaded or not); None before."""
+        return self.rewrites.engine
+
     async def get_engine(self, report):
-        """The engine, made and loaded once, in a thread, with progress.
+        """The rewrites' engine, made and loaded once, in a thread, with progress (lsp/engine_load.py)."""
+        return await self.rewrites.get(report)
 
-        The load is a task of its own, so that a waiter given up meanwhile (a cancelled request)
-        does not cut it off: the next one waits for the same load, never starts a second. Loading
-        progress goes to every waiter, not only the one that started it. A failed load is tried
-        again by the next waiter.
-        """
-        self.load_listeners.add(report)
-        try:
-            load = self.engine_load
-            if load is None or (load.done() and (load.cancelled() or load.exception() is not None)):
-                load = self.engine_load = asyncio.ensure_future(self._load_engine())
-            return await asyncio.shield(load)
-        finally:
-            self.load_listeners.discard(report)
+    def suggestion_load(self) -> EngineLoad:
+        """Where next-edit suggestions get their engine: one of their own where `nextEditModel`
+        makes one (lsp/engine_choice.py), else the rewrites'. Chosen once, at the first use."""
+        if self.suggestions is None:
+            own = suggestion_engine_options(self.options)
+            self.suggestion_options = own or self.options.engine
+            self.suggestions = self.rewrites if own is None else EngineLoad(lambda: make_engine(own))
+        return self.suggestions
 
-    async def _load_engine(self):
-        if self.engine is None:
-            self.engine = await asyncio.to_thread(make_engine, self.options.engine)
-        engine = self.engine
-        if not engine.ready:
-            loop = asyncio.get_running_loop()
-            say = lambda message: loop.call_soon_threadsafe(self._tell_loading, f"model: {message}")  # noqa: E731
-            self._tell_loading("loading the model (once)")
-            await asyncio.to_thread(engine.load, say)
-        return engine
+    @property
+    def suggestion_engine(self):
+        """The suggestions' engine where it is loaded; None before."""
+        return self.suggestion_load().ready
 
-    def _tell_loading(self, message: str) -> None:
-        for report in list(self.load_listeners):
-            report(message)
+    @property
+    def suggestion_model(self) -> str | None:
+        """The model that suggests, as the options name it (None: the default)."""
+        self.suggestion_load()
+        return self.suggestion_options.model
+
+    async def get_suggestion_engine(self, report):
+        return await self.suggestion_load().get(report)
 
     # --- rewrites --------------------------------------------------------------------------------
 

@@ -153,3 +153,26 @@ async def test_the_stable_part_of_the_next_prompt_is_computed_ahead_once_the_doc
         assert stable and stable[-1].startswith("File: circle.py\n") and "My recent edits" not in stable[-1]
     finally:
         await editor.stop()
+
+
+@pytest.mark.parametrize("options, own_engine", [({}, False), ({"nextEditModel": "a-smaller-model"}, True)])
+async def test_a_model_named_for_suggestions_loads_in_an_engine_of_its_own(tmp_path, options, own_engine):
+    """After a rewrite has loaded its engine, a suggestion from the same engine comes at once; one
+    from a model of its own waits for that model's load (a scripted load of load_s)."""
+    load_s = 2.0
+    after_hints = {"when": "+def area(radius: float)", "replace": [["math.pi * r * r", "math.pi * radius * radius"]]}
+    script = {**SCRIPT, "load_s": load_s, "next_edits": [after_hints]}
+    editor = await Editor.start(VSCODE, script, tmp_path, options)
+    try:
+        editor.open(URI, TEXT)
+        outcome = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})
+        assert outcome["status"] == "done"
+        typed = editor.text(URI).replace("def area(r: float)", "def area(radius: float)")
+        editor.change(URI, [types.TextEdit(types.Range(types.Position(0, 0), types.Position(len(typed), 0)), typed)])
+        started = time.perf_counter()
+        answer = await ask(editor, 3, 15)
+        waited = time.perf_counter() - started
+        assert accepted(editor.text(URI), answer) == typed.replace("math.pi * r * r", "math.pi * radius * radius")
+        assert (waited >= load_s) if own_engine else (waited < load_s), waited
+    finally:
+        await editor.stop()

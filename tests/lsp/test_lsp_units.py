@@ -57,6 +57,38 @@ def test_engine_dtype_is_an_option_and_reaches_the_embedded_engine():
     assert options.engine.dtype == "auto" and "engine.dtype" in warnings[0]
 
 
+def test_suggestions_get_the_0_5b_beside_the_default_1_5b_and_the_rewrites_model_elsewhere(monkeypatch):
+    from lsp import engine_choice
+    from rewriter import CODER_1_5B_NAME, EMBEDDED_NAME
+
+    monkeypatch.delenv(engine_choice.FACTORY_ENV, raising=False)
+    monkeypatch.setattr(engine_choice, "default_model", lambda say: CODER_1_5B_NAME)
+    monkeypatch.setattr(engine_choice, "available_memory", lambda: 16 << 30)
+
+    def suggesting(raw: dict) -> str | None:
+        options, warnings = parse_options(raw)
+        assert warnings == []
+        own = engine_choice.suggestion_engine_options(options)
+        return None if own is None else f"{own.kind} {own.model} {own.dtype}"
+
+    assert suggesting({}) == f"embedded {EMBEDDED_NAME} auto"
+    assert suggesting({"engine": {"dtype": "float32"}}) == f"embedded {EMBEDDED_NAME} float32"
+    assert suggesting({"nextEditModel": "same"}) is None
+    assert suggesting({"engine": {"model": "/models/mine"}}) is None  # the model the user named suggests
+    assert suggesting({"engine": {"model": "/models/mine"}, "nextEditModel": "/models/mine"}) is None
+    assert suggesting({"nextEditModel": "/models/sweep-next-edit-0.5b"}) == "embedded /models/sweep-next-edit-0.5b auto"
+    remote = {"engine": {"kind": "service", "url": "http://localhost:8000"}}
+    assert suggesting(remote) is None
+    assert suggesting({**remote, "nextEditModel": "/models/zeta"}) == "embedded /models/zeta auto"
+    monkeypatch.setattr(engine_choice, "available_memory", lambda: 8 << 30)  # the 1.5B's start and no more
+    assert suggesting({}) is None
+    monkeypatch.setattr(engine_choice, "available_memory", lambda: 16 << 30)
+    monkeypatch.setattr(engine_choice, "default_model", lambda say: EMBEDDED_NAME)  # the rewrites get the 0.5B
+    assert suggesting({}) is None
+    options, warnings = parse_options({"nextEditModel": ""})
+    assert options.next_edit_model == "auto" and "nextEditModel" in warnings[0]
+
+
 def test_prefill_ahead_and_the_prefix_cache_budget_are_options_that_reach_the_engine():
     from lsp.engine_choice import make_engine
 

@@ -22,6 +22,7 @@ describe('initializationOptions', () => {
       streamEdits: 'auto',
       prefillAhead: true,
       nextEditFormat: 'auto',
+      nextEditModel: 'auto',
       review: true, // the extension shows the review; the server's default (off) is for clients without one
     });
   });
