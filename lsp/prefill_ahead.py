@@ -41,7 +41,7 @@ class PrefillHost(Protocol):
 
     options: InitializationOptions
     decode_lock: asyncio.Lock
-    engine: object | None  # the rewrites' (loaded or not)
+    rewrite_engine: object | None  # the rewrites' where it is loaded
     suggestion_engine: object | None  # the suggestions' where it is loaded (the same one, or one of their own)
     jobs: dict
 
@@ -103,7 +103,7 @@ class PrefillAhead:
 
     async def _run(self) -> None:
         host, uri = self.host, self.latest
-        rewrites, suggestions = _ready(host.engine), host.suggestion_engine
+        rewrites, suggestions = host.rewrite_engine, host.suggestion_engine
         if uri is None or (rewrites is None and suggestions is None):
             return
         if host.jobs or host.decode_lock.locked():
@@ -175,8 +175,3 @@ async def _in_thread(function, *args):
 
     threading.Thread(target=work, name="prefill-ahead", daemon=True).start()
     return await done
-
-
-def _ready(engine):
-    """`engine` where it is loaded, else None."""
-    return engine if engine is not None and getattr(engine, "ready", False) else None

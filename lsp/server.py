@@ -91,9 +91,9 @@ class RewriterServer(LanguageServer):
     # --- the engine ------------------------------------------------------------------------------
 
     @property
-    def engine(self):
-        """The rewrites' engine, once made (loaded or not); None before."""
-        return self.rewrites.engine
+    def rewrite_engine(self):
+        """The rewrites' engine where it is loaded; None before."""
+        return self.rewrites.ready
 
     async def get_engine(self, report):
         """The rewrites' engine, made and loaded once, in a thread, with progress (lsp/engine_load.py)."""
