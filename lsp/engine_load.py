@@ -3,6 +3,7 @@
 The load is a task of its own, so that a waiter given up meanwhile (a cancelled request) does not
 cut it off: the next one waits for the same load, never starts a second. Loading progress goes to
 every waiter, not only the one that started it. A failed load is tried again by the next waiter.
+The load's thread is a daemon: an editor that closes meanwhile does not wait for it.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import asyncio
 from collections.abc import Callable
 
 from rewriter.engine import Engine
+
+from .threads import in_daemon_thread
 
 Report = Callable[[str], None]
 
@@ -40,7 +43,7 @@ class EngineLoad:
 
     async def _run(self) -> Engine:
         if self.engine is None:
-            self.engine = await asyncio.to_thread(self.make)
+            self.engine = await in_daemon_thread("engine-make", self.make)
         engine = self.engine
         if not engine.ready:
             loop = asyncio.get_running_loop()
@@ -49,7 +52,7 @@ class EngineLoad:
                 loop.call_soon_threadsafe(self._tell, f"model: {message}")
 
             self._tell("loading the model (once)")
-            await asyncio.to_thread(engine.load, say)
+            await in_daemon_thread("engine-load", engine.load, say)
         return engine
 
     def _tell(self, message: str) -> None:

@@ -28,6 +28,7 @@ from .editor_rewrite import rewrite_session
 from .open_documents import is_open
 from .options import InitializationOptions
 from .targets import document_context, document_target
+from .threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 
@@ -120,11 +121,11 @@ class PrefillAhead:
             try:
                 if planned is not None:
                     request, code_known = planned
-                    kept = await _in_thread(prefill, request, self._stop.is_set, code_known)
+                    kept = await in_daemon_thread("prefill-ahead", prefill, request, self._stop.is_set, code_known)
                     log.info("prefill ahead: %d prompt tokens of %s kept (%s), %.2f s", kept, uri,
                              "to the instruction" if code_known else "to the code", time.perf_counter() - start)
                 if suggestion is not None and not self._stop.is_set():
-                    kept = await _in_thread(prefill_prompt, suggestion, self._stop.is_set)
+                    kept = await in_daemon_thread("prefill-ahead", prefill_prompt, suggestion, self._stop.is_set)
                     log.info("prefill ahead: %d prompt tokens of the next edit in %s kept, %.2f s", kept, uri,
                              time.perf_counter() - start)
             except Exception:  # background work: a failure is the log's, never the user's rewrite's
@@ -155,23 +156,3 @@ class PrefillAhead:
                                   options, context)
         return session.request(context_window=0), code_known
 
-
-async def _in_thread(function, *args):
-    """`function(*args)` in a daemon thread: a prefill left running never holds up the process's exit."""
-    loop = asyncio.get_running_loop()
-    done = loop.create_future()
-
-    def work() -> None:
-        try:
-            result = function(*args)
-        except BaseException as error:  # handed to the awaiting task
-            outcome, value = done.set_exception, error
-        else:
-            outcome, value = done.set_result, result
-        try:
-            loop.call_soon_threadsafe(lambda: done.done() or outcome(value))
-        except RuntimeError:  # the loop has closed: nobody waits any more
-            pass
-
-    threading.Thread(target=work, name="prefill-ahead", daemon=True).start()
-    return await done

@@ -48,6 +48,7 @@ class RewriterServer(LanguageServer):
         self.option_warnings: list[str] = []
         self.rewrites = EngineLoad(lambda: make_engine(self.options.engine))
         self.suggestions: EngineLoad | None = None  # chosen at the first suggestion (suggestion_load)
+        self.suggestions_ahead: asyncio.Task | None = None  # their load at the first document (load_suggestions_ahead)
         self.suggestion_options = self.options.engine
         self.decode_lock = asyncio.Lock()  # in-process decoding runs one rewrite at a time
         self.jobs: dict[int, EditorRewrite] = {}
@@ -121,6 +122,27 @@ class RewriterServer(LanguageServer):
 
     async def get_suggestion_engine(self, report):
         return await self.suggestion_load().get(report)
+
+    def load_suggestions_ahead(self) -> None:
+        """Suggestions come unasked, so the first should not wait for a model's load: where they
+        are on and the client shows them (it declares textDocument/inlineCompletion), their engine
+        loads from the first document opened. A failed load is logged; the first suggestion tries
+        again and says why."""
+        if self.suggestions_ahead is not None or not self.options.next_edits:
+            return
+        if self._capability("text_document", "inline_completion") is None:
+            return
+        self.suggestions_ahead = asyncio.ensure_future(self._load_suggestions())
+
+    async def _load_suggestions(self) -> None:
+        try:
+            await self.get_suggestion_engine(lambda message: log.info("suggestions: %s", message))
+        except Exception as error:  # background work: the first suggestion's own load reports it
+            log.warning("loading the suggestions' model ahead failed: %s", error)
+            return
+        latest = self.prefill_ahead.latest
+        if latest is not None:
+            self.prefill_ahead.touched(latest)  # its stable prompt, now that a model can compute it
 
     # --- rewrites --------------------------------------------------------------------------------
 
@@ -263,6 +285,7 @@ def initialized(ls: RewriterServer, params: types.InitializedParams) -> None:
 def did_open(ls: RewriterServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.next_edits.opened(params.text_document.uri)
     ls.prefill_ahead.touched(params.text_document.uri)
+    ls.load_suggestions_ahead()
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)

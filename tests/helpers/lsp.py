@@ -62,7 +62,9 @@ class Editor:
 
     @classmethod
     async def start(cls, profile: str, script: dict | None, tmp_path: Path, options: dict | None = None,
-                    env: dict | None = None, command: tuple[str, ...] = ("-m", "lsp"), **kwargs) -> Editor:
+                    env: dict | None = None, command: tuple[str, ...] = ("-m", "lsp"),
+                    capabilities: types.ClientCapabilities | None = None, **kwargs) -> Editor:
+        """The server, initialized by a client of `profile` (or with `capabilities` of its own)."""
         server_env = {**os.environ, **(env or {})}
         if script is not None:
             path = tmp_path / "script.json"
@@ -73,7 +75,7 @@ class Editor:
         client = await config.start()
         editor = cls(client, **kwargs)
         initialized = await client.initialize_session(types.InitializeParams(
-            capabilities=client_capabilities(profile), initialization_options=options,
+            capabilities=capabilities or client_capabilities(profile), initialization_options=options,
             root_uri=tmp_path.as_uri()))
         editor.server_capabilities = initialized.capabilities
         return editor

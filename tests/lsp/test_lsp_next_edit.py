@@ -12,6 +12,7 @@ import time
 import pytest
 import pytest_asyncio
 from lsprotocol import types
+from pytest_lsp import client_capabilities
 
 from tests.helpers.lsp import VSCODE, Editor, apply_text_edits
 
@@ -30,6 +31,14 @@ SCRIPT = {
         {"when": "slowly", "replace": [["math.pi", "math.tau"]], "delay_s": 0.1, "chunk_chars": 2},
     ],
 }
+
+
+def showing_suggestions(profile: str = VSCODE) -> types.ClientCapabilities:
+    """The profile's capabilities, declaring textDocument/inlineCompletion as our VS Code extension does."""
+    capabilities = client_capabilities(profile)
+    assert capabilities.text_document is not None
+    capabilities.text_document.inline_completion = types.InlineCompletionClientCapabilities(dynamic_registration=False)
+    return capabilities
 
 
 def rename(editor: Editor, uri: str = URI) -> None:
@@ -174,5 +183,25 @@ async def test_a_model_named_for_suggestions_loads_in_an_engine_of_its_own(tmp_p
         waited = time.perf_counter() - started
         assert accepted(editor.text(URI), answer) == typed.replace("math.pi * r * r", "math.pi * radius * radius")
         assert (waited >= load_s) if own_engine else (waited < load_s), waited
+    finally:
+        await editor.stop()
+
+
+@pytest.mark.parametrize("declared", [True, False])
+async def test_a_client_that_shows_suggestions_has_their_model_loaded_from_the_first_open(tmp_path, declared):
+    """Where the client declares inline completions, the first suggestion finds its model loaded
+    (a scripted load of load_s); where it does not, nothing loads until asked."""
+    load_s = 2.0
+    editor = await Editor.start(VSCODE, {**SCRIPT, "load_s": load_s}, tmp_path,
+                                capabilities=showing_suggestions() if declared else None)
+    try:
+        editor.open(URI, TEXT)
+        await asyncio.sleep(load_s + 1)
+        rename(editor)
+        started = time.perf_counter()
+        answer = await ask(editor, 3, 15)
+        waited = time.perf_counter() - started
+        assert accepted(editor.text(URI), answer) == NEXT
+        assert (waited < load_s / 2) if declared else (waited >= load_s), waited
     finally:
         await editor.stop()
