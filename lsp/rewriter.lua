@@ -101,6 +101,16 @@ if review then
   end)
 end
 
+-- Declared where suggestions can be shown (0.12, not turned off), so that the server loads their
+-- model as the first buffer opens rather than at the first suggestion.
+local function capabilities()
+  if vim.fn.has('nvim-0.12') ~= 1 or vim.g.rewriter_next_edit == false then
+    return nil
+  end
+  return vim.tbl_deep_extend('force', vim.lsp.protocol.make_client_capabilities(),
+    { textDocument = { inlineCompletion = { dynamicRegistration = false } } })
+end
+
 ---@type vim.lsp.Config
 return {
   cmd = { 'rewriter', 'lsp' },
@@ -108,6 +118,7 @@ return {
   root_markers = { 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml', '.git' },
   -- Neovim applies versioned edits (checking the buffer version), so the rewrite can stream in.
   init_options = review and { streamEdits = 'always', review = true } or { streamEdits = 'always' },
+  capabilities = capabilities(),
   on_attach = function(client, bufnr)
     add_commands(client, bufnr)
     enable_next_edit(client, bufnr)

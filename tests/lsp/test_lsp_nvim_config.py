@@ -100,6 +100,8 @@ def test_next_edit_suggestions_wait_for_neovim_012_and_can_be_turned_off(tmp_pat
         assert cases["here"]["messages"] == 1 and cases["here_again"]["messages"] == 1
         assert "need Neovim 0.12" in report["messages"][0]
         assert cases["here"]["keys"] == [] and cases["here_again"]["keys"] == []
+        assert not report["declared_here"]  # no inline completion declared where none is shown
+    assert report["declared_on_012"] and report["keeps_neovims_own"] and not report["declared_when_off"]
     # The 0.12 path: enabled for the buffer, Tab accepts, and is a Tab when nothing is shown.
     # Enabled in each buffer attached on 0.12 (stand_in, other_key, no_key), not where it is off.
     assert [case["enable"] for case in report["enabled"]] == [True, True, True], report["enabled"]

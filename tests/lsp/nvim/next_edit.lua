@@ -35,6 +35,7 @@ end
 -- An error finishes the report, rather than leaving Neovim waiting at its message.
 local ok, err = pcall(function()
   report.version_is_012 = vim.fn.has('nvim-0.12') == 1
+  report.declared_here = config.capabilities ~= nil
   report.cases.off = summary(attach({ rewriter_next_edit = false }))
   report.cases.here = summary(attach({}))
   report.cases.here_again = summary(attach({}))
@@ -47,6 +48,14 @@ local ok, err = pcall(function()
     enable = function(enable, filter) table.insert(enabled, { enable = enable, bufnr = filter.bufnr }) end,
     get = function() return accepts end,
   }
+  -- Loaded on 0.12: the client declares inline completion (beside Neovim's own capabilities), so
+  -- that the server loads the suggestions' model ahead; not where suggestions are off.
+  local loaded = dofile(env.REWRITER_NVIM_RUNTIME .. '/lsp/rewriter.lua')
+  report.declared_on_012 = loaded.capabilities ~= nil and loaded.capabilities.textDocument.inlineCompletion ~= nil
+  report.keeps_neovims_own = loaded.capabilities ~= nil and loaded.capabilities.textDocument.synchronization ~= nil
+  vim.g.rewriter_next_edit = false
+  report.declared_when_off = dofile(env.REWRITER_NVIM_RUNTIME .. '/lsp/rewriter.lua').capabilities ~= nil
+  vim.g.rewriter_next_edit = nil
   local tab = attach({})
   report.cases.stand_in = summary(tab)
   report.enabled = enabled
