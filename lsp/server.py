@@ -126,8 +126,8 @@ class RewriterServer(LanguageServer):
     def load_suggestions_ahead(self) -> None:
         """Suggestions come unasked, so the first should not wait for a model's load: where they
         are on and the client shows them (it declares textDocument/inlineCompletion), their engine
-        loads from the first document opened. A failed load is logged; the first suggestion tries
-        again and says why."""
+        loads from the first document opened. A failed load is logged, and the next suggestion
+        tries again."""
         if self.suggestions_ahead is not None or not self.options.next_edits:
             return
         if self._capability("text_document", "inline_completion") is None:
@@ -137,7 +137,7 @@ class RewriterServer(LanguageServer):
     async def _load_suggestions(self) -> None:
         try:
             await self.get_suggestion_engine(lambda message: log.info("suggestions: %s", message))
-        except Exception as error:  # background work: the first suggestion's own load reports it
+        except Exception as error:  # background work: never the user's request's failure
             log.warning("loading the suggestions' model ahead failed: %s", error)
             return
         latest = self.prefill_ahead.latest
