@@ -37,7 +37,6 @@ from rewriter.next_edit.window import choose_window
 from rewriter.prompt import newline_of
 
 from .options import InitializationOptions
-from .threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +176,8 @@ class NextEdits:
             request = self.request_at(prediction.uri, position)
             if request is None:
                 return None
-            done = asyncio.ensure_future(
-                in_daemon_thread("next-edit", suggest, engine, self.form(), request, prediction.stop.is_set))
+            done = asyncio.get_running_loop().run_in_executor(
+                None, suggest, engine, self.form(), request, prediction.stop.is_set)
             try:
                 return await asyncio.shield(done)
             except asyncio.CancelledError:  # $/cancelRequest: stop within a pass, and only then let go

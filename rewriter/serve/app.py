@@ -358,7 +358,6 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
     import uvicorn
 
     from ..engine_factory import EngineSettings, load_models
-    from ..weights.threads import in_own_thread
     from .http_protocol import with_header_timeout
 
     limits = limits or Limits()
@@ -369,8 +368,8 @@ def serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, d
                          "--api-key-file (loopback addresses need none)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     started = time.perf_counter()
-    settings = EngineSettings(model=model, device=device, dtype=dtype or "auto", draft_model=draft_model)
-    loaded, draft = in_own_thread(load_models, settings, say)  # the worker's thread decodes (weights/threads.py)
+    loaded, draft = load_models(EngineSettings(model=model, device=device, dtype=dtype or "auto",
+                                                 draft_model=draft_model), say)
     drafting = f"drafted for by {draft.name} ({draft.dtype})" if draft else "no draft model"
     say(f"model {loaded.name} ({loaded.dtype}), {drafting}, ready on {loaded.device} in "
         f"{time.perf_counter() - started:.1f}s")

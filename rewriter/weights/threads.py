@@ -13,23 +13,14 @@ work either way, so no bit changes.
 libgomp reads the setting once, when torch loads it: the variable is set for that import only,
 so that processes started later (`apply --test`) keep the environment they were given. A wait
 the environment already sets is kept.
-
-Torch's OpenMP pool belongs to the thread that ran an op, and lives as long as that thread: beside
-a pool a kept thread holds, every op of another thread waits for a sleeping thread to wake (1.9x
-slower passes; docs/weights.md). So a front end that decodes off its main thread runs a model's load
-on a thread of its own that ends with it (`in_own_thread`).
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TypeVar
-
-T = TypeVar("T")
+from collections.abc import Iterator
 
 # Settings of the wait itself: libgomp's and Intel OpenMP's.
 WAIT_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
@@ -70,32 +61,3 @@ def others_running(samples: int = SAMPLES, gap_s: float = SAMPLE_GAP_S) -> int:
         if sample + 1 < samples:
             time.sleep(gap_s)
     return max(0, min(counts) - 1)
-
-
-def start_own_thread(name: str, work: Callable[..., T], args: tuple,
-                     settle: Callable[[bool, object], None]) -> threading.Thread:
-    """`work(*args)` on a daemon thread started for it (its OpenMP pool ends with it); `settle`
-    gets (True, the result) or (False, the exception), on that thread."""
-    def run() -> None:
-        outcome: tuple[bool, object]
-        try:
-            outcome = (True, work(*args))
-        except BaseException as error:  # handed to whoever waits for it
-            outcome = (False, error)
-        settle(*outcome)
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    return thread
-
-
-def in_own_thread(work: Callable[..., T], *args) -> T:
-    """`work(*args)` on a thread of its own, waited for: its result, or its exception raised here."""
-    outcome: list[tuple[bool, object]] = []
-    start_own_thread(f"rewriter-{getattr(work, '__name__', 'work')}", work, args,
-                     lambda *settled: outcome.append(settled)).join()
-    succeeded, value = outcome[0]
-    if not succeeded:
-        assert isinstance(value, BaseException)
-        raise value
-    return value  # type: ignore[return-value]

@@ -1,7 +1,6 @@
 """Torch's threads wait as what runs beside the process asks, set when an engine first imports
 torch: asleep at once beside other work, after a brief spin on a quiet machine; a wait the
-environment sets is kept, and processes started later get the environment as it was; torch's work
-on a thread of its own leaves no pool of torch's threads behind."""
+environment sets is kept, and processes started later get the environment as it was."""
 import os
 import sys
 
@@ -46,54 +45,3 @@ def test_nothing_is_set_once_torch_is_imported(monkeypatch):
 
 def test_other_work_is_counted_without_this_process():
     assert threads.others_running(samples=2, gap_s=0) >= 0
-POOLS = """
-import os, time, torch
-from rewriter.weights.threads import in_own_thread
-torch.set_num_threads(2)
-def tasks():
-    return len(os.listdir("/proc/self/task"))
-def settled():
-    time.sleep(0.3)  # a pool's threads end a moment after their thread
-    return tasks()
-parallel = lambda: float((torch.ones(1 << 22) * 2).sum())  # big enough for torch's threads
-before = settled()
-assert in_own_thread(parallel) == 2.0 * (1 << 22)
-after_own = settled()
-parallel()
-print(before, after_own, settled())
-"""
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2, reason="needs Linux and two cores")
-def test_torch_work_on_a_thread_of_its_own_leaves_no_pool_of_torch_threads_behind():
-    """What keeps decoding off the main thread fast: the OpenMP pool of a thread that ran torch's
-    ops ends with it, where the main thread's stays for good (and, beside another, slows both)."""
-    import subprocess
-
-    ran = subprocess.run([sys.executable, "-c", POOLS], capture_output=True, text=True, timeout=120, check=True)
-    before, after_own, after_main = map(int, ran.stdout.split())
-    if after_main == before:
-        pytest.skip("torch's threads here keep no pool per thread (not libgomp)")
-    assert after_own == before  # the thread's pool went with it ...
-    assert after_main > before  # ... where the main thread's stays
-
-
-def test_work_in_a_thread_of_its_own_gives_its_result_or_raises_its_error():
-    import asyncio
-
-    from lsp.threads import in_daemon_thread
-    from rewriter.weights.threads import in_own_thread
-
-    def fail():
-        raise ValueError("no model")
-
-    assert in_own_thread(pow, 2, 10) == 1024
-    with pytest.raises(ValueError, match="no model"):
-        in_own_thread(fail)
-
-    async def awaited():
-        assert await in_daemon_thread("power", pow, 3, 3) == 27
-        with pytest.raises(ValueError, match="no model"):
-            await in_daemon_thread("failing", fail)
-
-    asyncio.run(awaited())
