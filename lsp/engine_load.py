@@ -3,7 +3,8 @@
 The load is a task of its own, so that a waiter given up meanwhile (a cancelled request) does not
 cut it off: the next one waits for the same load, never starts a second. Loading progress goes to
 every waiter, not only the one that started it. A failed load is tried again by the next waiter.
-The load's thread is a daemon: an editor that closes meanwhile does not wait for it.
+The load runs on the kept daemon thread (lsp/threads.py): an editor that closes meanwhile does
+not wait for it.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 from rewriter.engine import Engine
 
-from .threads import in_daemon_thread
+from .threads import TORCH_THREAD
 
 Report = Callable[[str], None]
 
@@ -43,7 +44,7 @@ class EngineLoad:
 
     async def _run(self) -> Engine:
         if self.engine is None:
-            self.engine = await in_daemon_thread("engine-make", self.make)
+            self.engine = await TORCH_THREAD.run(self.make)
         engine = self.engine
         if not engine.ready:
             loop = asyncio.get_running_loop()
@@ -52,7 +53,7 @@ class EngineLoad:
                 loop.call_soon_threadsafe(self._tell, f"model: {message}")
 
             self._tell("loading the model (once)")
-            await in_daemon_thread("engine-load", engine.load, say)
+            await TORCH_THREAD.run(engine.load, say)
         return engine
 
     def _tell(self, message: str) -> None:

@@ -37,6 +37,7 @@ from rewriter.next_edit.window import choose_window
 from rewriter.prompt import newline_of
 
 from .options import InitializationOptions
+from .threads import TORCH_THREAD
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +177,8 @@ class NextEdits:
             request = self.request_at(prediction.uri, position)
             if request is None:
                 return None
-            done = asyncio.get_running_loop().run_in_executor(
-                None, suggest, engine, self.form(), request, prediction.stop.is_set)
+            decoding = TORCH_THREAD.run(suggest, engine, self.form(), request, prediction.stop.is_set)
+            done = asyncio.ensure_future(decoding)
             try:
                 return await asyncio.shield(done)
             except asyncio.CancelledError:  # $/cancelRequest: stop within a pass, and only then let go
