@@ -48,22 +48,21 @@ async def in_daemon_thread(name: str, function, *args):
 
 
 class KeptThread:
-    """One daemon thread, started at the first call and kept, that runs what it is handed in turn."""
+    """One daemon thread, started at the first call and kept, that runs what it is handed in turn.
+    Called from the event loop only."""
 
     def __init__(self, name: str):
         self.name = name
         self._work: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._starting = threading.Lock()
 
     async def run(self, function, *args):
         """`function(*args)` on the kept thread, after what was handed to it before; awaited."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()
-        with self._starting:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
-                self._thread.start()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+            self._thread.start()
         self._work.put((function, args, _settled(loop, done)))
         return await done
 
