@@ -90,13 +90,19 @@ def self_test_row(report: SelfTestReport, source: SourceText, case: Case, timeou
     total = len(report.tests.names)
     today = ({"outcome": "refused"} if report.today_text is None
              else tested(source, report.today_text, case, timeout_s))
+    candidates = []
+    for origin, text, scored in report.candidates:
+        verdict = tested(source, text, case, timeout_s)
+        candidates.append({"origin": origin, "passed": scored.count, "passed_tests": list(scored.passed),
+                           "timed_out": scored.timed_out, "of": total, "outcome": verdict["outcome"],
+                           "edited": verdict.get("edited")})
+    # Each candidate's file is kept (None where it is the original), so that a later blind rule
+    # can be judged on a run's rows without decoding them again.
     return {
         "tests": report.tests.source, "names": list(report.tests.names), "seconds": report.seconds,
         "today": {"outcome": today["outcome"], "passed": report.today.count if report.today else None,
-                  "passed_tests": list(report.today.passed) if report.today else None},
-        "candidates": [{"origin": origin, "passed": scored.count, "passed_tests": list(scored.passed),
-                        "timed_out": scored.timed_out, "of": total,
-                        "outcome": tested(source, text, case, timeout_s)["outcome"]}
-                       for origin, text, scored in report.candidates],
+                  "passed_tests": list(report.today.passed) if report.today else None,
+                  "edited": today.get("edited")},
+        "candidates": candidates,
         "chosen": report.chosen,
     }

@@ -8,9 +8,11 @@ import json
 import pytest
 
 from rewriter import cli, engine_factory
-from rewriter.bench.as_apply import case_session, judged
+from rewriter.bench.as_apply import case_session, judged, self_test_row
 from rewriter.bench.cases import Case
 from rewriter.edits.options import EditOptions
+from rewriter.edits.self_test import ModelTests, Score, SelfTestReport
+from rewriter.prompt import SourceText
 from rewriter.results import RewriteResult, Stats
 from tests.helpers.bench_cases import AFTER, INSTRUCTION, MEAN, TOTAL, fenced, write_cases
 from tests.helpers.cli import assert_clean_failure, run_cli
@@ -102,3 +104,16 @@ def test_branches_and_the_self_test_are_for_tests(tmp_path):
     cases = write_cases(tmp_path, [CASES[0]])
     assert_clean_failure(run_cli("bench", str(cases), "--self-test"), "--self-test decide each answer of --tests")
     assert_clean_failure(run_cli("bench", str(cases), "--tests", "--branches", "-1"), "--branches takes a number")
+
+
+def test_a_self_tested_row_keeps_each_candidates_file_for_later_rules():
+    tests = ModelTests("def test_area():\n    assert area(2, 3) == 6\n", ("test_area",))
+    report = SelfTestReport(tests, today=Score((), False, 0.1), today_text=AREA.replace("w * h", "w + h"),
+                            candidates=[("branch 1", HINTED, Score(("test_area",), False, 0.1)),
+                                        ("sample 1", AREA, Score(("test_area",), False, 0.1))], chosen=0)
+    case = Case(**CASES[1])
+    row = self_test_row(report, SourceText.from_text(AREA), case, 30.0)
+    assert row["today"]["outcome"] == "failed" and "w + h" in row["today"]["edited"]
+    branch, original = row["candidates"]
+    assert branch["outcome"] == "passed" and branch["edited"] == HINTED
+    assert original["outcome"] == "unchanged" and original["edited"] is None
