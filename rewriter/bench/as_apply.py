@@ -85,8 +85,10 @@ def tested(source: SourceText, text: str, case: Case, timeout_s: float) -> dict:
 def self_test_row(report: SelfTestReport, source: SourceText, case: Case, timeout_s: float) -> dict:
     """The self-test's tests and choice, with today's choice and every candidate also judged by the
     case's tests (what a blind rule is measured by)."""
+    seconds = {"seconds": report.seconds, "writing_seconds": report.writing_seconds,
+               "testing_seconds": report.testing_seconds}
     if report.tests is None:
-        return {"tests": None, "written": report.written, "seconds": report.seconds}
+        return {"tests": None, "written": report.written, **seconds}
     total = len(report.tests.names)
     today = ({"outcome": "refused"} if report.today_text is None
              else tested(source, report.today_text, case, timeout_s))
@@ -99,7 +101,7 @@ def self_test_row(report: SelfTestReport, source: SourceText, case: Case, timeou
     # Each candidate's file is kept (None where it is the original), so that a later blind rule
     # can be judged on a run's rows without decoding them again.
     return {
-        "tests": report.tests.source, "names": list(report.tests.names), "seconds": report.seconds,
+        "tests": report.tests.source, "names": list(report.tests.names), **seconds,
         "today": {"outcome": today["outcome"], "passed": report.today.count if report.today else None,
                   "passed_tests": list(report.today.passed) if report.today else None,
                   "edited": today.get("edited")},

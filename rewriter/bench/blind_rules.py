@@ -63,7 +63,11 @@ def summarize_self_test(rows: list[dict]) -> dict:
     scored = [(c["passed"] / max(len(test["names"]), 1), c["outcome"] == "passed")
               for test in written for c in _pool(test) if c["outcome"] not in ("unchanged", "refused")]
     all_s = sum(row["ours_s"] for row in rows)
-    today_s = all_s - sum(row.get("self_test", {}).get("seconds", 0.0) for row in rows)
+    tests = [row.get("self_test", {}) for row in rows]
+    self_test_s = sum(test.get("seconds", 0.0) for test in tests)
+    today_s = all_s - self_test_s
+    writing_s = sum(test.get("writing_seconds", 0.0) for test in tests)
+    testing_s = sum(test.get("testing_seconds", 0.0) for test in tests)
     passed = {name: sum(o[name] == "passed" for o in outcomes) for name in (*RULES, "any_candidate")}
     return {
         "cases_with_tests": len(written),
@@ -75,6 +79,10 @@ def summarize_self_test(rows: list[dict]) -> dict:
         "candidates_scored": len(scored),
         "auc": auc(scored),
         "seconds": {"today": today_s, "most_tests": all_s},
+        # The self-test's own seconds: the model's answer with its tests, running them, and the
+        # rest, decoding the other candidates.
+        "self_test_seconds": {"writing": writing_s, "testing": testing_s,
+                              "candidates": self_test_s - writing_s - testing_s},
         "seconds_per_passing_edit": {"today": today_s / passed["today"] if passed["today"] else None,
                                      "most_tests": all_s / passed["most_tests"] if passed["most_tests"] else None},
     }
@@ -85,8 +93,9 @@ def format_self_test(summary: dict) -> str:
     per = summary["seconds_per_passing_edit"]
     cost = ", ".join(f"{name} {'-' if s is None else f'{s:.1f} s'}" for name, s in per.items())
     auc_text = "-" if summary["auc"] is None else f"{summary['auc']:.2f}"
+    parts = ", ".join(f"{name} {s:.1f} s" for name, s in summary["self_test_seconds"].items())
     return (f"self-test: the model wrote tests for {summary['cases_with_tests']} cases "
             f"({summary['tests_written']} tests); passed by rule: {passed}; unchanged {summary['unchanged']}, "
             f"refused {summary['refused']}; {summary['choices_changed']} choices changed; AUC of the model's "
             f"tests against the case's over {summary['candidates_scored']} candidates {auc_text}; "
-            f"seconds per passing edit: {cost}")
+            f"seconds per passing edit: {cost}; the self-test's seconds: {parts}")

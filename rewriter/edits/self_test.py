@@ -167,6 +167,13 @@ class SelfTestReport:
     candidates: list[tuple[str, str, Score]] = field(default_factory=list)  # (origin, the span's text, score)
     chosen: int | None = None  # the candidate taken instead of today's choice
     seconds: float = 0.0  # writing the tests, decoding the other candidates, running the tests
+    writing_seconds: float = 0.0  # of those, the model's answer with the tests
+
+    @property
+    def testing_seconds(self) -> float:
+        """Of `seconds`, running the model's tests on today's choice and the candidates."""
+        scores = [scored for _, _, scored in self.candidates] + ([self.today] if self.today else [])
+        return sum(scored.seconds for scored in scores)
 
     @property
     def taken(self) -> bool:

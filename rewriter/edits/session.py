@@ -237,7 +237,8 @@ class EditSession:
         except NoCodeBlock:
             written = None
         report = SelfTestReport(tests_from(written.text) if written is not None else None,
-                                written.text if written is not None else "")
+                                written.text if written is not None else "",
+                                writing_seconds=time.perf_counter() - began)
         chosen = None
         if report.tests is not None:
             today = report.today_text = None if decision.refused else decision.text

@@ -13,6 +13,7 @@ def candidate(origin: str, passed: list[str], outcome: str, of: int = 3) -> dict
 def self_tested(outcome: str, today: dict, candidates: list[dict], chosen: int | None, seconds: float = 2.0,
                 **more) -> dict:
     return row(outcome, ours_s=3.0, **more, self_test={"tests": "...", "names": ["a", "b", "c"], "seconds": seconds,
+                                                       "writing_seconds": seconds / 2, "testing_seconds": seconds / 4,
                                                        "today": today, "candidates": candidates, "chosen": chosen})
 
 
@@ -45,4 +46,7 @@ def test_the_summary_sets_the_rules_side_by_side_with_their_seconds():
     assert summary["candidates_scored"] == 3 and summary["auc"] == 1.0
     assert summary["seconds"] == {"today": 9.0 - 5.0, "most_tests": 9.0}
     assert summary["seconds_per_passing_edit"] == {"today": 4.0, "most_tests": 4.5}
-    assert "passed by rule: today 1, most_tests 2" in format_tests_summary(summarize_tests(rows))
+    assert summary["self_test_seconds"] == {"writing": 2.0, "testing": 1.0, "candidates": 5.0 - 3.0}
+    report = format_tests_summary(summarize_tests(rows))
+    assert "passed by rule: today 1, most_tests 2" in report
+    assert "the self-test's seconds: writing 2.0 s, testing 1.0 s, candidates 2.0 s" in report

@@ -50,6 +50,10 @@ def test_the_candidate_passing_most_of_the_models_tests_is_taken_over_todays_cho
     assert [(origin, scored.passed) for origin, _, scored in report.candidates] == [
         ("branch 1", ("test_empty_1", "test_one_1")), ("branch 2", ("test_empty_1", "test_two_1", "test_one_1"))]
     assert report.chosen == 1 and "branch 2 passed 3 of the model's 3 tests, the usual choice 2" in report.describe()
+    # Its seconds in parts: the answer with the tests, then running them on each candidate (3 runs).
+    assert 0 < report.writing_seconds and report.writing_seconds + report.testing_seconds <= report.seconds
+    runs = [report.today.seconds] + [scored.seconds for _, _, scored in report.candidates]
+    assert report.testing_seconds == pytest.approx(sum(runs)) and all(run > 0 for run in runs)
 
 
 def test_without_the_self_test_or_on_a_tie_todays_choice_stays():
