@@ -98,6 +98,8 @@ class RewriterServer(LanguageServer):
 
     async def get_engine(self, report):
         """The rewrites' engine, made and loaded once, in a thread, with progress (lsp/engine_load.py)."""
+        if self.rewrites.ready is None:
+            self.next_edits.preempt()  # its load would wait on the kept thread for the suggestion's end
         return await self.rewrites.get(report)
 
     def suggestion_load(self) -> EngineLoad:

@@ -138,6 +138,24 @@ async def test_a_rewrite_preempts_the_prediction(editor):
     assert await pending is None  # stopped, and its document changed meanwhile
 
 
+async def test_a_rewrite_whose_model_must_load_stops_the_suggestion_first(tmp_path):
+    """Suggestions from a model of their own decode where models load, in turn (lsp/threads.py): a
+    rewrite whose model is not loaded yet stops the suggestion in flight, so that its load need
+    not wait for that answer's end (a scripted load of load_s, a suggestion of several seconds)."""
+    load_s = 1.0
+    editor = await Editor.start(VSCODE, {**SCRIPT, "load_s": load_s}, tmp_path, {"nextEditModel": "a-smaller-model"})
+    try:
+        editor.open(URI, TEXT.replace("import math\n", "import math  # slowly\n"))
+        pending = asyncio.ensure_future(ask(editor, 4, 4))
+        await asyncio.sleep(load_s + 0.5)  # the suggestions' model has loaded, and it decodes
+        started = time.perf_counter()
+        outcome = await editor.execute("rewriter.rewriteFile", {"uri": URI, "instruction": "Add type hints"})
+        assert outcome["status"] == "done" and time.perf_counter() - started < load_s + 3
+        assert await pending is None
+    finally:
+        await editor.stop()
+
+
 async def test_suggestions_can_be_turned_off(tmp_path):
     editor = await Editor.start(VSCODE, SCRIPT, tmp_path, {"nextEdits": False})
     try:
