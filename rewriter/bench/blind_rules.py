@@ -12,13 +12,19 @@ tests:
 - `agreed_behaviour`: the candidate whose results on the model's tests (which pass, which fail)
   most candidates share, today's first on a tie.
 
+- `fewest_findings`: the candidate whose file has the fewest pyflakes findings of any kind (style
+  warnings too; every candidate already has no error-class one), today's first on a tie; it needs
+  the candidates decoded, not the model's tests.
+
 `any_candidate` is no rule: the cases where some candidate passes, the most any rule could reach.
 """
 from __future__ import annotations
 
 from collections import Counter
 
-RULES = ("today", "most_tests", "agreed_behaviour")
+from ..edits.checks.lint import finding_count
+
+RULES = ("today", "most_tests", "agreed_behaviour", "fewest_findings")
 
 
 def _pool(test: dict) -> list[dict]:
@@ -33,14 +39,24 @@ def _agreed(pool: list[dict]) -> dict:
     return max(pool, key=lambda c: (behaviours[frozenset(c["passed_tests"])], -pool.index(c)))
 
 
+def _fewest_findings(pool: list[dict]) -> dict | None:
+    """The edit (a candidate with its file kept) with the fewest findings, the earlier on a tie;
+    None where no candidate's file was kept (a row from before they were)."""
+    counted = [(count, index) for index, candidate in enumerate(pool) if candidate.get("edited") is not None
+               and (count := finding_count(candidate["edited"])) is not None]
+    return pool[min(counted)[1]] if counted else None
+
+
 def rule_outcomes(row: dict) -> dict[str, str]:
     """Each rule's outcome for one case; all the row's own where the model wrote no tests that ran."""
     test = row.get("self_test")
     if not test or test.get("tests") is None:
         return {**{name: row["outcome"] for name in RULES}, "any_candidate": row["outcome"]}
     pool = _pool(test)
+    fewest = _fewest_findings(pool)
     return {"today": test["today"]["outcome"], "most_tests": row["outcome"],
             "agreed_behaviour": _agreed(pool)["outcome"] if pool else test["today"]["outcome"],
+            "fewest_findings": fewest["outcome"] if fewest is not None else test["today"]["outcome"],
             "any_candidate": "passed" if any(c["outcome"] == "passed" for c in pool) else row["outcome"]}
 
 
@@ -69,6 +85,11 @@ def summarize_self_test(rows: list[dict]) -> dict:
     writing_s = sum(test.get("writing_seconds", 0.0) for test in tests)
     testing_s = sum(test.get("testing_seconds", 0.0) for test in tests)
     passed = {name: sum(o[name] == "passed" for o in outcomes) for name in (*RULES, "any_candidate")}
+    candidates_s = self_test_s - writing_s - testing_s
+    # What each rule costs: today's the session without the self-test; the model's tests' rules the
+    # whole session; the findings' today's and the other candidates' decoding.
+    seconds = {"today": today_s, "most_tests": all_s, "agreed_behaviour": all_s,
+               "fewest_findings": today_s + candidates_s}
     return {
         "cases_with_tests": len(written),
         "tests_written": sum(len(test["names"]) for test in written),
@@ -78,13 +99,11 @@ def summarize_self_test(rows: list[dict]) -> dict:
         "choices_changed": sum(test["chosen"] is not None for test in written),
         "candidates_scored": len(scored),
         "auc": auc(scored),
-        "seconds": {"today": today_s, "most_tests": all_s},
+        "seconds": seconds,
         # The self-test's own seconds: the model's answer with its tests, running them, and the
         # rest, decoding the other candidates.
-        "self_test_seconds": {"writing": writing_s, "testing": testing_s,
-                              "candidates": self_test_s - writing_s - testing_s},
-        "seconds_per_passing_edit": {"today": today_s / passed["today"] if passed["today"] else None,
-                                     "most_tests": all_s / passed["most_tests"] if passed["most_tests"] else None},
+        "self_test_seconds": {"writing": writing_s, "testing": testing_s, "candidates": candidates_s},
+        "seconds_per_passing_edit": {name: seconds[name] / passed[name] if passed[name] else None for name in RULES},
     }
 
 

@@ -60,6 +60,13 @@ def lint_errors(text: str) -> list[LintError] | None:
     return None if checker is None else _errors(checker)
 
 
+def finding_count(text: str) -> int | None:
+    """How many findings of every kind pyflakes has in `text`, style warnings too (an unused
+    import or variable, a redefinition); None where it does not compile."""
+    checker = _checked(text)
+    return None if checker is None else len(checker.messages)
+
+
 def _checked(text: str) -> Checker | None:
     """pyflakes' reading of `text`; None where it does not compile."""
     with warnings.catch_warnings():
