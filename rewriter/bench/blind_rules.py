@@ -10,8 +10,7 @@ tests:
 - `most_tests`: the self-test's, the candidate that passes most of the model's tests, today's on a
   tie (the row's own outcome);
 - `agreed_behaviour`: the candidate whose results on the model's tests (which pass, which fail)
-  most candidates share, today's first on a tie.
-
+  most candidates share, today's first on a tie;
 - `fewest_findings`: the candidate whose file has the fewest pyflakes findings of any kind (style
   warnings too; every candidate already has no error-class one), today's first on a tie; it needs
   the candidates decoded, not the model's tests.
